@@ -1,0 +1,32 @@
+// Decision: the answer to "may a request of this cost pass now?".
+#ifndef SLUICE_DECISION_H_
+#define SLUICE_DECISION_H_
+
+#include <cstdint>
+
+#include "sluice/time.h"
+
+namespace sluice {
+
+enum class DecisionReason : uint8_t {
+  kAdmitted,
+  kOverLimit,            // would pass later: see retry_after
+  kCostExceedsCapacity,  // can never pass: cost > capacity; retry_after is kNever
+  kInvalidRequest,       // negative cost or an unusable key; state untouched
+};
+
+inline constexpr Duration kNever = Duration::max();
+
+struct Decision {
+  bool allowed = false;
+  DecisionReason reason = DecisionReason::kOverLimit;
+  int64_t limit = 0;      // the capacity the decision was taken against
+  int64_t remaining = 0;  // whole hits that could still pass now, after this decision
+  Duration reset_after{0};  // until the limiter is fully replenished (a fresh key looks the same)
+  Duration retry_after{0};  // earliest time a request of this cost could pass; 0 when allowed
+  Duration delay{0};        // leaky-bucket shaper: wait this long before releasing the request
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_DECISION_H_

@@ -1,0 +1,50 @@
+// Leaky bucket: a queue of size B drained at a constant r = limit/period.
+//
+//   level = max(0, level - r * (now - last));  admit iff level + cost <= B, then level += cost.
+//
+// As a meter (default) it only admits or rejects. As a shaper (spec.shaper) an admitted request
+// also gets delay = level / r, taken before adding it: releases come out exactly 1/r apart
+// (rounded up to the nanosecond, never early). The level is exact, as in TokenBucket.
+#ifndef SLUICE_LEAKY_BUCKET_H_
+#define SLUICE_LEAKY_BUCKET_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "sluice/decision.h"
+#include "sluice/limit_spec.h"
+#include "sluice/status.h"
+
+namespace sluice {
+
+class LeakyBucket {
+ public:
+  struct State {
+    int64_t scaled_level = 0;  // queued hits * d
+    int64_t last_ns = 0;
+  };
+
+  static Result<LeakyBucket> Create(const LimitSpec& spec);
+
+  State Initial(Timestamp now) const { return State{0, ToNanos(now)}; }
+  Decision Decide(State& state, Timestamp now, int64_t cost) const;
+  Timestamp ReplenishedAt(const State& state) const;
+  static size_t HeapBytes(const State&) { return 0; }
+  int64_t capacity() const { return capacity_; }
+  bool shaper() const { return shaper_; }
+
+ private:
+  LeakyBucket(int64_t capacity, int64_t n, int64_t d, bool shaper);
+  void Drain(State& state, int64_t t) const;
+
+  int64_t capacity_;
+  int64_t n_;
+  int64_t d_;
+  int64_t capacity_scaled_;
+  int64_t drain_ns_;  // time to drain a full queue
+  bool shaper_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_LEAKY_BUCKET_H_

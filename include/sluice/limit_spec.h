@@ -1,0 +1,40 @@
+// LimitSpec: what a user configures. "limit requests per period", with an optional burst.
+//
+//   token_bucket, gcra:   refill rate limit/period, capacity burst (default limit).
+//   leaky_bucket:         leak rate limit/period, queue size burst (default limit);
+//                         shaper=true delays admitted requests instead of only metering.
+//   fixed_window, sliding_window_log, sliding_window_counter:
+//                         at most limit hits per window of length period; burst must be unset.
+#ifndef SLUICE_LIMIT_SPEC_H_
+#define SLUICE_LIMIT_SPEC_H_
+
+#include <cstdint>
+#include <string>
+
+#include "sluice/algorithm.h"
+#include "sluice/status.h"
+#include "sluice/time.h"
+
+namespace sluice {
+
+struct LimitSpec {
+  Algorithm algorithm = Algorithm::kTokenBucket;
+  int64_t limit = 0;     // requests (hits) per period
+  Duration period{0};    // the window, or the time in which `limit` tokens refill/leak
+  int64_t burst = 0;     // capacity / queue size; 0 means "same as limit"
+  bool shaper = false;   // leaky bucket only
+
+  // The capacity actually used: burst if set, else limit.
+  int64_t Capacity() const { return burst > 0 ? burst : limit; }
+};
+
+// Checks the parameters every algorithm shares and the algorithm-specific ones (including the
+// arithmetic ranges that keep decisions exact); the error names the offending field.
+Result<LimitSpec> ValidateLimitSpec(const LimitSpec& spec);
+
+// "token_bucket 10/1s burst 50", for logs and the demo.
+std::string DescribeLimitSpec(const LimitSpec& spec);
+
+}  // namespace sluice
+
+#endif  // SLUICE_LIMIT_SPEC_H_

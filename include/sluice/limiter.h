@@ -1,0 +1,47 @@
+// Limiter: one configured limit applied to many keys (one counter per key), backed by a store.
+// This is the interface the CLI and the server program against; the memory store implements it
+// and so do the remote stores.
+//
+//   auto limiter = MakeMemoryLimiter(spec);   // memory_store.h
+//   Decision d = (*limiter)->Decide("api_key=k1", clock.Now(), /*cost=*/1);
+//
+// Implementations are thread-safe.
+#ifndef SLUICE_LIMITER_H_
+#define SLUICE_LIMITER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "sluice/decision.h"
+#include "sluice/limit_spec.h"
+#include "sluice/time.h"
+
+namespace sluice {
+
+struct StoreStats {
+  uint64_t keys = 0;         // counters currently held
+  uint64_t bytes = 0;        // accounted memory: entries, index, long keys, logs
+  uint64_t max_bytes = 0;    // the configured bound
+  uint64_t evictions = 0;    // live counters dropped to stay within max_bytes
+  uint64_t expirations = 0;  // replenished counters dropped (no effect on decisions)
+};
+
+class Limiter {
+ public:
+  virtual ~Limiter() = default;
+
+  // Decides for `key` at `now`; cost is the request's weight (hits). cost 0 asks without
+  // consuming. A negative cost or an over-long key yields kInvalidRequest and changes nothing.
+  virtual Decision Decide(std::string_view key, Timestamp now, int64_t cost) = 0;
+
+  // Drops every counter that is fully replenished at `now`; returns how many.
+  virtual size_t Sweep(Timestamp now) = 0;
+
+  virtual StoreStats Stats() const = 0;
+  virtual const LimitSpec& spec() const = 0;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_LIMITER_H_

@@ -1,0 +1,47 @@
+// Sliding window counter: counts for the current aligned window and the one before it.
+//
+//   w = floor(t/D);  elapsed = (t - w*D)/D;  estimate = current + previous * (1 - elapsed)
+//   admit iff estimate + cost <= limit   (previous is 0 unless window w-1 was the last one seen)
+//
+// Computed exactly in integers (everything multiplied by D). O(1) memory. It assumes the
+// previous window's hits were spread evenly; when they were bunched at its end, the true count
+// in a sliding interval (t-D, t] can exceed the limit: it is at most
+// limit + elapsed * previous < 2 * limit (see docs/algorithms.md; a test checks the bound).
+#ifndef SLUICE_SLIDING_WINDOW_COUNTER_H_
+#define SLUICE_SLIDING_WINDOW_COUNTER_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "sluice/decision.h"
+#include "sluice/limit_spec.h"
+#include "sluice/status.h"
+
+namespace sluice {
+
+class SlidingWindowCounter {
+ public:
+  struct State {
+    int64_t window = 0;
+    uint32_t current = 0;
+    uint32_t previous = 0;
+  };
+
+  static Result<SlidingWindowCounter> Create(const LimitSpec& spec);
+
+  State Initial(Timestamp now) const;
+  Decision Decide(State& state, Timestamp now, int64_t cost) const;
+  Timestamp ReplenishedAt(const State& state) const;
+  static size_t HeapBytes(const State&) { return 0; }
+  int64_t capacity() const { return limit_; }
+
+ private:
+  SlidingWindowCounter(int64_t limit, int64_t window_ns) : limit_(limit), window_ns_(window_ns) {}
+
+  int64_t limit_;
+  int64_t window_ns_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_SLIDING_WINDOW_COUNTER_H_

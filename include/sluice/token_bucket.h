@@ -1,0 +1,49 @@
+// Token bucket: capacity B tokens, refilled at r = limit/period, starting full.
+//
+//   tokens = min(B, tokens + r * (now - last));  admit iff tokens >= cost, then tokens -= cost.
+//
+// Tokens are kept as an exact integer count of 1/d-token units (r reduced to n/d per nanosecond),
+// so a refill adds exactly n*elapsed and long runs never drift. Not thread-safe by itself: the
+// store serialises access to a key's State. Time going backwards refills nothing.
+#ifndef SLUICE_TOKEN_BUCKET_H_
+#define SLUICE_TOKEN_BUCKET_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "sluice/decision.h"
+#include "sluice/limit_spec.h"
+#include "sluice/status.h"
+
+namespace sluice {
+
+class TokenBucket {
+ public:
+  struct State {
+    int64_t scaled_tokens = 0;  // tokens * d
+    int64_t last_ns = 0;        // when scaled_tokens was last brought up to date
+  };
+
+  static Result<TokenBucket> Create(const LimitSpec& spec);
+
+  State Initial(Timestamp now) const { return State{capacity_scaled_, ToNanos(now)}; }
+  Decision Decide(State& state, Timestamp now, int64_t cost) const;
+  // From this instant on the state is indistinguishable from Initial(): it may be dropped.
+  Timestamp ReplenishedAt(const State& state) const;
+  static size_t HeapBytes(const State&) { return 0; }
+  int64_t capacity() const { return capacity_; }
+
+ private:
+  TokenBucket(int64_t capacity, int64_t n, int64_t d);
+  void Refill(State& state, int64_t t) const;
+
+  int64_t capacity_;         // B
+  int64_t n_;                // r = n_/d_ tokens per nanosecond, in lowest terms
+  int64_t d_;
+  int64_t capacity_scaled_;  // B * d_
+  int64_t fill_ns_;          // time to refill from empty
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_TOKEN_BUCKET_H_

@@ -1,0 +1,107 @@
+// The sluice command line: `sluice demo`, `sluice replay`.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/demo.h"
+#include "cli/replay.h"
+#include "sluice/duration.h"
+#include "sluice/memory_store.h"
+
+namespace {
+
+constexpr int kUsageError = 2;
+
+struct ReplayFlags {
+  std::string algorithm;
+  int64_t limit = 0;
+  std::string per;
+  int64_t burst = 0;
+  bool shaper = false;
+  std::string input;
+  std::string output = "jsonl";
+};
+
+int Fail(const std::string& message) {
+  fmt::print(stderr, "sluice replay: {}\n", message);
+  return kUsageError;
+}
+
+int RunReplay(const ReplayFlags& f) {
+  using namespace sluice;
+  const auto algorithm = ParseAlgorithm(f.algorithm);
+  if (!algorithm) {
+    return Fail("unknown --algorithm '" + f.algorithm +
+                "' (token_bucket, leaky_bucket, fixed_window, sliding_window_log, "
+                "sliding_window_counter, gcra)");
+  }
+  const auto per = ParseDuration(f.per);
+  if (!per) return Fail("--per: " + per.error().message);
+  if (f.output != "jsonl" && f.output != "summary") {
+    return Fail("--output must be jsonl or summary, not '" + f.output + "'");
+  }
+  LimitSpec spec{*algorithm, f.limit, *per, f.burst, f.shaper};
+  // Replay must not evict: a trace is judged as if memory were unlimited (and says so if not).
+  MemoryStoreOptions options;
+  options.max_bytes = size_t{64} << 30;
+  auto limiter = MakeMemoryLimiter(spec, options);
+  if (!limiter) return Fail(limiter.error().message);
+
+  std::FILE* in = stdin;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(nullptr, &std::fclose);
+  if (f.input != "-") {
+    file.reset(std::fopen(f.input.c_str(), "rb"));
+    if (!file) return Fail("cannot open --input '" + f.input + "': " + std::strerror(errno));
+    in = file.get();
+  }
+  cli::TraceReader reader(in);
+  const auto output = f.output == "jsonl" ? cli::ReplayOutput::kJsonl : cli::ReplayOutput::kSummary;
+  auto result = cli::Replay(reader, **limiter, output, stdout);
+  std::fflush(stdout);
+  if (!result) {
+    fmt::print(stderr, "{}\n", result.error().message);
+    return kUsageError;
+  }
+  if (result->store.evictions > 0) {
+    fmt::print(stderr, "sluice replay: warning: {} counters were evicted for memory; their keys "
+               "were treated as fresh\n", result->store.evictions);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"sluice: rate limiting algorithms, stores and tools"};
+  app.require_subcommand(1);
+
+  auto* demo = app.add_subcommand("demo", "Show each algorithm on the design note's worked example");
+
+  ReplayFlags f;
+  auto* replay = app.add_subcommand("replay", "Replay a CSV trace (t_ms,key[,cost]) through an algorithm");
+  replay->add_option("--algorithm", f.algorithm, "token_bucket, leaky_bucket, fixed_window, "
+                     "sliding_window_log, sliding_window_counter or gcra")->required();
+  replay->add_option("--limit", f.limit, "N requests ...")->required();
+  replay->add_option("--per", f.per, "... per DURATION (250ms, 1s, 1m, 1h, 1d)")->required();
+  replay->add_option("--burst", f.burst, "bucket capacity / leaky queue size (default: --limit)");
+  replay->add_flag("--shaper", f.shaper, "leaky_bucket: delay instead of only rejecting");
+  replay->add_option("--input", f.input, "trace file, or - for stdin")->required();
+  replay->add_option("--output", f.output, "jsonl (default) or summary");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kUsageError;
+  }
+  if (*demo) return sluice::cli::RunDemo(stdout);
+  if (*replay) return RunReplay(f);
+  return kUsageError;
+}

@@ -1,0 +1,134 @@
+#include "cli/replay.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <string>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/json_text.h"
+#include "sluice/duration.h"
+
+namespace sluice::cli {
+namespace {
+
+constexpr int64_t kNanosPerMilli = 1'000'000;
+
+// Per key: admitted/rejected counts and the most hits admitted in any interval (t - D, t].
+class KeySummary {
+ public:
+  void Add(int64_t t_ns, int64_t cost, bool allowed, int64_t window_ns) {
+    if (!allowed) {
+      ++rejected_;
+      return;
+    }
+    ++admitted_;
+    while (!window_.empty() && window_.front().first <= t_ns - window_ns) {
+      in_window_ -= window_.front().second;
+      window_.pop_front();
+    }
+    window_.emplace_back(t_ns, cost);
+    in_window_ += cost;
+    max_in_window_ = std::max(max_in_window_, in_window_);
+  }
+  nlohmann::json ToJson() const {
+    return {{"admitted", admitted_}, {"rejected", rejected_}, {"max_admitted_in_window", max_in_window_}};
+  }
+
+ private:
+  uint64_t admitted_ = 0;
+  uint64_t rejected_ = 0;
+  int64_t in_window_ = 0;
+  int64_t max_in_window_ = 0;
+  std::deque<std::pair<int64_t, int64_t>> window_;
+};
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+void AppendDecision(std::string& out, const TraceLine& line, const Decision& d, bool shaper) {
+  fmt::format_to(std::back_inserter(out), "{{\"t_ms\":{},\"key\":", line.t_ms);
+  AppendJsonString(out, line.key);
+  fmt::format_to(std::back_inserter(out), ",\"allowed\":{},\"remaining\":{},\"retry_after_ms\":",
+                 d.allowed, d.remaining);
+  if (d.retry_after == kNever) {
+    out += "null,\"reason\":\"cost_exceeds_capacity\"";
+  } else {
+    fmt::format_to(std::back_inserter(out), "{}", CeilMillis(d.retry_after));
+  }
+  if (shaper) fmt::format_to(std::back_inserter(out), ",\"delay_ms\":{}", CeilMillis(d.delay));
+  out += "}\n";
+}
+
+}  // namespace
+
+int64_t CeilMillis(Duration d) {
+  const int64_t ns = d.count();
+  return ns / kNanosPerMilli + (ns % kNanosPerMilli > 0 ? 1 : 0);
+}
+
+Result<ReplayResult> Replay(TraceReader& reader, Limiter& limiter, ReplayOutput output,
+                            std::FILE* out) {
+  const LimitSpec& spec = limiter.spec();
+  const int64_t window_ns = spec.period.count();
+  const bool shaper = spec.shaper;
+  ReplayResult result;
+  std::unordered_map<std::string, KeySummary, StringHash, std::equal_to<>> keys;
+  std::string buf;
+  buf.reserve(1 << 20);
+  auto flush = [&] {
+    std::fwrite(buf.data(), 1, buf.size(), out);
+    buf.clear();
+  };
+
+  while (true) {
+    auto next = reader.Next();
+    if (!next) {
+      flush();
+      return std::unexpected(next.error());
+    }
+    if (!next->has_value()) break;
+    const TraceLine& line = **next;
+    const int64_t t_ns = line.t_ms * kNanosPerMilli;
+    const Decision d = limiter.Decide(line.key, FromNanos(t_ns), line.cost);
+    ++result.lines;
+    ++(d.allowed ? result.admitted : result.rejected);
+    if (output == ReplayOutput::kJsonl) {
+      AppendDecision(buf, line, d, shaper);
+      if (buf.size() >= (1 << 20) - 8192) flush();
+    } else {
+      auto it = keys.find(line.key);
+      if (it == keys.end()) it = keys.emplace(std::string(line.key), KeySummary{}).first;
+      it->second.Add(t_ns, line.cost, d.allowed, window_ns);
+    }
+  }
+  result.store = limiter.Stats();
+  if (output == ReplayOutput::kSummary) {
+    nlohmann::json per_key = nlohmann::json::object();
+    std::map<std::string_view, const KeySummary*> sorted;
+    for (const auto& [k, v] : keys) sorted.emplace(k, &v);
+    for (const auto& [k, v] : sorted) per_key[std::string(k)] = v->ToJson();
+    nlohmann::json summary = {
+        {"algorithm", AlgorithmName(spec.algorithm)},
+        {"limit", spec.limit},
+        {"per", FormatDuration(spec.period)},
+        {"burst", spec.Capacity()},
+        {"shaper", spec.shaper},
+        {"lines", result.lines},
+        {"admitted", result.admitted},
+        {"rejected", result.rejected},
+        {"keys", per_key},
+    };
+    buf += summary.dump(2);
+    buf += '\n';
+  }
+  flush();
+  return result;
+}
+
+}  // namespace sluice::cli

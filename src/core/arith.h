@@ -1,0 +1,56 @@
+// Integer helpers shared by the algorithms. Internal to libsluice.
+#ifndef SLUICE_CORE_ARITH_H_
+#define SLUICE_CORE_ARITH_H_
+
+#include <cstdint>
+#include <limits>
+
+#include "sluice/decision.h"
+
+namespace sluice::internal {
+
+// Scaled quantities (hits * period) stay below this, so a sum of two never overflows.
+inline constexpr int64_t kMaxScaled = int64_t{1} << 61;
+
+// a >= 0, b > 0.
+constexpr int64_t CeilDiv(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+// Rounds towards minus infinity, b > 0.
+constexpr int64_t FloorDiv(int64_t a, int64_t b) {
+  const int64_t q = a / b;
+  return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
+constexpr int64_t Gcd(int64_t a, int64_t b) {
+  while (b != 0) {
+    const int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+// rate = limit / period_ns, reduced to lowest terms n/d.
+struct ReducedRate {
+  int64_t n;
+  int64_t d;
+};
+constexpr ReducedRate Reduce(int64_t limit, int64_t period_ns) {
+  const int64_t g = Gcd(limit, period_ns);
+  return ReducedRate{limit / g, period_ns / g};
+}
+
+inline Decision Rejected(DecisionReason reason, int64_t limit) {
+  Decision d;
+  d.allowed = false;
+  d.reason = reason;
+  d.limit = limit;
+  d.retry_after = reason == DecisionReason::kOverLimit ? Duration(0) : kNever;
+  return d;
+}
+
+inline constexpr Timestamp kLongAgo = Timestamp::min();
+
+}  // namespace sluice::internal
+
+#endif  // SLUICE_CORE_ARITH_H_

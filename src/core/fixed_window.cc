@@ -1,0 +1,51 @@
+#include "sluice/fixed_window.h"
+
+#include "core/arith.h"
+
+namespace sluice {
+
+using internal::FloorDiv;
+
+Result<FixedWindow> FixedWindow::Create(const LimitSpec& spec) {
+  auto valid = ValidateLimitSpec(spec);
+  if (!valid) return std::unexpected(valid.error());
+  if (spec.algorithm != Algorithm::kFixedWindow) return MakeError("spec is not a fixed_window");
+  return FixedWindow(spec.limit, spec.period.count());
+}
+
+FixedWindow::State FixedWindow::Initial(Timestamp now) const {
+  return State{FloorDiv(ToNanos(now), window_ns_), 0};
+}
+
+Decision FixedWindow::Decide(State& s, Timestamp now, int64_t cost) const {
+  const int64_t t = ToNanos(now);
+  if (cost < 0) return internal::Rejected(DecisionReason::kInvalidRequest, limit_);
+  const int64_t w = FloorDiv(t, window_ns_);
+  if (w > s.window) {
+    s.window = w;
+    s.count = 0;
+  }
+  // After a clock step backwards s.window may be ahead of w; the state's window still applies.
+  const int64_t until_next = (s.window + 1) * window_ns_ - t;
+  Decision d;
+  d.limit = limit_;
+  if (cost > limit_) {
+    d = internal::Rejected(DecisionReason::kCostExceedsCapacity, limit_);
+  } else if (s.count + cost <= limit_) {
+    s.count += cost;
+    d.allowed = true;
+    d.reason = DecisionReason::kAdmitted;
+  } else {
+    d.reason = DecisionReason::kOverLimit;
+    d.retry_after = Duration(until_next);
+  }
+  d.remaining = limit_ - s.count;
+  d.reset_after = Duration(s.count > 0 ? until_next : 0);
+  return d;
+}
+
+Timestamp FixedWindow::ReplenishedAt(const State& s) const {
+  return s.count == 0 ? internal::kLongAgo : FromNanos((s.window + 1) * window_ns_);
+}
+
+}  // namespace sluice

@@ -1,0 +1,64 @@
+#include "sluice/gcra.h"
+
+#include "core/arith.h"
+
+namespace sluice {
+
+using internal::CeilDiv;
+
+Result<Gcra> Gcra::Create(const LimitSpec& spec) {
+  auto valid = ValidateLimitSpec(spec);
+  if (!valid) return std::unexpected(valid.error());
+  if (spec.algorithm != Algorithm::kGcra) return MakeError("spec is not a gcra");
+  const auto rate = internal::Reduce(spec.limit, spec.period.count());
+  return Gcra(spec.Capacity(), rate.n, rate.d);
+}
+
+Gcra::Gcra(int64_t capacity, int64_t n, int64_t d)
+    : capacity_(capacity), n_(n), d_(d), capacity_scaled_(capacity * d) {}
+
+Decision Gcra::Decide(State& s, Timestamp now, int64_t cost) const {
+  const int64_t t = ToNanos(now);
+  if (cost < 0) return internal::Rejected(DecisionReason::kInvalidRequest, capacity_);
+  // backlog = max(TAT, now) - now, in units of 1/n ns. 128 bits: after a clock step backwards
+  // (tat - t) * n may exceed 64 bits; in normal operation it is at most capacity_scaled_.
+  const __int128 ahead = static_cast<__int128>(s.tat_ns) - t;
+  const __int128 backlog = ahead > 0 ? ahead * n_ + s.tat_frac : (ahead == 0 ? s.tat_frac : 0);
+
+  Decision d;
+  d.limit = capacity_;
+  if (cost > capacity_) {
+    d = internal::Rejected(DecisionReason::kCostExceedsCapacity, capacity_);
+  } else {
+    const int64_t need = cost * d_;
+    if (backlog + need <= capacity_scaled_) {
+      const int64_t after = static_cast<int64_t>(backlog) + need;
+      if (n_ == 1) {
+        s.tat_ns = t + after;
+        s.tat_frac = 0;
+      } else {
+        s.tat_ns = t + after / n_;
+        s.tat_frac = after % n_;
+      }
+      d.allowed = true;
+      d.reason = DecisionReason::kAdmitted;
+      d.remaining = (capacity_scaled_ - after) / d_;
+      d.reset_after = Duration(CeilDiv(after, n_));
+      return d;
+    }
+    d.reason = DecisionReason::kOverLimit;
+    const __int128 excess = backlog + need - capacity_scaled_;
+    d.retry_after = Duration(static_cast<int64_t>((excess + n_ - 1) / n_));
+  }
+  d.remaining = backlog >= capacity_scaled_
+                    ? 0
+                    : static_cast<int64_t>((capacity_scaled_ - backlog) / d_);
+  d.reset_after = Duration(static_cast<int64_t>((backlog + n_ - 1) / n_));
+  return d;
+}
+
+Timestamp Gcra::ReplenishedAt(const State& s) const {
+  return FromNanos(s.tat_ns + (s.tat_frac > 0 ? 1 : 0));
+}
+
+}  // namespace sluice

@@ -1,0 +1,64 @@
+#include "sluice/leaky_bucket.h"
+
+#include <algorithm>
+
+#include "core/arith.h"
+
+namespace sluice {
+
+using internal::CeilDiv;
+
+Result<LeakyBucket> LeakyBucket::Create(const LimitSpec& spec) {
+  auto valid = ValidateLimitSpec(spec);
+  if (!valid) return std::unexpected(valid.error());
+  if (spec.algorithm != Algorithm::kLeakyBucket) return MakeError("spec is not a leaky_bucket");
+  const auto rate = internal::Reduce(spec.limit, spec.period.count());
+  return LeakyBucket(spec.Capacity(), rate.n, rate.d, spec.shaper);
+}
+
+LeakyBucket::LeakyBucket(int64_t capacity, int64_t n, int64_t d, bool shaper)
+    : capacity_(capacity),
+      n_(n),
+      d_(d),
+      capacity_scaled_(capacity * d),
+      drain_ns_(CeilDiv(capacity * d, n)),
+      shaper_(shaper) {}
+
+void LeakyBucket::Drain(State& s, int64_t t) const {
+  if (t <= s.last_ns) return;
+  const int64_t elapsed = t - s.last_ns;
+  s.scaled_level = elapsed >= drain_ns_ ? 0 : std::max<int64_t>(0, s.scaled_level - elapsed * n_);
+  s.last_ns = t;
+}
+
+Decision LeakyBucket::Decide(State& s, Timestamp now, int64_t cost) const {
+  const int64_t t = ToNanos(now);
+  if (cost < 0) return internal::Rejected(DecisionReason::kInvalidRequest, capacity_);
+  Drain(s, t);
+  const int64_t behind = s.last_ns - t;
+  Decision d;
+  d.limit = capacity_;
+  if (cost > capacity_) {
+    d = internal::Rejected(DecisionReason::kCostExceedsCapacity, capacity_);
+  } else {
+    const int64_t need = cost * d_;
+    if (s.scaled_level + need <= capacity_scaled_) {
+      if (shaper_) d.delay = Duration(behind + CeilDiv(s.scaled_level, n_));
+      s.scaled_level += need;
+      d.allowed = true;
+      d.reason = DecisionReason::kAdmitted;
+    } else {
+      d.reason = DecisionReason::kOverLimit;
+      d.retry_after = Duration(behind + CeilDiv(s.scaled_level + need - capacity_scaled_, n_));
+    }
+  }
+  d.remaining = (capacity_scaled_ - s.scaled_level) / d_;
+  d.reset_after = Duration(behind + CeilDiv(s.scaled_level, n_));
+  return d;
+}
+
+Timestamp LeakyBucket::ReplenishedAt(const State& s) const {
+  return FromNanos(s.last_ns + CeilDiv(s.scaled_level, n_));
+}
+
+}  // namespace sluice

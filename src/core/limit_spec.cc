@@ -1,0 +1,87 @@
+#include "sluice/limit_spec.h"
+
+#include <string>
+
+#include "core/arith.h"
+#include "sluice/duration.h"
+#include "sluice/sliding_window_log.h"
+
+namespace sluice {
+namespace {
+
+bool IsBucket(Algorithm a) {
+  return a == Algorithm::kTokenBucket || a == Algorithm::kGcra || a == Algorithm::kLeakyBucket;
+}
+
+// Largest hit count a sliding window log may hold per key: 4 bytes each, 64 MiB.
+constexpr int64_t kMaxLogLimit = int64_t{1} << 24;
+// Window counters keep counts in 32 bits.
+constexpr int64_t kMaxWindowLimit = 0xffffffffLL;
+
+}  // namespace
+
+Result<LimitSpec> ValidateLimitSpec(const LimitSpec& spec) {
+  const std::string name(AlgorithmName(spec.algorithm));
+  if (spec.limit <= 0) {
+    return MakeError("limit must be a positive number of requests (got " +
+                     std::to_string(spec.limit) + ")");
+  }
+  if (spec.period.count() <= 0) {
+    return MakeError("period must be positive (got " + std::to_string(spec.period.count()) +
+                     "ns)");
+  }
+  if (spec.burst < 0) {
+    return MakeError("burst must not be negative (got " + std::to_string(spec.burst) + ")");
+  }
+  if (spec.shaper && spec.algorithm != Algorithm::kLeakyBucket) {
+    return MakeError("shaper applies only to leaky_bucket, not " + name);
+  }
+  if (IsBucket(spec.algorithm)) {
+    const auto rate = internal::Reduce(spec.limit, spec.period.count());
+    const __int128 scaled = static_cast<__int128>(spec.Capacity()) * rate.d;
+    if (scaled >= internal::kMaxScaled) {
+      return MakeError(name + " " + std::to_string(spec.limit) + "/" +
+                       FormatDuration(spec.period) + " with capacity " +
+                       std::to_string(spec.Capacity()) +
+                       " is outside the exact range (capacity x period/gcd(limit, period) "
+                       "must stay below 2^61 ns); lower the burst or use a rate that divides "
+                       "the period evenly");
+    }
+    return spec;
+  }
+  if (spec.burst != 0) {
+    return MakeError("burst applies to token_bucket, gcra and leaky_bucket, not " + name +
+                     " (a window's capacity is its limit)");
+  }
+  if (spec.limit > kMaxWindowLimit) {
+    return MakeError(name + " limit " + std::to_string(spec.limit) + " exceeds " +
+                     std::to_string(kMaxWindowLimit));
+  }
+  const __int128 scaled = static_cast<__int128>(spec.limit) * spec.period.count();
+  if (scaled >= (int64_t{1} << 60)) {
+    return MakeError(name + " " + std::to_string(spec.limit) + "/" + FormatDuration(spec.period) +
+                     " is outside the exact range (limit x period must stay below 2^60 ns)");
+  }
+  if (spec.algorithm == Algorithm::kSlidingWindowLog) {
+    if (spec.limit > kMaxLogLimit) {
+      return MakeError("sliding_window_log keeps one 4-byte timestamp per hit; limit " +
+                       std::to_string(spec.limit) + " exceeds " + std::to_string(kMaxLogLimit) +
+                       " per key (use sliding_window_counter)");
+    }
+    if (SlidingWindowLogQuantum(spec.period) == 0) {
+      return MakeError("sliding_window_log period " + FormatDuration(spec.period) +
+                       " must be a whole number of 1ns..1s quanta below 2^31 of them");
+    }
+  }
+  return spec;
+}
+
+std::string DescribeLimitSpec(const LimitSpec& spec) {
+  std::string out = std::string(AlgorithmName(spec.algorithm)) + " " +
+                    std::to_string(spec.limit) + "/" + FormatDuration(spec.period);
+  if (spec.burst > 0) out += " burst " + std::to_string(spec.burst);
+  if (spec.shaper) out += " shaper";
+  return out;
+}
+
+}  // namespace sluice

@@ -1,0 +1,82 @@
+#include "sluice/sliding_window_counter.h"
+
+#include <algorithm>
+
+#include "core/arith.h"
+
+namespace sluice {
+
+using internal::FloorDiv;
+
+Result<SlidingWindowCounter> SlidingWindowCounter::Create(const LimitSpec& spec) {
+  auto valid = ValidateLimitSpec(spec);
+  if (!valid) return std::unexpected(valid.error());
+  if (spec.algorithm != Algorithm::kSlidingWindowCounter) {
+    return MakeError("spec is not a sliding_window_counter");
+  }
+  return SlidingWindowCounter(spec.limit, spec.period.count());
+}
+
+SlidingWindowCounter::State SlidingWindowCounter::Initial(Timestamp now) const {
+  return State{FloorDiv(ToNanos(now), window_ns_), 0, 0};
+}
+
+Decision SlidingWindowCounter::Decide(State& s, Timestamp now, int64_t cost) const {
+  const int64_t t = ToNanos(now);
+  if (cost < 0) return internal::Rejected(DecisionReason::kInvalidRequest, limit_);
+  const int64_t D = window_ns_;
+  const int64_t w = FloorDiv(t, D);
+  if (w > s.window) {
+    s.previous = (w == s.window + 1) ? s.current : 0;
+    s.current = 0;
+    s.window = w;
+  }
+  // Offset into the state's window; clamped to 0 if the clock stepped back (full weight on
+  // the previous window: the conservative reading).
+  const int64_t offset = std::max<int64_t>(0, t - s.window * D);
+  const int64_t cur = s.current;
+  const int64_t prev = s.previous;
+  // All quantities below are hits * D; ValidateLimitSpec keeps limit * D below 2^60.
+  const int64_t full = limit_ * D;
+  int64_t estimate = cur * D + prev * (D - offset);
+
+  Decision d;
+  d.limit = limit_;
+  if (cost > limit_) {
+    d = internal::Rejected(DecisionReason::kCostExceedsCapacity, limit_);
+  } else if (estimate + cost * D <= full) {
+    s.current = static_cast<uint32_t>(cur + cost);
+    estimate += cost * D;
+    d.allowed = true;
+    d.reason = DecisionReason::kAdmitted;
+  } else {
+    d.reason = DecisionReason::kOverLimit;
+    // Find the earliest offset at which current + previous * (D - offset) / D + cost <= limit.
+    const int64_t room_now = limit_ - cost - cur;  // hits the previous window may still weigh
+    if (room_now >= 0) {
+      // prev > 0 here, else the request would have fit.
+      const int64_t earliest = D - (room_now * D) / prev;
+      d.retry_after = Duration(earliest - offset);
+    } else {
+      // Not this window: in the next one `cur` becomes the previous window's count.
+      const int64_t earliest_next = D - ((limit_ - cost) * D) / cur;
+      d.retry_after = Duration((D - offset) + earliest_next);
+    }
+  }
+  d.remaining = std::max<int64_t>(0, (full - estimate) / D);
+  const int64_t window_end = s.window * D + D;
+  if (s.current > 0) {
+    d.reset_after = Duration(window_end + D - t);
+  } else if (s.previous > 0) {
+    d.reset_after = Duration(window_end - t);
+  }
+  return d;
+}
+
+Timestamp SlidingWindowCounter::ReplenishedAt(const State& s) const {
+  if (s.current > 0) return FromNanos((s.window + 2) * window_ns_);
+  if (s.previous > 0) return FromNanos((s.window + 1) * window_ns_);
+  return internal::kLongAgo;
+}
+
+}  // namespace sluice

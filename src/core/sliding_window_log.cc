@@ -1,0 +1,117 @@
+#include "sluice/sliding_window_log.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/arith.h"
+
+namespace sluice {
+
+using internal::FloorDiv;
+
+StampRing::StampRing(const StampRing& other) { *this = other; }
+
+StampRing& StampRing::operator=(const StampRing& other) {
+  if (this == &other) return *this;
+  Clear();
+  if (other.size_ > 0) {
+    Grow(other.size_);
+    for (uint32_t i = 0; i < other.size_; ++i) buf_[i] = other.at(i);
+    size_ = other.size_;
+  }
+  return *this;
+}
+
+void StampRing::Grow(uint32_t min_cap) {
+  uint32_t cap = cap_ == 0 ? 4 : cap_;
+  while (cap < min_cap) cap *= 2;
+  if (cap == cap_) return;
+  auto buf = std::make_unique<uint32_t[]>(cap);
+  for (uint32_t i = 0; i < size_; ++i) buf[i] = at(i);
+  buf_ = std::move(buf);
+  head_ = 0;
+  cap_ = cap;
+}
+
+void StampRing::PushBack(uint32_t stamp, uint32_t copies) {
+  if (size_ + copies > cap_) Grow(size_ + copies);
+  for (uint32_t i = 0; i < copies; ++i) buf_[(head_ + size_ + i) & (cap_ - 1)] = stamp;
+  size_ += copies;
+}
+
+void StampRing::PopFront() {
+  head_ = (head_ + 1) & (cap_ - 1);
+  if (--size_ == 0) Clear();
+}
+
+void StampRing::Clear() {
+  buf_.reset();
+  head_ = size_ = cap_ = 0;
+}
+
+int64_t SlidingWindowLogQuantum(Duration window) {
+  const int64_t d = window.count();
+  for (int64_t q = 1; q <= 1'000'000'000; q *= 10) {
+    if (d % q == 0 && d / q < (int64_t{1} << 31)) return q;
+  }
+  return 0;
+}
+
+Result<SlidingWindowLog> SlidingWindowLog::Create(const LimitSpec& spec) {
+  auto valid = ValidateLimitSpec(spec);
+  if (!valid) return std::unexpected(valid.error());
+  if (spec.algorithm != Algorithm::kSlidingWindowLog) {
+    return MakeError("spec is not a sliding_window_log");
+  }
+  return SlidingWindowLog(spec.limit, spec.period.count(), SlidingWindowLogQuantum(spec.period));
+}
+
+Decision SlidingWindowLog::Decide(State& s, Timestamp now, int64_t cost) const {
+  const int64_t t_in = ToNanos(now);
+  if (cost < 0) return internal::Rejected(DecisionReason::kInvalidRequest, limit_);
+  // Never evaluate before the latest time seen: stamps are only comparable going forwards.
+  const int64_t t = std::max(t_in, s.last_ns);
+  const int64_t behind = t - t_in;
+  if (t - s.last_ns >= window_ns_) s.stamps.Clear();
+  s.last_ns = t;
+
+  const int64_t T = FloorDiv(t, quantum_ns_);
+  const auto T32 = static_cast<uint32_t>(T);
+  const auto W = static_cast<uint32_t>(window_quanta_);
+  // Every stamp is younger than 2*W < 2^32 quanta, so the wrapping difference is its true age.
+  while (!s.stamps.empty() && static_cast<uint32_t>(T32 - s.stamps.front()) >= W) {
+    s.stamps.PopFront();
+  }
+  // The instant a stamp of the given age leaves (t-D, t].
+  auto leaves_after = [&](uint32_t stamp) {
+    const int64_t age = static_cast<uint32_t>(T32 - stamp);
+    return Duration(behind + (T - age + W) * quantum_ns_ - t);
+  };
+
+  Decision d;
+  d.limit = limit_;
+  const int64_t count = s.stamps.size();
+  if (cost > limit_) {
+    d = internal::Rejected(DecisionReason::kCostExceedsCapacity, limit_);
+  } else if (count + cost <= limit_) {
+    s.stamps.PushBack(T32, static_cast<uint32_t>(cost));
+    d.allowed = true;
+    d.reason = DecisionReason::kAdmitted;
+  } else {
+    d.reason = DecisionReason::kOverLimit;
+    // The oldest (count + cost - limit) hits must leave first.
+    d.retry_after = leaves_after(s.stamps.at(static_cast<uint32_t>(count + cost - limit_ - 1)));
+  }
+  d.remaining = limit_ - s.stamps.size();
+  if (!s.stamps.empty()) d.reset_after = leaves_after(s.stamps.back());
+  return d;
+}
+
+Timestamp SlidingWindowLog::ReplenishedAt(const State& s) const {
+  if (s.stamps.empty()) return internal::kLongAgo;
+  const int64_t T = FloorDiv(s.last_ns, quantum_ns_);
+  const int64_t age = static_cast<uint32_t>(static_cast<uint32_t>(T) - s.stamps.back());
+  return FromNanos((T - age + window_quanta_) * quantum_ns_);
+}
+
+}  // namespace sluice

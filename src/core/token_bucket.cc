@@ -1,0 +1,66 @@
+#include "sluice/token_bucket.h"
+
+#include <algorithm>
+#include <cassert>
+
+#include "core/arith.h"
+
+namespace sluice {
+
+using internal::CeilDiv;
+
+Result<TokenBucket> TokenBucket::Create(const LimitSpec& spec) {
+  auto valid = ValidateLimitSpec(spec);
+  if (!valid) return std::unexpected(valid.error());
+  if (spec.algorithm != Algorithm::kTokenBucket) return MakeError("spec is not a token_bucket");
+  const auto rate = internal::Reduce(spec.limit, spec.period.count());
+  return TokenBucket(spec.Capacity(), rate.n, rate.d);
+}
+
+TokenBucket::TokenBucket(int64_t capacity, int64_t n, int64_t d)
+    : capacity_(capacity),
+      n_(n),
+      d_(d),
+      capacity_scaled_(capacity * d),
+      fill_ns_(CeilDiv(capacity * d, n)) {}
+
+void TokenBucket::Refill(State& s, int64_t t) const {
+  if (t <= s.last_ns) return;
+  const int64_t elapsed = t - s.last_ns;
+  // elapsed < fill_ns_ keeps elapsed * n_ below capacity_scaled_ + n_: no overflow.
+  s.scaled_tokens = elapsed >= fill_ns_ ? capacity_scaled_
+                                         : std::min(capacity_scaled_, s.scaled_tokens + elapsed * n_);
+  s.last_ns = t;
+}
+
+Decision TokenBucket::Decide(State& s, Timestamp now, int64_t cost) const {
+  const int64_t t = ToNanos(now);
+  if (cost < 0) return internal::Rejected(DecisionReason::kInvalidRequest, capacity_);
+  Refill(s, t);
+  // If time went backwards the state is ahead of `t`; waits are measured from the state's time.
+  const int64_t behind = s.last_ns - t;
+  Decision d;
+  d.limit = capacity_;
+  if (cost > capacity_) {
+    d = internal::Rejected(DecisionReason::kCostExceedsCapacity, capacity_);
+  } else {
+    const int64_t need = cost * d_;
+    if (s.scaled_tokens >= need) {
+      s.scaled_tokens -= need;
+      d.allowed = true;
+      d.reason = DecisionReason::kAdmitted;
+    } else {
+      d.reason = DecisionReason::kOverLimit;
+      d.retry_after = Duration(behind + CeilDiv(need - s.scaled_tokens, n_));
+    }
+  }
+  d.remaining = s.scaled_tokens / d_;
+  d.reset_after = Duration(behind + CeilDiv(capacity_scaled_ - s.scaled_tokens, n_));
+  return d;
+}
+
+Timestamp TokenBucket::ReplenishedAt(const State& s) const {
+  return FromNanos(s.last_ns + CeilDiv(capacity_scaled_ - s.scaled_tokens, n_));
+}
+
+}  // namespace sluice

@@ -1,0 +1,115 @@
+#include "sluice/memory_store.h"
+
+#include <bit>
+#include <random>
+#include <utility>
+
+#include "sluice/fixed_window.h"
+#include "sluice/gcra.h"
+#include "sluice/leaky_bucket.h"
+#include "sluice/sliding_window_counter.h"
+#include "sluice/sliding_window_log.h"
+#include "sluice/token_bucket.h"
+#include "store/key_hash.h"
+#include "store/memory_shard.h"
+
+namespace sluice {
+namespace {
+
+template <typename Alg>
+class MemoryLimiter final : public Limiter {
+ public:
+  MemoryLimiter(Alg alg, const LimitSpec& spec, const MemoryStoreOptions& options, size_t shards,
+                uint64_t seed)
+      : alg_(std::move(alg)),
+        spec_(spec),
+        max_key_bytes_(options.max_key_bytes),
+        seed_(seed),
+        shard_mask_(shards - 1),
+        shards_(std::make_unique<Shard[]>(shards)) {
+    for (size_t i = 0; i < shards; ++i) shards_[i].Init(options.max_bytes / shards);
+  }
+
+  Decision Decide(std::string_view key, Timestamp now, int64_t cost) override {
+    if (cost < 0 || key.size() > max_key_bytes_) {
+      Decision d;
+      d.reason = DecisionReason::kInvalidRequest;
+      d.limit = alg_.capacity();
+      return d;
+    }
+    const uint64_t h = internal::HashKey(key, seed_);
+    return shards_[(h >> 32) & shard_mask_].shard->Decide(alg_, key, static_cast<uint32_t>(h), now,
+                                                          cost);
+  }
+
+  size_t Sweep(Timestamp now) override {
+    size_t dropped = 0;
+    for (size_t i = 0; i <= shard_mask_; ++i) dropped += shards_[i].shard->Sweep(alg_, now);
+    return dropped;
+  }
+
+  StoreStats Stats() const override {
+    StoreStats s;
+    for (size_t i = 0; i <= shard_mask_; ++i) shards_[i].shard->AddStats(s);
+    return s;
+  }
+
+  const LimitSpec& spec() const override { return spec_; }
+
+ private:
+  struct Shard {
+    void Init(size_t budget) { shard = std::make_unique<internal::MemoryShard<Alg>>(budget); }
+    std::unique_ptr<internal::MemoryShard<Alg>> shard;
+  };
+
+  const Alg alg_;
+  const LimitSpec spec_;
+  const size_t max_key_bytes_;
+  const uint64_t seed_;
+  const size_t shard_mask_;
+  std::unique_ptr<Shard[]> shards_;
+};
+
+template <typename Alg>
+Result<std::unique_ptr<Limiter>> Make(const LimitSpec& spec, const MemoryStoreOptions& options,
+                                      size_t shards, uint64_t seed) {
+  auto alg = Alg::Create(spec);
+  if (!alg) return std::unexpected(alg.error());
+  return std::unique_ptr<Limiter>(
+      std::make_unique<MemoryLimiter<Alg>>(std::move(*alg), spec, options, shards, seed));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Limiter>> MakeMemoryLimiter(const LimitSpec& spec,
+                                                   const MemoryStoreOptions& options) {
+  if (options.shards == 0 || options.shards > (size_t{1} << 16)) {
+    return MakeError("memory store shards must be between 1 and 65536");
+  }
+  if (options.max_key_bytes == 0 || options.max_key_bytes > (size_t{1} << 20)) {
+    return MakeError("memory store max_key_bytes must be between 1 and 1048576");
+  }
+  const size_t shards = std::bit_ceil(options.shards);
+  uint64_t seed = options.hash_seed;
+  if (seed == 0) {
+    std::random_device rd;
+    seed = (uint64_t{rd()} << 32) ^ rd() ^ 1;
+  }
+  switch (spec.algorithm) {
+    case Algorithm::kTokenBucket:
+      return Make<TokenBucket>(spec, options, shards, seed);
+    case Algorithm::kLeakyBucket:
+      return Make<LeakyBucket>(spec, options, shards, seed);
+    case Algorithm::kFixedWindow:
+      return Make<FixedWindow>(spec, options, shards, seed);
+    case Algorithm::kSlidingWindowLog:
+      return Make<SlidingWindowLog>(spec, options, shards, seed);
+    case Algorithm::kSlidingWindowCounter:
+      return Make<SlidingWindowCounter>(spec, options, shards, seed);
+    case Algorithm::kGcra:
+      return Make<Gcra>(spec, options, shards, seed);
+  }
+  return MakeError("unknown algorithm");
+}
+
+}  // namespace sluice
