@@ -16,8 +16,8 @@ build: deps
 run: build
 	build/bin/sluice demo
 
-# Release and ASan+UBSan test runs.
-test: test-release test-asan
+# Release, ASan+UBSan, and TSan (over the concurrent store) test runs.
+test: test-release test-asan test-tsan
 
 test-release: build
 	cd build && $(CTEST)

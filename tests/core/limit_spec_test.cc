@@ -1,1 +1,68 @@
+#include "sluice/limit_spec.h"
+
 #include <gtest/gtest.h>
+
+#include "sluice/duration.h"
+#include "sluice/token_bucket.h"
+
+namespace sluice {
+namespace {
+
+using std::chrono::seconds;
+
+std::string ErrorOf(const LimitSpec& spec) {
+  auto r = ValidateLimitSpec(spec);
+  return r ? "" : r.error().message;
+}
+
+TEST(LimitSpec, RejectsNonPositiveLimitsAndPeriods) {
+  EXPECT_NE(ErrorOf({Algorithm::kTokenBucket, 0, seconds(1), 0, false}).find("limit"), std::string::npos);
+  EXPECT_NE(ErrorOf({Algorithm::kTokenBucket, -5, seconds(1), 0, false}).find("-5"), std::string::npos);
+  EXPECT_NE(ErrorOf({Algorithm::kFixedWindow, 5, seconds(0), 0, false}).find("period"), std::string::npos);
+  EXPECT_NE(ErrorOf({Algorithm::kGcra, 5, seconds(1), -1, false}).find("burst"), std::string::npos);
+}
+
+TEST(LimitSpec, BurstAndShaperOnlyWhereTheyMeanSomething) {
+  EXPECT_NE(ErrorOf({Algorithm::kFixedWindow, 5, seconds(1), 10, false}).find("burst"), std::string::npos);
+  EXPECT_NE(ErrorOf({Algorithm::kTokenBucket, 5, seconds(1), 0, true}).find("shaper"), std::string::npos);
+  EXPECT_EQ(ErrorOf({Algorithm::kLeakyBucket, 5, seconds(1), 10, true}), "");
+}
+
+TEST(LimitSpec, OverflowProneValuesAreRefused) {
+  // 7 per day does not divide the day: d = 86400e9 ns, so a capacity of 10^5 overflows 2^61.
+  EXPECT_NE(ErrorOf({Algorithm::kTokenBucket, 7, std::chrono::hours(24), 100'000, false})
+                .find("exact range"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf({Algorithm::kSlidingWindowCounter, 4'000'000'000, std::chrono::hours(24 * 365), 0, false})
+                .find("exact range"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf({Algorithm::kSlidingWindowLog, 100'000'000, seconds(1), 0, false}).find("4-byte"),
+            std::string::npos);
+  // Reasonable big limits are fine.
+  EXPECT_EQ(ErrorOf({Algorithm::kTokenBucket, 1'000'000, seconds(1), 10'000'000, false}), "");
+  EXPECT_EQ(ErrorOf({Algorithm::kGcra, 1000, std::chrono::hours(24), 5000, false}), "");
+}
+
+TEST(LimitSpec, CreateRefusesTheWrongAlgorithm) {
+  auto tb = TokenBucket::Create({Algorithm::kGcra, 5, seconds(1), 0, false});
+  ASSERT_FALSE(tb.has_value());
+}
+
+TEST(Duration, ParsesTheDocumentedUnits) {
+  EXPECT_EQ(*ParseDuration("250ms"), std::chrono::milliseconds(250));
+  EXPECT_EQ(*ParseDuration("1s"), seconds(1));
+  EXPECT_EQ(*ParseDuration("1m"), std::chrono::minutes(1));
+  EXPECT_EQ(*ParseDuration("1h"), std::chrono::hours(1));
+  EXPECT_EQ(*ParseDuration("1d"), std::chrono::hours(24));
+  EXPECT_FALSE(ParseDuration("10").has_value());
+  EXPECT_FALSE(ParseDuration("s").has_value());
+  EXPECT_FALSE(ParseDuration("-1s").has_value());
+  EXPECT_FALSE(ParseDuration("1x").has_value());
+  EXPECT_FALSE(ParseDuration("99999999999999999999s").has_value());
+  EXPECT_FALSE(ParseDuration("9999999999d").has_value());
+  EXPECT_EQ(FormatDuration(seconds(60)), "1m");
+  EXPECT_EQ(FormatDuration(std::chrono::milliseconds(1500)), "1500ms");
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,1 +1,271 @@
+#include "sluice/memory_store.h"
+
 #include <gtest/gtest.h>
+#include <malloc.h>
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "sluice/fixed_window.h"
+#include "sluice/gcra.h"
+#include "sluice/leaky_bucket.h"
+#include "sluice/sliding_window_counter.h"
+#include "sluice/sliding_window_log.h"
+#include "sluice/token_bucket.h"
+
+namespace sluice {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr int64_t kStart = 1'700'000'000'000'000'000;
+
+std::unique_ptr<Limiter> MustMake(const LimitSpec& spec, MemoryStoreOptions options = {}) {
+  auto l = MakeMemoryLimiter(spec, options);
+  EXPECT_TRUE(l.has_value()) << (l ? "" : l.error().message);
+  return l ? std::move(*l) : nullptr;
+}
+
+struct Hit {
+  std::string key;
+  int64_t t_ns;
+  int64_t cost;
+};
+
+// Many keys, idle gaps long enough for counters to replenish, some bursts.
+std::vector<Hit> MultiKeyTrace(uint64_t seed, int n, int keys, int64_t period_ns) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> key(0, keys - 1);
+  std::uniform_int_distribution<int64_t> gap(0, period_ns / 8);
+  std::uniform_int_distribution<int> idle(0, 40);
+  std::uniform_int_distribution<int> cost(1, 2);
+  std::vector<Hit> out;
+  int64_t t = kStart;
+  for (int i = 0; i < n; ++i) {
+    t += gap(rng) / 1000 * 1000;
+    if (idle(rng) == 0) t += 3 * period_ns;  // everything replenishes
+    out.push_back({"key-" + std::to_string(key(rng)), t, cost(rng)});
+  }
+  return out;
+}
+
+// The store must be a transparent home for state: its decisions equal those of the bare
+// algorithm with a std::map of states.
+template <typename Alg>
+void ExpectStoreMatchesBareAlgorithm(const LimitSpec& spec) {
+  auto alg = Alg::Create(spec);
+  ASSERT_TRUE(alg.has_value());
+  auto limiter = MustMake(spec);
+  std::map<std::string, typename Alg::State> states;
+  for (const Hit& h : MultiKeyTrace(7, 20'000, 50, spec.period.count())) {
+    auto it = states.find(h.key);
+    if (it == states.end()) it = states.emplace(h.key, alg->Initial(FromNanos(h.t_ns))).first;
+    const Decision want = alg->Decide(it->second, FromNanos(h.t_ns), h.cost);
+    const Decision got = limiter->Decide(h.key, FromNanos(h.t_ns), h.cost);
+    ASSERT_EQ(got.allowed, want.allowed) << h.key << " at " << h.t_ns;
+    ASSERT_EQ(got.remaining, want.remaining);
+    ASSERT_EQ(got.retry_after, want.retry_after);
+    ASSERT_EQ(got.delay, want.delay);
+  }
+}
+
+TEST(MemoryStore, MatchesTheBareAlgorithmForEveryAlgorithm) {
+  ExpectStoreMatchesBareAlgorithm<TokenBucket>({Algorithm::kTokenBucket, 10, seconds(1), 20, false});
+  ExpectStoreMatchesBareAlgorithm<Gcra>({Algorithm::kGcra, 10, seconds(1), 20, false});
+  ExpectStoreMatchesBareAlgorithm<LeakyBucket>({Algorithm::kLeakyBucket, 10, seconds(1), 20, true});
+  ExpectStoreMatchesBareAlgorithm<FixedWindow>({Algorithm::kFixedWindow, 10, seconds(1), 0, false});
+  ExpectStoreMatchesBareAlgorithm<SlidingWindowLog>({Algorithm::kSlidingWindowLog, 10, seconds(1), 0, false});
+  ExpectStoreMatchesBareAlgorithm<SlidingWindowCounter>(
+      {Algorithm::kSlidingWindowCounter, 10, seconds(1), 0, false});
+}
+
+// Expiry never changes a decision: a store swept before every single request decides exactly
+// like one that never drops anything, for every algorithm -- and the sweeps really drop state.
+TEST(MemoryStore, ExpiringReplenishedStateNeverChangesADecision) {
+  for (Algorithm a : kAllAlgorithms) {
+    const bool bucket = a == Algorithm::kTokenBucket || a == Algorithm::kGcra || a == Algorithm::kLeakyBucket;
+    const LimitSpec spec{a, 5, milliseconds(200), bucket ? 8 : 0, a == Algorithm::kLeakyBucket};
+    auto swept = MustMake(spec);
+    auto kept = MustMake(spec);
+    size_t dropped = 0;
+    for (const Hit& h : MultiKeyTrace(11, 20'000, 30, spec.period.count())) {
+      dropped += swept->Sweep(FromNanos(h.t_ns));
+      const Decision x = swept->Decide(h.key, FromNanos(h.t_ns), h.cost);
+      const Decision y = kept->Decide(h.key, FromNanos(h.t_ns), h.cost);
+      ASSERT_EQ(x.allowed, y.allowed) << AlgorithmName(a) << " " << h.key << " at " << h.t_ns;
+      ASSERT_EQ(x.remaining, y.remaining) << AlgorithmName(a);
+      ASSERT_EQ(x.retry_after, y.retry_after) << AlgorithmName(a);
+      ASSERT_EQ(x.reset_after, y.reset_after) << AlgorithmName(a);
+      ASSERT_EQ(x.delay, y.delay) << AlgorithmName(a);
+    }
+    EXPECT_GT(dropped, 1000u) << AlgorithmName(a);
+    EXPECT_EQ(swept->Stats().expirations, dropped);
+  }
+}
+
+TEST(MemoryStore, ReplenishedKeysAreReclaimedAsNewKeysArrive) {
+  // No explicit Sweep: inserting keys examines old entries and drops replenished ones.
+  auto limiter = MustMake({Algorithm::kTokenBucket, 10, seconds(1), 10, false});
+  for (int i = 0; i < 10'000; ++i) limiter->Decide("old-" + std::to_string(i), FromNanos(kStart), 1);
+  EXPECT_EQ(limiter->Stats().keys, 10'000u);
+  const Timestamp later = FromNanos(kStart) + seconds(10);
+  for (int i = 0; i < 10'000; ++i) limiter->Decide("new-" + std::to_string(i), later, 1);
+  const StoreStats s = limiter->Stats();
+  EXPECT_LT(s.keys, 15'000u);
+  EXPECT_GT(s.expirations, 5'000u);
+  EXPECT_EQ(s.evictions, 0u);
+}
+
+TEST(MemoryStore, UnconsumedRequestsStoreNothing) {
+  auto limiter = MustMake({Algorithm::kTokenBucket, 10, seconds(1), 10, false});
+  limiter->Decide("peek", FromNanos(kStart), 0);
+  limiter->Decide("too-big", FromNanos(kStart), 11);
+  EXPECT_EQ(limiter->Stats().keys, 0u);
+}
+
+TEST(MemoryStore, InvalidRequestsAreRefusedWithoutState) {
+  MemoryStoreOptions options;
+  options.max_key_bytes = 64;
+  auto limiter = MustMake({Algorithm::kTokenBucket, 10, seconds(1), 10, false}, options);
+  EXPECT_EQ(limiter->Decide(std::string(65, 'k'), FromNanos(kStart), 1).reason,
+            DecisionReason::kInvalidRequest);
+  EXPECT_EQ(limiter->Decide("k", FromNanos(kStart), -1).reason, DecisionReason::kInvalidRequest);
+  EXPECT_EQ(limiter->Stats().keys, 0u);
+}
+
+TEST(MemoryStore, LongAndSimilarKeysAreKeptApart) {
+  auto limiter = MustMake({Algorithm::kFixedWindow, 1, hours(1), 0, false});
+  const std::string base(1000, 'x');
+  std::vector<std::string> keys = {"", "a", "a\0b", base, base + "y", base + "z",
+                                   std::string(16, 'q'), std::string(17, 'q')};
+  keys[2] = std::string("a\0b", 3);
+  for (const std::string& k : keys) {
+    EXPECT_TRUE(limiter->Decide(k, FromNanos(kStart), 1).allowed) << k.size();
+  }
+  for (const std::string& k : keys) {
+    EXPECT_FALSE(limiter->Decide(k, FromNanos(kStart), 1).allowed) << k.size();
+  }
+  EXPECT_EQ(limiter->Stats().keys, keys.size());
+}
+
+size_t HeapInUse() { return mallinfo2().uordblks; }
+
+bool UnderSanitizer() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return true;
+#else
+  return false;
+#endif
+}
+
+TEST(MemoryStore, MemoryBoundHoldsUnderAMillionUniqueKeys) {
+  // An attacker rotating keys: one million never-repeated keys against a 16 MiB bound.
+  MemoryStoreOptions options;
+  options.max_bytes = size_t{16} << 20;
+  const size_t heap_before = HeapInUse();
+  auto limiter = MustMake({Algorithm::kTokenBucket, 10, hours(1), 10, false}, options);
+  char key[32];
+  for (int i = 0; i < 1'000'000; ++i) {
+    const int n = std::snprintf(key, sizeof(key), "attacker-%d", i);
+    limiter->Decide(std::string_view(key, n), FromNanos(kStart), 1);
+    if (i % 100'000 == 0) {
+      ASSERT_LE(limiter->Stats().bytes, options.max_bytes);
+    }
+  }
+  const StoreStats s = limiter->Stats();
+  EXPECT_LE(s.bytes, options.max_bytes);
+  EXPECT_GT(s.evictions, 500'000u);
+  EXPECT_EQ(s.keys + s.evictions + s.expirations, 1'000'000u);
+  // Independently of the store's own accounting: what malloc handed out.
+  if (!UnderSanitizer()) {
+    const size_t grown = HeapInUse() - heap_before;
+    EXPECT_LE(grown, options.max_bytes + options.max_bytes / 8) << "heap grew by " << grown;
+  }
+}
+
+TEST(MemoryStore, EvictionPrefersKeysNotRecentlyUsed) {
+  // One shard, room for about 1000 counters. A hot key keeps being used during a flood of
+  // one-shot keys: it survives (its exhausted state is kept), while a key left idle is evicted
+  // and comes back fresh -- the documented cost of eviction.
+  MemoryStoreOptions options;
+  options.shards = 1;
+  options.max_bytes = 1000 * 64;
+  auto limiter = MustMake({Algorithm::kTokenBucket, 1, hours(1), 3, false}, options);
+  const Timestamp t = FromNanos(kStart);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(limiter->Decide("hot", t, 1).allowed);
+    ASSERT_TRUE(limiter->Decide("idle", t, 1).allowed);
+  }
+  for (int i = 0; i < 100'000; ++i) {
+    limiter->Decide("flood-" + std::to_string(i), t, 1);
+    if (i % 200 == 0) {
+      ASSERT_FALSE(limiter->Decide("hot", t, 1).allowed) << "after " << i;
+    }
+  }
+  EXPECT_FALSE(limiter->Decide("hot", t, 1).allowed);
+  EXPECT_TRUE(limiter->Decide("idle", t, 1).allowed) << "evicted, so treated as fresh";
+  EXPECT_GT(limiter->Stats().evictions, 90'000u);
+}
+
+TEST(MemoryStore, LeastRecentlyUsedGoesFirst) {
+  // Fill exactly, touch all but one, add one more: the untouched one is the victim.
+  MemoryStoreOptions options;
+  options.shards = 1;
+  options.max_bytes = 100 * 64;
+  auto limiter = MustMake({Algorithm::kFixedWindow, 1, hours(1), 0, false}, options);
+  const Timestamp t = FromNanos(kStart);
+  int n = 0;
+  while (limiter->Stats().evictions == 0 && n < 1000) {
+    limiter->Decide("k" + std::to_string(n++), t, 1);
+  }
+  const size_t capacity = limiter->Stats().keys;
+  ASSERT_GT(capacity, 50u);
+  // Now keys k(n-capacity) .. k(n-1) are resident. Touch all of them but the newest-but-one.
+  const int spared = n - 2;
+  for (int i = n - static_cast<int>(capacity); i < n; ++i) {
+    if (i != spared) limiter->Decide("k" + std::to_string(i), t, 0);
+  }
+  limiter->Decide("newcomer", t, 1);
+  EXPECT_TRUE(limiter->Decide("k" + std::to_string(spared), t, 1).allowed) << "evicted: fresh";
+}
+
+TEST(MemoryStore, SlidingLogMemoryIsAccountedAndBounded) {
+  MemoryStoreOptions options;
+  options.shards = 1;
+  options.max_bytes = 64 << 10;
+  auto limiter = MustMake({Algorithm::kSlidingWindowLog, 1000, hours(1), 0, false}, options);
+  const Timestamp t = FromNanos(kStart);
+  for (int k = 0; k < 100; ++k) {
+    for (int i = 0; i < 1000; ++i) limiter->Decide("log-" + std::to_string(k), t, 1);
+    ASSERT_LE(limiter->Stats().bytes, options.max_bytes);
+  }
+  EXPECT_GT(limiter->Stats().evictions, 80u);
+}
+
+TEST(MemoryStore, ReportsSizeAndEvictions) {
+  MemoryStoreOptions options;
+  options.max_bytes = size_t{1} << 20;
+  auto limiter = MustMake({Algorithm::kGcra, 10, seconds(1), 10, false}, options);
+  for (int i = 0; i < 100; ++i) limiter->Decide("k" + std::to_string(i), FromNanos(kStart), 1);
+  const StoreStats s = limiter->Stats();
+  EXPECT_EQ(s.keys, 100u);
+  EXPECT_GT(s.bytes, 100u * 32);
+  EXPECT_EQ(s.max_bytes, options.max_bytes);
+  EXPECT_EQ(s.evictions, 0u);
+  EXPECT_EQ(limiter->Sweep(FromNanos(kStart) + seconds(2)), 100u);
+  EXPECT_EQ(limiter->Stats().keys, 0u);
+}
+
+TEST(MemoryStore, RejectsBadOptionsAndSpecs) {
+  MemoryStoreOptions options;
+  options.shards = 0;
+  EXPECT_FALSE(MakeMemoryLimiter({Algorithm::kGcra, 10, seconds(1), 0, false}, options).has_value());
+  EXPECT_FALSE(MakeMemoryLimiter({Algorithm::kGcra, 0, seconds(1), 0, false}).has_value());
+}
+
+}  // namespace
+}  // namespace sluice
