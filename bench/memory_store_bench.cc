@@ -1,1 +1,142 @@
-int main(){}
+// ns per decision through the memory store, for every algorithm: one hot key, 10k keys and 1M
+// keys (uniformly random access), 1 and 2 threads (distinct keys per thread); and bytes per key.
+// Run: build/bin/sluice_bench  (scripts/run-bench runs it with the settings in BENCHMARKS.md)
+#include <benchmark/benchmark.h>
+#include <malloc.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "sluice/memory_store.h"
+
+namespace sluice {
+namespace {
+
+constexpr int64_t kStart = 1'800'000'000'000'000'000;
+
+// Generous limits so the admitted path (the common one) is measured; time advances 1us per
+// decision per thread.
+LimitSpec SpecFor(Algorithm a) {
+  switch (a) {
+    case Algorithm::kTokenBucket:
+    case Algorithm::kGcra:
+    case Algorithm::kLeakyBucket:
+      return {a, 1'000'000, std::chrono::seconds(1), 1'000'000, false};
+    case Algorithm::kSlidingWindowLog:
+      return {a, 2'000, std::chrono::milliseconds(1), 0, false};
+    default:
+      return {a, 1'000'000, std::chrono::seconds(1), 0, false};
+  }
+}
+
+// Writes "user-<i>" into buf (>= 24 bytes) without touching memory outside it: a caller's key
+// is normally hot in cache (just parsed from the request), so the benchmark must not add a miss.
+std::string_view KeyName(uint32_t i, char* buf) {
+  char digits[12];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + i % 10);
+    i /= 10;
+  } while (i != 0);
+  std::memcpy(buf, "user-", 5);
+  for (int k = 0; k < n; ++k) buf[5 + k] = digits[n - 1 - k];
+  return std::string_view(buf, 5 + n);
+}
+
+std::string KeyName(int64_t i) {
+  char buf[24];
+  return std::string(KeyName(static_cast<uint32_t>(i), buf));
+}
+
+// Shared across benchmark threads; built once per (algorithm, key count).
+struct Fixture {
+  std::unique_ptr<Limiter> limiter;
+};
+
+Fixture& GetFixture(Algorithm a, int64_t nkeys) {
+  static std::unique_ptr<Fixture> cached;
+  static Algorithm cached_alg;
+  static int64_t cached_n = -1;
+  if (!cached || cached_alg != a || cached_n != nkeys) {
+    cached.reset();
+    auto f = std::make_unique<Fixture>();
+    MemoryStoreOptions options;
+    options.max_bytes = size_t{4} << 30;
+    if (const char* shards = std::getenv("SLUICE_BENCH_SHARDS")) options.shards = std::atoi(shards);
+    f->limiter = std::move(*MakeMemoryLimiter(SpecFor(a), options));
+    char buf[24];
+    for (int64_t i = 0; i < nkeys; ++i) {
+      f->limiter->Decide(KeyName(static_cast<uint32_t>(i), buf), FromNanos(kStart), 1);
+    }
+    cached = std::move(f);
+    cached_alg = a;
+    cached_n = nkeys;
+  }
+  return *cached;
+}
+
+void BM_Decide(benchmark::State& state) {
+  const auto alg = static_cast<Algorithm>(state.range(0));
+  const int64_t nkeys = state.range(1);
+  Fixture& f = GetFixture(alg, nkeys);
+  // Each thread works on its own half of the keys (or its own hot key).
+  const int threads = state.threads();
+  const int64_t per_thread = std::max<int64_t>(1, nkeys / threads);
+  const int64_t base = (state.thread_index() * per_thread) % nkeys;
+  std::mt19937_64 rng(state.thread_index() + 1);
+  std::vector<uint32_t> order(1 << 16);
+  for (auto& o : order) o = static_cast<uint32_t>(base + rng() % per_thread);
+  const std::string hot = "hot-" + std::to_string(state.thread_index());
+  int64_t now = kStart;
+  size_t i = 0;
+  char buf[24];
+  for (auto _ : state) {
+    now += 1000;
+    const std::string_view key =
+        nkeys == 1 ? std::string_view(hot) : KeyName(order[i++ & (order.size() - 1)], buf);
+    benchmark::DoNotOptimize(f.limiter->Decide(key, FromNanos(now), 1));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void Args(benchmark::internal::Benchmark* b) {
+  for (Algorithm a : kAllAlgorithms) {
+    for (int64_t keys : {int64_t{1}, int64_t{10'000}, int64_t{1'000'000}}) {
+      b->Args({static_cast<int64_t>(a), keys});
+    }
+  }
+  b->ArgNames({"alg", "keys"});
+}
+BENCHMARK(BM_Decide)->Apply(Args)->Threads(1)->Threads(2)->UseRealTime()->MinTime(0.3);
+
+// Memory per key: what malloc hands out, and what the store accounts, for 1M short keys.
+void BM_BytesPerKey(benchmark::State& state) {
+  const auto alg = static_cast<Algorithm>(state.range(0));
+  constexpr int kKeys = 1'000'000;
+  std::vector<std::string> keys;
+  keys.reserve(kKeys);
+  for (int i = 0; i < kKeys; ++i) keys.push_back(KeyName(i));
+  for (auto _ : state) {
+    const size_t before = mallinfo2().uordblks;
+    MemoryStoreOptions options;
+    options.max_bytes = size_t{4} << 30;
+    auto limiter = std::move(*MakeMemoryLimiter(SpecFor(alg), options));
+    for (const std::string& k : keys) limiter->Decide(k, FromNanos(kStart), 1);
+    const size_t after = mallinfo2().uordblks;
+    state.counters["heap_bytes_per_key"] = static_cast<double>(after - before) / kKeys;
+    state.counters["accounted_bytes_per_key"] =
+        static_cast<double>(limiter->Stats().bytes) / kKeys;
+  }
+}
+BENCHMARK(BM_BytesPerKey)->DenseRange(0, 5)->ArgName("alg")->Iterations(1)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace sluice
+
+BENCHMARK_MAIN();

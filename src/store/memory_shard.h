@@ -1,18 +1,23 @@
-// One shard of the memory store: an open-addressing index over chunked entries, a CLOCK hand
-// for eviction and a cursor for opportunistic expiry. Internal; callers hold no reference into
-// a shard across calls. Thread-safe: every public method takes the shard's mutex.
+// One shard of the memory store: a Robin Hood open-addressing table whose slots hold the
+// counters themselves (one cache miss per lookup, no per-key allocation for keys of up to 16
+// bytes), a CLOCK hand for eviction and a cursor for opportunistic expiry. Internal.
+// Thread-safe: every public method takes the shard's lock.
 #ifndef SLUICE_STORE_MEMORY_SHARD_H_
 #define SLUICE_STORE_MEMORY_SHARD_H_
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <string_view>
-#include <vector>
+#include <type_traits>
+#include <utility>
 
 #include "sluice/decision.h"
 #include "sluice/limiter.h"
+#include "store/spin_lock.h"
 
 namespace sluice::internal {
 
@@ -22,30 +27,25 @@ class alignas(64) MemoryShard {
   using State = typename Alg::State;
 
   explicit MemoryShard(size_t budget_bytes) : budget_bytes_(budget_bytes) {}
-  ~MemoryShard() {
-    for (uint32_t id = 0; id < next_unused_; ++id) {
-      Entry& e = at(id);
-      if ((e.len_flags & kUsed) != 0) FreeKey(e);
-    }
-  }
+  ~MemoryShard() { Release(); }
   MemoryShard(const MemoryShard&) = delete;
   MemoryShard& operator=(const MemoryShard&) = delete;
 
   Decision Decide(const Alg& alg, std::string_view key, uint32_t hash, Timestamp now,
                   int64_t cost) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (const uint32_t id = Find(key, hash); id != kNone) {
-      Entry& e = at(id);
-      e.len_flags |= kReferenced;
-      const size_t heap_before = Alg::HeapBytes(e.state);
-      Decision d = alg.Decide(e.state, now, cost);
-      const size_t heap_after = Alg::HeapBytes(e.state);
-      if (heap_after != heap_before) {
-        heap_bytes_ += heap_after - heap_before;  // wraps correctly when it shrinks
-        while (UsedBytes() > budget_bytes_ && count_ > 1 && EvictOne(alg, now, id)) {
-        }
+    std::lock_guard<SpinLock> lock(mu_);
+    if (const size_t pos = Find(key, hash); pos != kNone) {
+      Entry& e = slots_[pos];
+      e.meta |= kReferenced;
+      if constexpr (kHasHeapState) {
+        const size_t before = Alg::HeapBytes(e.state);
+        Decision d = alg.Decide(e.state, now, cost);
+        heap_bytes_ += Alg::HeapBytes(e.state) - before;  // modular: also right when it shrinks
+        EnforceBudgetAfterGrowth(alg, key, hash, now);
+        return d;
+      } else {
+        return alg.Decide(e.state, now, cost);
       }
-      return d;
     }
     State state = alg.Initial(now);
     Decision d = alg.Decide(state, now, cost);
@@ -54,22 +54,33 @@ class alignas(64) MemoryShard {
     return d;
   }
 
+  // Starts loading the slot `hash` most likely lives in, before the lock is taken, so the cache
+  // miss overlaps with hashing and locking. Reads only the published table hint (relaxed
+  // atomics); a stale hint costs a useless prefetch, never a wrong answer.
+  void Prefetch(uint32_t hash) const {
+    const Entry* table = table_hint_.load(std::memory_order_relaxed);
+    const size_t capacity = capacity_hint_.load(std::memory_order_relaxed);
+    if (table != nullptr) __builtin_prefetch(table + ((uint64_t{hash} * capacity) >> 32));
+  }
+
   size_t Sweep(const Alg& alg, Timestamp now) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<SpinLock> lock(mu_);
     size_t dropped = 0;
-    for (uint32_t id = 0; id < next_unused_; ++id) {
-      Entry& e = at(id);
-      if ((e.len_flags & kUsed) != 0 && alg.ReplenishedAt(e.state) <= now) {
-        Remove(id);
+    for (size_t pos = 0; pos < capacity_;) {
+      Entry& e = slots_[pos];
+      if (Used(e) && alg.ReplenishedAt(e.state) <= now) {
+        RemoveAt(pos);  // shifts the next entry into pos: look at pos again
         ++expirations_;
         ++dropped;
+      } else {
+        ++pos;
       }
     }
     return dropped;
   }
 
   void AddStats(StoreStats& s) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<SpinLock> lock(mu_);
     s.keys += count_;
     s.bytes += UsedBytes();
     s.max_bytes += budget_bytes_;
@@ -78,31 +89,32 @@ class alignas(64) MemoryShard {
   }
 
  private:
-  static constexpr uint32_t kNone = 0xffffffffu;
+  static constexpr size_t kNone = ~size_t{0};
+  static constexpr bool kHasHeapState = !std::is_trivially_destructible_v<State>;
+  // meta: key length (bits 0-19), probe distance from the home slot (20-29), referenced (30),
+  // used (31).
   static constexpr uint32_t kUsed = 1u << 31;
   static constexpr uint32_t kReferenced = 1u << 30;
-  static constexpr uint32_t kLenMask = kReferenced - 1;
+  static constexpr uint32_t kDistShift = 20;
+  static constexpr uint32_t kMaxDist = (1u << 10) - 1;
+  static constexpr uint32_t kLenMask = (1u << kDistShift) - 1;
   static constexpr size_t kInlineKey = 16;
-  static constexpr uint32_t kChunkShift = 8;
-  static constexpr uint32_t kChunkSize = 1u << kChunkShift;
-  static constexpr uint32_t kMaxEntries = (1u << 24) - 2;  // ids must fit the slot encoding
-  // An entry's share of the index: it grows at 70% load, so right after doubling it holds up to
-  // 2.86 four-byte slots per entry.
-  static constexpr size_t kIndexBytesPerEntry = 12;
+  static constexpr uint32_t kMaxLoadPercent = 85;
   static constexpr uint32_t kExpiryStepsPerInsert = 2;
 
   struct Entry {
     char key[kInlineKey];  // the key, or a pointer to a heap copy when longer than kInlineKey
-    uint32_t len_flags = 0;
-    uint32_t hash = 0;  // the free-list link while unused
+    uint32_t meta = 0;
+    uint32_t hash = 0;
     State state{};
   };
-  static constexpr size_t kEntryCost = sizeof(Entry) + kIndexBytesPerEntry;
 
-  Entry& at(uint32_t id) { return chunks_[id >> kChunkShift][id & (kChunkSize - 1)]; }
-  const Entry& at(uint32_t id) const { return chunks_[id >> kChunkShift][id & (kChunkSize - 1)]; }
-
-  static uint32_t Len(const Entry& e) { return e.len_flags & kLenMask; }
+  static bool Used(const Entry& e) { return (e.meta & kUsed) != 0; }
+  static uint32_t Len(const Entry& e) { return e.meta & kLenMask; }
+  static uint32_t Dist(const Entry& e) { return (e.meta >> kDistShift) & kMaxDist; }
+  static void SetDist(Entry& e, uint32_t d) {
+    e.meta = (e.meta & ~(kMaxDist << kDistShift)) | (d << kDistShift);
+  }
   static const char* KeyPtr(const Entry& e) {
     if (Len(e) <= kInlineKey) return e.key;
     const char* p;
@@ -110,137 +122,173 @@ class alignas(64) MemoryShard {
     return p;
   }
   static size_t KeyHeapBytes(size_t len) { return len > kInlineKey ? len : 0; }
-  static uint32_t Slot(uint32_t hash, uint32_t id) { return (hash & 0xff000000u) | (id + 1); }
-  static uint32_t SlotId(uint32_t slot) { return (slot & 0x00ffffffu) - 1; }
 
-  size_t UsedBytes() const { return count_ * kEntryCost + heap_bytes_; }
+  // Table sizes are not powers of two (growth is by 1.25x to keep memory per key tight), so the
+  // home slot is the hash scaled into [0, capacity).
+  size_t Home(uint32_t hash) const { return (uint64_t{hash} * capacity_) >> 32; }
+  size_t Next(size_t pos) const { return pos + 1 == capacity_ ? 0 : pos + 1; }
+  size_t UsedBytes() const { return capacity_ * sizeof(Entry) + heap_bytes_; }
 
-  uint32_t Find(std::string_view key, uint32_t hash) const {
-    if (slots_ == nullptr) return kNone;
-    const uint32_t fingerprint = hash & 0xff000000u;
-    for (uint32_t pos = hash & slot_mask_;; pos = (pos + 1) & slot_mask_) {
-      const uint32_t s = slots_[pos];
-      if (s == 0) return kNone;
-      if ((s & 0xff000000u) != fingerprint) continue;
-      const uint32_t id = SlotId(s);
-      const Entry& e = at(id);
+  size_t Find(std::string_view key, uint32_t hash) const {
+    if (count_ == 0) return kNone;
+    size_t pos = Home(hash);
+    for (uint32_t d = 0;; ++d, pos = Next(pos)) {
+      const Entry& e = slots_[pos];
+      if (!Used(e) || Dist(e) < d) return kNone;  // Robin Hood: it would have been placed here
       if (e.hash == hash && Len(e) == key.size() &&
           std::memcmp(KeyPtr(e), key.data(), key.size()) == 0) {
-        return id;
+        return pos;
       }
     }
   }
 
-  void PlaceSlot(uint32_t slot, uint32_t hash) {
-    uint32_t pos = hash & slot_mask_;
-    while (slots_[pos] != 0) pos = (pos + 1) & slot_mask_;
-    slots_[pos] = slot;
-  }
-
-  void GrowIndexIfNeeded() {
-    const size_t slots = slots_ == nullptr ? 0 : size_t{slot_mask_} + 1;
-    if ((count_ + 1) * 10 <= slots * 7) return;
-    const size_t new_slots = slots == 0 ? 16 : slots * 2;
-    auto old = std::move(slots_);
-    slots_ = std::make_unique<uint32_t[]>(new_slots);  // zeroed: all empty
-    slot_mask_ = static_cast<uint32_t>(new_slots - 1);
-    for (size_t i = 0; i < slots; ++i) {
-      if (old[i] != 0) PlaceSlot(old[i], at(SlotId(old[i])).hash);
+  // Places a used entry; false if a probe sequence grew too long (the caller grows the table).
+  bool Place(Entry&& incoming) {
+    Entry carry = std::move(incoming);
+    size_t pos = Home(carry.hash);
+    for (uint32_t d = 0;; ++d, pos = Next(pos)) {
+      if (d > kMaxDist) {
+        incoming = std::move(carry);
+        return false;
+      }
+      Entry& e = slots_[pos];
+      if (!Used(e)) {
+        SetDist(carry, d);
+        e = std::move(carry);
+        return true;
+      }
+      if (Dist(e) < d) {  // take from the rich: the resident is nearer its home than we are
+        SetDist(carry, d);
+        std::swap(carry, e);
+        d = Dist(carry);
+      }
     }
   }
 
-  // Backward-shift deletion keeps linear probing free of tombstones.
-  void EraseSlot(uint32_t id) {
-    const uint32_t hash = at(id).hash;
-    uint32_t i = hash & slot_mask_;
-    while (SlotId(slots_[i]) != id) i = (i + 1) & slot_mask_;
-    for (uint32_t j = i;;) {
-      j = (j + 1) & slot_mask_;
-      if (slots_[j] == 0) break;
-      const uint32_t home = at(SlotId(slots_[j])).hash & slot_mask_;
-      const bool stays = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
-      if (stays) continue;
-      slots_[i] = slots_[j];
-      i = j;
+  // Backward-shift deletion: no tombstones, probe sequences stay short.
+  void RemoveAt(size_t pos) {
+    Entry& gone = slots_[pos];
+    heap_bytes_ -= KeyHeapBytes(Len(gone)) + Alg::HeapBytes(gone.state);
+    FreeKey(gone);
+    for (size_t next = Next(pos);; pos = next, next = Next(next)) {
+      Entry& n = slots_[next];
+      if (!Used(n) || Dist(n) == 0) break;
+      slots_[pos] = std::move(n);
+      SetDist(slots_[pos], Dist(slots_[pos]) - 1);
     }
-    slots_[i] = 0;
-  }
-
-  uint32_t AllocateEntry() {
-    if (free_head_ != kNone) {
-      const uint32_t id = free_head_;
-      free_head_ = at(id).hash;
-      return id;
-    }
-    if ((next_unused_ & (kChunkSize - 1)) == 0) chunks_.push_back(std::make_unique<Entry[]>(kChunkSize));
-    return next_unused_++;
-  }
-
-  void FreeKey(Entry& e) {
-    if (Len(e) > kInlineKey) delete[] KeyPtr(e);
-  }
-
-  void Remove(uint32_t id) {
-    Entry& e = at(id);
-    EraseSlot(id);
-    heap_bytes_ -= KeyHeapBytes(Len(e)) + Alg::HeapBytes(e.state);
-    FreeKey(e);
-    e.state = State{};
-    e.len_flags = 0;
-    e.hash = free_head_;
-    free_head_ = id;
+    slots_[pos] = Entry{};
     --count_;
   }
 
-  // Advances the CLOCK hand: a replenished counter is dropped for free; a referenced one loses its
-  // reference bit and is passed; the first unreferenced one is evicted. `keep` is never touched.
-  bool EvictOne(const Alg& alg, Timestamp now, uint32_t keep) {
-    for (uint64_t steps = 0; steps < 2ull * next_unused_ + 1; ++steps) {
-      const uint32_t id = hand_;
-      hand_ = hand_ + 1 >= next_unused_ ? 0 : hand_ + 1;
-      Entry& e = at(id);
-      if ((e.len_flags & kUsed) == 0 || id == keep) continue;
+  static void FreeKey(Entry& e) {
+    if (Len(e) > kInlineKey) delete[] KeyPtr(e);
+  }
+
+  void Release() {
+    for (size_t i = 0; i < capacity_; ++i) {
+      if (Used(slots_[i])) FreeKey(slots_[i]);
+    }
+  }
+
+  size_t GrownCapacity() const { return capacity_ < 16 ? 16 : capacity_ + capacity_ / 4; }
+
+  // Rebuilds the table at a new capacity (the hand and cursor restart at 0).
+  void Rehash(size_t new_capacity) {
+    auto old = std::move(slots_);
+    const size_t old_capacity = capacity_;
+    slots_ = std::make_unique<Entry[]>(new_capacity);
+    capacity_ = new_capacity;
+    // A prefetch never faults, so a reader mixing old and new hints only wastes one.
+    table_hint_.store(slots_.get(), std::memory_order_relaxed);
+    capacity_hint_.store(new_capacity, std::memory_order_relaxed);
+    hand_ = expiry_cursor_ = 0;
+    for (size_t i = 0; i < old_capacity; ++i) {
+      if (Used(old[i]) && !Place(std::move(old[i]))) DropUnplaced(old[i]);
+    }
+  }
+
+  // A probe sequence longer than kMaxDist needs ~1000 seeded-hash collisions in a row at 85%
+  // load: practically unreachable. Should it happen, the homeless counter is evicted rather
+  // than corrupting the table.
+  void DropUnplaced(Entry& e) {
+    heap_bytes_ -= KeyHeapBytes(Len(e)) + Alg::HeapBytes(e.state);
+    FreeKey(e);
+    e = Entry{};
+    --count_;
+    ++evictions_;
+  }
+
+  // Evicts with the CLOCK hand: a replenished counter is dropped for free; a referenced one
+  // loses its reference bit and is passed; the first unreferenced one is evicted.
+  bool EvictOne(const Alg& alg, Timestamp now) {
+    for (size_t steps = 0; steps < 2 * capacity_ + 1; ++steps) {
+      const size_t pos = hand_;
+      hand_ = Next(hand_);
+      Entry& e = slots_[pos];
+      if (!Used(e)) continue;
       if (alg.ReplenishedAt(e.state) <= now) {
-        Remove(id);
+        RemoveAt(pos);
         ++expirations_;
         return true;
       }
-      if ((e.len_flags & kReferenced) != 0) {
-        e.len_flags &= ~kReferenced;
+      if ((e.meta & kReferenced) != 0) {
+        e.meta &= ~kReferenced;
         continue;
       }
-      Remove(id);
+      RemoveAt(pos);
       ++evictions_;
       return true;
     }
     return false;
   }
 
+  // After a counter's heap state grew (sliding log), evict others until the budget holds.
+  void EnforceBudgetAfterGrowth(const Alg& alg, std::string_view key, uint32_t hash,
+                                Timestamp now) {
+    while (UsedBytes() > budget_bytes_ && count_ > 1) {
+      // Protect the counter being used: mark it referenced again before every hand step.
+      const size_t self = Find(key, hash);
+      if (self != kNone) slots_[self].meta |= kReferenced;
+      if (!EvictOne(alg, now)) return;
+    }
+  }
+
   // Each new key pays for examining a couple of old ones, so replenished state is reclaimed at
   // the rate keys arrive, without a background thread.
   void ExpireSome(const Alg& alg, Timestamp now) {
-    for (uint32_t i = 0; i < kExpiryStepsPerInsert && next_unused_ > 0; ++i) {
-      const uint32_t id = expiry_cursor_;
-      expiry_cursor_ = expiry_cursor_ + 1 >= next_unused_ ? 0 : expiry_cursor_ + 1;
-      Entry& e = at(id);
-      if ((e.len_flags & kUsed) != 0 && alg.ReplenishedAt(e.state) <= now) {
-        Remove(id);
+    for (uint32_t i = 0; i < kExpiryStepsPerInsert && count_ > 0; ++i) {
+      const size_t pos = expiry_cursor_;
+      Entry& e = slots_[pos];
+      if (Used(e) && alg.ReplenishedAt(e.state) <= now) {
+        RemoveAt(pos);  // the next entry shifts into pos; look at it next time
         ++expirations_;
+      } else {
+        expiry_cursor_ = Next(expiry_cursor_);
       }
     }
   }
 
   void Insert(const Alg& alg, std::string_view key, uint32_t hash, State&& state, Timestamp now) {
-    ExpireSome(alg, now);
-    const size_t cost = kEntryCost + KeyHeapBytes(key.size()) + Alg::HeapBytes(state);
-    while (count_ > 0 && (UsedBytes() + cost > budget_bytes_ || count_ >= kMaxEntries)) {
-      if (!EvictOne(alg, now, kNone)) break;
+    if (capacity_ > 0) ExpireSome(alg, now);
+    const size_t extra = KeyHeapBytes(key.size()) + Alg::HeapBytes(state);
+    // Make room: grow the table while the budget allows it, evict otherwise.
+    while (true) {
+      const bool fits_load = (count_ + 1) * 100 <= capacity_ * kMaxLoadPercent;
+      if (fits_load && UsedBytes() + extra <= budget_bytes_) break;
+      if (!fits_load) {
+        // Grow by 1.25x, or as far as the budget allows.
+        const size_t room = budget_bytes_ > heap_bytes_ + extra
+                                ? (budget_bytes_ - heap_bytes_ - extra) / sizeof(Entry)
+                                : 0;
+        const size_t grown = std::min(GrownCapacity(), room);
+        if ((count_ + 1) * 100 <= grown * kMaxLoadPercent) {
+          Rehash(grown);
+          continue;
+        }
+      }
+      if (count_ == 0 || !EvictOne(alg, now)) return;  // too small even for this one counter
     }
-    // A budget too small for even this one counter: decide as if every request were fresh.
-    if (UsedBytes() + cost > budget_bytes_ || count_ >= kMaxEntries) return;
-    GrowIndexIfNeeded();
-    const uint32_t id = AllocateEntry();
-    Entry& e = at(id);
+    Entry e;
     if (key.size() <= kInlineKey) {
       std::memcpy(e.key, key.data(), key.size());
     } else {
@@ -248,23 +296,22 @@ class alignas(64) MemoryShard {
       std::memcpy(copy, key.data(), key.size());
       std::memcpy(e.key, &copy, sizeof(copy));
     }
-    e.len_flags = static_cast<uint32_t>(key.size()) | kUsed;
+    e.meta = static_cast<uint32_t>(key.size()) | kUsed;
     e.hash = hash;
     e.state = std::move(state);
-    PlaceSlot(Slot(hash, id), hash);
-    heap_bytes_ += cost - kEntryCost;
+    heap_bytes_ += extra;
     ++count_;
+    if (!Place(std::move(e))) DropUnplaced(e);  // e: whichever counter found no slot
   }
 
-  mutable std::mutex mu_;
-  std::vector<std::unique_ptr<Entry[]>> chunks_;
-  std::unique_ptr<uint32_t[]> slots_;
-  uint32_t slot_mask_ = 0;
-  uint32_t next_unused_ = 0;
-  uint32_t free_head_ = kNone;
-  uint32_t hand_ = 0;
-  uint32_t expiry_cursor_ = 0;
+  mutable SpinLock mu_;
+  std::atomic<const Entry*> table_hint_{nullptr};
+  std::atomic<size_t> capacity_hint_{0};
+  std::unique_ptr<Entry[]> slots_;
+  size_t capacity_ = 0;
   size_t count_ = 0;
+  size_t hand_ = 0;
+  size_t expiry_cursor_ = 0;
   size_t heap_bytes_ = 0;  // long keys and algorithm heap state
   size_t budget_bytes_;
   uint64_t evictions_ = 0;

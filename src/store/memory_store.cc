@@ -38,8 +38,9 @@ class MemoryLimiter final : public Limiter {
       return d;
     }
     const uint64_t h = internal::HashKey(key, seed_);
-    return shards_[(h >> 32) & shard_mask_].shard->Decide(alg_, key, static_cast<uint32_t>(h), now,
-                                                          cost);
+    auto& shard = *shards_[(h >> 32) & shard_mask_].shard;
+    shard.Prefetch(static_cast<uint32_t>(h));
+    return shard.Decide(alg_, key, static_cast<uint32_t>(h), now, cost);
   }
 
   size_t Sweep(Timestamp now) override {

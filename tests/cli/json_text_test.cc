@@ -283,6 +283,17 @@ TEST(JsonUtf8Test, RejectsTruncatedSequences) {
   }
 }
 
+TEST(JsonUtf8Test, LooksOnlyInsideTheView) {
+  // The bytes completing a sequence lie just past the view's end: they must not be read.
+  const std::string buf = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";
+  EXPECT_TRUE(IsValidUtf8(std::string_view(buf)));
+  EXPECT_FALSE(IsValidUtf8(std::string_view(buf).substr(0, 2)));   // "a" + C3
+  EXPECT_FALSE(IsValidUtf8(std::string_view(buf).substr(1, 4)));   // C3 A9 E2 82
+  EXPECT_FALSE(IsValidUtf8(std::string_view(buf).substr(3, 5)));   // E2 82 AC F0 9F
+  EXPECT_FALSE(IsValidUtf8(std::string_view(buf).substr(6, 3)));   // F0 9F 98
+  EXPECT_TRUE(IsValidUtf8(std::string_view(buf).substr(1, 5)));    // C3 A9 E2 82 AC
+}
+
 TEST(JsonUtf8Test, RejectsStrayContinuationBytes) {
   EXPECT_FALSE(IsValidUtf8("\x80"));
   EXPECT_FALSE(IsValidUtf8("\xbf"));

@@ -267,6 +267,15 @@ TEST(ReplayTest, KeysAreEscapedAndEchoed) {
   EXPECT_EQ(run.text.find('\t'), std::string::npos);
 }
 
+TEST(ReplayTest, LongestKeyTheReaderAcceptsIsDecidedNormally) {
+  // The reader's key limit must not exceed the store's: a 4096-byte key is an ordinary key, not
+  // an invalid request (which would come out as retry_after_ms null).
+  const std::string key(kMaxTraceKeyBytes, 'k');
+  const ReplayRun run = DoReplay(Spec(Algorithm::kFixedWindow, 1, 1s),
+                                 "0," + key + "\n0," + key + "\n", ReplayOutput::kJsonl);
+  ExpectDecisions(run, {{0, key, true, 0, 0}, {0, key, false, 0, 1000}});
+}
+
 TEST(ReplayTest, CommentsAndBlankLinesProduceNoOutput) {
   const ReplayRun run = DoReplay(Spec(Algorithm::kTokenBucket, 5, 1s),
                            "# header\n\n1,a\n  # x\n\r\n2,a\n", ReplayOutput::kJsonl);

@@ -70,6 +70,9 @@ std::vector<Admitted> CheckAgainstOracle(const Alg& alg, Oracle oracle,
     EXPECT_LE(d.remaining, d.limit);
     if (d.allowed) admitted.push_back({r.t_ns, r.cost});
   }
+  // The traffic must exercise both sides of the decision, or the comparison proves little.
+  EXPECT_GT(admitted.size(), traffic.size() / 10);
+  EXPECT_LT(admitted.size(), traffic.size());
   return admitted;
 }
 
