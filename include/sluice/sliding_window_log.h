@@ -2,7 +2,7 @@
 //
 // Each admitted hit is one 4-byte timestamp: a 32-bit count of quanta, where the quantum is the
 // finest of 1ns, 10ns, ..., 1s that divides D and keeps D below 2^31 quanta (1ns for D <= 2.1s,
-// 100ns for 1m, 1us for 1h, 100us for 1d). Decisions are exact for traffic whose timestamps are
+// 100ns for 1m, 10us for 1h, 100us for 1d). Decisions are exact for traffic whose timestamps are
 // multiples of the quantum (millisecond traces always are, for D <= 24 days). Memory is
 // 4 bytes per hit in the window, at most 4 * limit per key.
 #ifndef SLUICE_SLIDING_WINDOW_LOG_H_

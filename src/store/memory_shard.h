@@ -60,7 +60,12 @@ class alignas(64) MemoryShard {
   void Prefetch(uint32_t hash) const {
     const Entry* table = table_hint_.load(std::memory_order_relaxed);
     const size_t capacity = capacity_hint_.load(std::memory_order_relaxed);
-    if (table != nullptr) __builtin_prefetch(table + ((uint64_t{hash} * capacity) >> 32));
+    if (table == nullptr) return;
+    // The home slot and the following lines: at 68-85% load the mean probe distance is about
+    // two slots, so the walk usually crosses 2-3 cache lines; asking for them together turns
+    // serial misses into parallel ones.
+    const char* home = reinterpret_cast<const char*>(table + ((uint64_t{hash} * capacity) >> 32));
+    for (int line = 0; line < kPrefetchLines; ++line) __builtin_prefetch(home + 64 * line);
   }
 
   size_t Sweep(const Alg& alg, Timestamp now) {
@@ -101,6 +106,7 @@ class alignas(64) MemoryShard {
   static constexpr size_t kInlineKey = 16;
   static constexpr uint32_t kMaxLoadPercent = 85;
   static constexpr uint32_t kExpiryStepsPerInsert = 2;
+  static constexpr int kPrefetchLines = 3;
 
   struct Entry {
     char key[kInlineKey];  // the key, or a pointer to a heap copy when longer than kInlineKey
