@@ -5,6 +5,8 @@
 #include <memory>
 #include <string>
 
+#include <sys/stat.h>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -15,7 +17,8 @@
 
 namespace {
 
-constexpr int kUsageError = 2;
+constexpr int kUsageError = 2;   // bad flags or a malformed trace line
+constexpr int kOutputError = 1;  // the output could not be written
 
 struct ReplayFlags {
   std::string algorithm;
@@ -57,15 +60,20 @@ int RunReplay(const ReplayFlags& f) {
   if (f.input != "-") {
     file.reset(std::fopen(f.input.c_str(), "rb"));
     if (!file) return Fail("cannot open --input '" + f.input + "': " + std::strerror(errno));
+    struct stat st {};
+    if (fstat(fileno(file.get()), &st) == 0 && S_ISDIR(st.st_mode)) {
+      return Fail("cannot open --input '" + f.input + "': it is a directory");
+    }
     in = file.get();
   }
   cli::TraceReader reader(in);
   const auto output = f.output == "jsonl" ? cli::ReplayOutput::kJsonl : cli::ReplayOutput::kSummary;
   auto result = cli::Replay(reader, **limiter, output, stdout);
-  std::fflush(stdout);
   if (!result) {
-    fmt::print(stderr, "{}\n", result.error().message);
-    return kUsageError;
+    // A malformed line says "line N: ..."; anything else (a failed write) is not the input's fault.
+    const bool bad_input = result.error().message.rfind("line ", 0) == 0;
+    fmt::print(stderr, "{}{}\n", bad_input ? "" : "sluice replay: ", result.error().message);
+    return bad_input ? kUsageError : kOutputError;
   }
   if (result->store.evictions > 0) {
     fmt::print(stderr, "sluice replay: warning: {} counters were evicted for memory; their keys "

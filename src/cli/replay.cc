@@ -1,6 +1,8 @@
 #include "cli/replay.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <string>
@@ -56,8 +58,10 @@ void AppendDecision(std::string& out, const TraceLine& line, const Decision& d, 
   AppendJsonString(out, line.key);
   fmt::format_to(std::back_inserter(out), ",\"allowed\":{},\"remaining\":{},\"retry_after_ms\":",
                  d.allowed, d.remaining);
-  if (d.retry_after == kNever) {
+  if (d.reason == DecisionReason::kCostExceedsCapacity) {
     out += "null,\"reason\":\"cost_exceeds_capacity\"";
+  } else if (d.reason == DecisionReason::kInvalidRequest) {
+    out += "null,\"reason\":\"invalid_request\"";
   } else {
     fmt::format_to(std::back_inserter(out), "{}", CeilMillis(d.retry_after));
   }
@@ -81,9 +85,15 @@ Result<ReplayResult> Replay(TraceReader& reader, Limiter& limiter, ReplayOutput 
   std::unordered_map<std::string, KeySummary, StringHash, std::equal_to<>> keys;
   std::string buf;
   buf.reserve(1 << 20);
+  bool write_failed = false;
   auto flush = [&] {
-    std::fwrite(buf.data(), 1, buf.size(), out);
+    if (!buf.empty() && std::fwrite(buf.data(), 1, buf.size(), out) != buf.size()) {
+      write_failed = true;
+    }
     buf.clear();
+  };
+  auto write_error = [] {
+    return MakeError(std::string("cannot write the output: ") + std::strerror(errno));
   };
 
   while (true) {
@@ -100,7 +110,10 @@ Result<ReplayResult> Replay(TraceReader& reader, Limiter& limiter, ReplayOutput 
     ++(d.allowed ? result.admitted : result.rejected);
     if (output == ReplayOutput::kJsonl) {
       AppendDecision(buf, line, d, shaper);
-      if (buf.size() >= (1 << 20) - 8192) flush();
+      if (buf.size() >= (1 << 20) - 8192) {
+        flush();
+        if (write_failed) return write_error();
+      }
     } else {
       auto it = keys.find(line.key);
       if (it == keys.end()) it = keys.emplace(std::string(line.key), KeySummary{}).first;
@@ -128,6 +141,7 @@ Result<ReplayResult> Replay(TraceReader& reader, Limiter& limiter, ReplayOutput 
     buf += '\n';
   }
   flush();
+  if (write_failed || std::fflush(out) != 0) return write_error();
   return result;
 }
 

@@ -18,7 +18,9 @@ std::string_view Trim(std::string_view s) {
 
 // A non-negative decimal integer <= max, or nullopt.
 std::optional<int64_t> ParseCount(std::string_view s, int64_t max) {
-  if (s.empty() || s.size() > 19) return std::nullopt;
+  if (s.empty()) return std::nullopt;
+  while (s.size() > 1 && s.front() == '0') s.remove_prefix(1);  // leading zeros are harmless
+  if (s.size() > 19) return std::nullopt;
   for (char c : s) {
     if (c < '0' || c > '9') return std::nullopt;
   }

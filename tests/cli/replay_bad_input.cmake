@@ -5,6 +5,7 @@
 #     error must be whole jsonl decisions.
 #  2. Bad flags exit 2 with a message naming the problem.
 #  3. good_small.csv, piped on stdin, exits 0 with exactly the decisions in good_small.jsonl.
+#  4. A failed write exits 1; a directory as --input exits 2.
 cmake_minimum_required(VERSION 3.25)
 
 if(NOT SLUICE OR NOT EXISTS "${SLUICE}")
@@ -170,6 +171,22 @@ else()
            "alice.max/bob.max/quoted.admitted = '${got}', expected '${want}'\n${summary}")
     endif()
   endif()
+endif()
+
+# ---- 4. output and input failures that are not the trace's fault ----
+
+# A full disk must not look like success: exit 1 and say so.
+if(EXISTS /dev/full)
+  execute_process(COMMAND ${SLUICE} ${base_args} --input "${FIXTURES}/good_small.csv"
+                  OUTPUT_FILE /dev/full RESULT_VARIABLE rc ERROR_VARIABLE err)
+  if(NOT rc STREQUAL "1" OR NOT err MATCHES "cannot write the output")
+    fail("writing to /dev/full: exit '${rc}', stderr '${err}' (want 1 and 'cannot write the output')")
+  endif()
+endif()
+execute_process(COMMAND ${SLUICE} ${base_args} --input "${FIXTURES}"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc STREQUAL "2" OR NOT err MATCHES "is a directory")
+  fail("--input <directory>: exit '${rc}', stderr '${err}' (want 2 and 'is a directory')")
 endif()
 
 if(failures GREATER 0)
