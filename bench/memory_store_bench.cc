@@ -7,10 +7,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <string_view>
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sluice/memory_store.h"
@@ -131,11 +131,14 @@ void BM_BytesPerKey(benchmark::State& state) {
     for (const std::string& k : keys) limiter->Decide(k, FromNanos(kStart), 1);
     const size_t after = mallinfo2().uordblks + mallinfo2().hblkhd;
     state.counters["heap_bytes_per_key"] = static_cast<double>(after - before) / kKeys;
-    state.counters["accounted_bytes_per_key"] =
-        static_cast<double>(limiter->Stats().bytes) / kKeys;
+    state.counters["accounted_bytes_per_key"] = static_cast<double>(limiter->Stats().bytes) / kKeys;
   }
 }
-BENCHMARK(BM_BytesPerKey)->DenseRange(0, 5)->ArgName("alg")->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_BytesPerKey)
+    ->DenseRange(0, 5)
+    ->ArgName("alg")
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace sluice

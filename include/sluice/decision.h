@@ -20,8 +20,8 @@ inline constexpr Duration kNever = Duration::max();
 struct Decision {
   bool allowed = false;
   DecisionReason reason = DecisionReason::kOverLimit;
-  int64_t limit = 0;      // the capacity the decision was taken against
-  int64_t remaining = 0;  // whole hits that could still pass now, after this decision
+  int64_t limit = 0;        // the capacity the decision was taken against
+  int64_t remaining = 0;    // whole hits that could still pass now, after this decision
   Duration reset_after{0};  // until the limiter is fully replenished (a fresh key looks the same)
   Duration retry_after{0};  // earliest time a request of this cost could pass; 0 when allowed
   Duration delay{0};        // leaky-bucket shaper: wait this long before releasing the request

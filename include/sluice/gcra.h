@@ -1,7 +1,8 @@
 // GCRA (generic cell rate algorithm): the token bucket's admissions, kept as one number, the
 // theoretical arrival time (TAT). With emission interval T = period/limit and capacity B:
 //
-//   backlog = max(TAT, now) - now;  admit iff backlog + cost*T <= B*T, then TAT = now + backlog + cost*T.
+//   backlog = max(TAT, now) - now;  admit iff backlog + cost*T <= B*T, then TAT = now + backlog +
+//   cost*T.
 //
 // T is usually not a whole number of nanoseconds (3/s), so the TAT is a fixed-point timestamp:
 // whole nanoseconds plus a fraction in units of 1/n ns. Decisions are identical to TokenBucket's

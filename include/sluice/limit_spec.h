@@ -19,10 +19,10 @@ namespace sluice {
 
 struct LimitSpec {
   Algorithm algorithm = Algorithm::kTokenBucket;
-  int64_t limit = 0;     // requests (hits) per period
-  Duration period{0};    // the window, or the time in which `limit` tokens refill/leak
-  int64_t burst = 0;     // capacity / queue size; 0 means "same as limit"
-  bool shaper = false;   // leaky bucket only
+  int64_t limit = 0;    // requests (hits) per period
+  Duration period{0};   // the window, or the time in which `limit` tokens refill/leak
+  int64_t burst = 0;    // capacity / queue size; 0 means "same as limit"
+  bool shaper = false;  // leaky bucket only
 
   // The capacity actually used: burst if set, else limit.
   int64_t Capacity() const { return burst > 0 ? burst : limit; }

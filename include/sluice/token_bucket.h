@@ -37,8 +37,8 @@ class TokenBucket {
   TokenBucket(int64_t capacity, int64_t n, int64_t d);
   void Refill(State& state, int64_t t) const;
 
-  int64_t capacity_;         // B
-  int64_t n_;                // r = n_/d_ tokens per nanosecond, in lowest terms
+  int64_t capacity_;  // B
+  int64_t n_;         // r = n_/d_ tokens per nanosecond, in lowest terms
   int64_t d_;
   int64_t capacity_scaled_;  // B * d_
   int64_t fill_ns_;          // time to refill from empty

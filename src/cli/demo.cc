@@ -1,9 +1,9 @@
 #include "cli/demo.h"
 
+#include <fmt/format.h>
+
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "sluice/duration.h"
 #include "sluice/memory_store.h"
@@ -43,7 +43,9 @@ Outcome Run(const LimitSpec& spec, Timestamp start, const std::vector<Duration>&
 }
 
 std::string Ms(Duration d) { return fmt::format("{}ms", d.count() / 1'000'000); }
-std::string Secs(Duration d) { return fmt::format("{:.1f}s", static_cast<double>(d.count()) / 1e9); }
+std::string Secs(Duration d) {
+  return fmt::format("{:.1f}s", static_cast<double>(d.count()) / 1e9);
+}
 
 struct Row {
   std::string label;
@@ -84,9 +86,10 @@ int RunDemo(std::FILE* out) {
   for (const Row& row : WorkedExampleRows()) {
     const Outcome o = Run(row.spec, start, burst);
     std::string note = fmt::format("first rejection retries after {}", Ms(o.first_retry_after));
-    if (row.spec.shaper) note += fmt::format("; admitted ones leave 100ms apart, last after {}", Secs(o.last_delay));
-    fmt::print(out, "   {:<34} {:>8} {:>8}  {}\n", DescribeLimitSpec(row.spec),
-               o.admitted, o.rejected, note);
+    if (row.spec.shaper)
+      note += fmt::format("; admitted ones leave 100ms apart, last after {}", Secs(o.last_delay));
+    fmt::print(out, "   {:<34} {:>8} {:>8}  {}\n", DescribeLimitSpec(row.spec), o.admitted,
+               o.rejected, note);
   }
 
   fmt::print(out, "\n2) 15 requests/s, evenly spaced, for 30s, starting with a full allowance.\n");
@@ -95,9 +98,10 @@ int RunDemo(std::FILE* out) {
   for (int i = 0; i < 450; ++i) steady.push_back(milliseconds(i * 1000 / 15));
   for (const Row& row : WorkedExampleRows()) {
     const Outcome o = Run(row.spec, start, steady);
-    fmt::print(out, "   {:<34} {:>8} {:>8}  first rejection at {}\n",
-               DescribeLimitSpec(row.spec), o.admitted, o.rejected,
-               o.first_rejection_at.count() < 0 ? std::string("never") : Secs(o.first_rejection_at));
+    fmt::print(
+        out, "   {:<34} {:>8} {:>8}  first rejection at {}\n", DescribeLimitSpec(row.spec),
+        o.admitted, o.rejected,
+        o.first_rejection_at.count() < 0 ? std::string("never") : Secs(o.first_rejection_at));
   }
 
   fmt::print(out,
@@ -117,11 +121,12 @@ int RunDemo(std::FILE* out) {
     const Outcome o = Run(row.spec, start, edge);
     fmt::print(out, "   {:<34} {:>8} {:>8}\n", row.label, o.admitted, o.rejected);
   }
-  fmt::print(out,
-             "\n   fixed_window lets 2x the limit through across the edge; the log is exact; the\n"
-             "   counter's estimate weighs the previous minute and stays close to the limit.\n"
-             "\nTry your own traffic:  build/bin/sluice replay --algorithm gcra --limit 10 --per 1s "
-             "--burst 50 --input trace.csv\n");
+  fmt::print(
+      out,
+      "\n   fixed_window lets 2x the limit through across the edge; the log is exact; the\n"
+      "   counter's estimate weighs the previous minute and stays close to the limit.\n"
+      "\nTry your own traffic:  build/bin/sluice replay --algorithm gcra --limit 10 --per 1s "
+      "--burst 50 --input trace.csv\n");
   return 0;
 }
 

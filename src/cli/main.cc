@@ -1,14 +1,13 @@
 // The sluice command line: `sluice demo`, `sluice replay`.
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
-
-#include <sys/stat.h>
-
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
 
 #include "cli/demo.h"
 #include "cli/replay.h"
@@ -76,8 +75,10 @@ int RunReplay(const ReplayFlags& f) {
     return bad_input ? kUsageError : kOutputError;
   }
   if (result->store.evictions > 0) {
-    fmt::print(stderr, "sluice replay: warning: {} counters were evicted for memory; their keys "
-               "were treated as fresh\n", result->store.evictions);
+    fmt::print(stderr,
+               "sluice replay: warning: {} counters were evicted for memory; their keys "
+               "were treated as fresh\n",
+               result->store.evictions);
   }
   return 0;
 }
@@ -88,12 +89,17 @@ int main(int argc, char** argv) {
   CLI::App app{"sluice: rate limiting algorithms, stores and tools"};
   app.require_subcommand(1);
 
-  auto* demo = app.add_subcommand("demo", "Show each algorithm on the design note's worked example");
+  auto* demo =
+      app.add_subcommand("demo", "Show each algorithm on the design note's worked example");
 
   ReplayFlags f;
-  auto* replay = app.add_subcommand("replay", "Replay a CSV trace (t_ms,key[,cost]) through an algorithm");
-  replay->add_option("--algorithm", f.algorithm, "token_bucket, leaky_bucket, fixed_window, "
-                     "sliding_window_log, sliding_window_counter or gcra")->required();
+  auto* replay =
+      app.add_subcommand("replay", "Replay a CSV trace (t_ms,key[,cost]) through an algorithm");
+  replay
+      ->add_option("--algorithm", f.algorithm,
+                   "token_bucket, leaky_bucket, fixed_window, "
+                   "sliding_window_log, sliding_window_counter or gcra")
+      ->required();
   replay->add_option("--limit", f.limit, "N requests ...")->required();
   replay->add_option("--per", f.per, "... per DURATION (250ms, 1s, 1m, 1h, 1d)")->required();
   replay->add_option("--burst", f.burst, "bucket capacity / leaky queue size (default: --limit)");

@@ -1,15 +1,15 @@
 #include "cli/replay.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_map>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "cli/json_text.h"
 #include "sluice/duration.h"
@@ -37,7 +37,9 @@ class KeySummary {
     max_in_window_ = std::max(max_in_window_, in_window_);
   }
   nlohmann::json ToJson() const {
-    return {{"admitted", admitted_}, {"rejected", rejected_}, {"max_admitted_in_window", max_in_window_}};
+    return {{"admitted", admitted_},
+            {"rejected", rejected_},
+            {"max_admitted_in_window", max_in_window_}};
   }
 
  private:
@@ -56,8 +58,8 @@ struct StringHash {
 void AppendDecision(std::string& out, const TraceLine& line, const Decision& d, bool shaper) {
   fmt::format_to(std::back_inserter(out), "{{\"t_ms\":{},\"key\":", line.t_ms);
   AppendJsonString(out, line.key);
-  fmt::format_to(std::back_inserter(out), ",\"allowed\":{},\"remaining\":{},\"retry_after_ms\":",
-                 d.allowed, d.remaining);
+  fmt::format_to(std::back_inserter(out),
+                 ",\"allowed\":{},\"remaining\":{},\"retry_after_ms\":", d.allowed, d.remaining);
   if (d.reason == DecisionReason::kCostExceedsCapacity) {
     out += "null,\"reason\":\"cost_exceeds_capacity\"";
   } else if (d.reason == DecisionReason::kInvalidRequest) {

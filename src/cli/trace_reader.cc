@@ -12,7 +12,8 @@ namespace {
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -116,8 +117,8 @@ Result<std::optional<std::string_view>> TraceReader::NextRawLine() {
     const size_t got = std::fread(buf_.data() + end_, 1, buf_.size() - end_, in_);
     if (got == 0) {
       if (std::ferror(in_)) {
-        return MakeError("line " + std::to_string(line_number_ + 1) + ": read error: " +
-                         std::strerror(errno));
+        return MakeError("line " + std::to_string(line_number_ + 1) +
+                         ": read error: " + std::strerror(errno));
       }
       eof_ = true;
     }

@@ -33,7 +33,8 @@ Result<Duration> ParseDuration(std::string_view text) {
   size_t digits = 0;
   while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
   if (digits == 0) {
-    return MakeError("invalid duration '" + shown + "': expected a number and a unit, e.g. 250ms, 1s, 1m, 1h, 1d");
+    return MakeError("invalid duration '" + shown +
+                     "': expected a number and a unit, e.g. 250ms, 1s, 1m, 1h, 1d");
   }
   const std::string_view suffix = text.substr(digits);
   if (suffix.empty()) {

@@ -50,9 +50,8 @@ Decision Gcra::Decide(State& s, Timestamp now, int64_t cost) const {
     const __int128 excess = backlog + need - capacity_scaled_;
     d.retry_after = Duration(static_cast<int64_t>((excess + n_ - 1) / n_));
   }
-  d.remaining = backlog >= capacity_scaled_
-                    ? 0
-                    : static_cast<int64_t>((capacity_scaled_ - backlog) / d_);
+  d.remaining =
+      backlog >= capacity_scaled_ ? 0 : static_cast<int64_t>((capacity_scaled_ - backlog) / d_);
   d.reset_after = Duration(static_cast<int64_t>((backlog + n_ - 1) / n_));
   return d;
 }

@@ -27,8 +27,7 @@ Result<LimitSpec> ValidateLimitSpec(const LimitSpec& spec) {
                      std::to_string(spec.limit) + ")");
   }
   if (spec.period.count() <= 0) {
-    return MakeError("period must be positive (got " + std::to_string(spec.period.count()) +
-                     "ns)");
+    return MakeError("period must be positive (got " + std::to_string(spec.period.count()) + "ns)");
   }
   if (spec.burst < 0) {
     return MakeError("burst must not be negative (got " + std::to_string(spec.burst) + ")");
@@ -40,9 +39,8 @@ Result<LimitSpec> ValidateLimitSpec(const LimitSpec& spec) {
     const auto rate = internal::Reduce(spec.limit, spec.period.count());
     const __int128 scaled = static_cast<__int128>(spec.Capacity()) * rate.d;
     if (scaled >= internal::kMaxScaled) {
-      return MakeError(name + " " + std::to_string(spec.limit) + "/" +
-                       FormatDuration(spec.period) + " with capacity " +
-                       std::to_string(spec.Capacity()) +
+      return MakeError(name + " " + std::to_string(spec.limit) + "/" + FormatDuration(spec.period) +
+                       " with capacity " + std::to_string(spec.Capacity()) +
                        " is outside the exact range (capacity x period/gcd(limit, period) "
                        "must stay below 2^61 ns); lower the burst or use a rate that divides "
                        "the period evenly");
@@ -77,8 +75,8 @@ Result<LimitSpec> ValidateLimitSpec(const LimitSpec& spec) {
 }
 
 std::string DescribeLimitSpec(const LimitSpec& spec) {
-  std::string out = std::string(AlgorithmName(spec.algorithm)) + " " +
-                    std::to_string(spec.limit) + "/" + FormatDuration(spec.period);
+  std::string out = std::string(AlgorithmName(spec.algorithm)) + " " + std::to_string(spec.limit) +
+                    "/" + FormatDuration(spec.period);
   if (spec.burst > 0) out += " burst " + std::to_string(spec.burst);
   if (spec.shaper) out += " shaper";
   return out;

@@ -28,8 +28,9 @@ void TokenBucket::Refill(State& s, int64_t t) const {
   if (t <= s.last_ns) return;
   const int64_t elapsed = t - s.last_ns;
   // elapsed < fill_ns_ keeps elapsed * n_ below capacity_scaled_ + n_: no overflow.
-  s.scaled_tokens = elapsed >= fill_ns_ ? capacity_scaled_
-                                         : std::min(capacity_scaled_, s.scaled_tokens + elapsed * n_);
+  s.scaled_tokens = elapsed >= fill_ns_
+                        ? capacity_scaled_
+                        : std::min(capacity_scaled_, s.scaled_tokens + elapsed * n_);
   s.last_ns = t;
 }
 

@@ -148,8 +148,9 @@ class alignas(64) MemoryShard {
     }
   }
 
-  // Places a used entry; false if a probe sequence grew too long (the caller grows the table).
-  bool Place(Entry&& incoming) {
+  // Moves `incoming` into the table. Robin Hood displaces residents along the way, so if a probe
+  // sequence grows too long the entry left homeless -- returned in `incoming` -- may be another.
+  bool Place(Entry& incoming) {
     Entry carry = std::move(incoming);
     size_t pos = Home(carry.hash);
     for (uint32_t d = 0;; ++d, pos = Next(pos)) {
@@ -209,7 +210,7 @@ class alignas(64) MemoryShard {
     capacity_hint_.store(new_capacity, std::memory_order_relaxed);
     hand_ = expiry_cursor_ = 0;
     for (size_t i = 0; i < old_capacity; ++i) {
-      if (Used(old[i]) && !Place(std::move(old[i]))) DropUnplaced(old[i]);
+      if (Used(old[i]) && !Place(old[i])) DropUnplaced(old[i]);
     }
   }
 
@@ -307,7 +308,7 @@ class alignas(64) MemoryShard {
     e.state = std::move(state);
     heap_bytes_ += extra;
     ++count_;
-    if (!Place(std::move(e))) DropUnplaced(e);  // e: whichever counter found no slot
+    if (!Place(e)) DropUnplaced(e);  // e: whichever counter found no slot
   }
 
   mutable SpinLock mu_;

@@ -2,13 +2,13 @@
 #ifndef SLUICE_TESTS_CLI_CLI_TEST_UTIL_H_
 #define SLUICE_TESTS_CLI_CLI_TEST_UTIL_H_
 
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
 #include <string_view>
-
-#include <gtest/gtest.h>
 
 namespace sluice::cli::test {
 
@@ -52,8 +52,8 @@ inline ::testing::AssertionResult ContainsFormat(const char* haystack_expr, cons
                                                  std::string_view needle) {
   if (haystack.find(needle) != std::string_view::npos) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure()
-         << haystack_expr << " does not contain " << needle_expr << "\n  text:   \""
-         << haystack << "\"\n  wanted: \"" << needle << "\"";
+         << haystack_expr << " does not contain " << needle_expr << "\n  text:   \"" << haystack
+         << "\"\n  wanted: \"" << needle << "\"";
 }
 
 }  // namespace sluice::cli::test

@@ -1,14 +1,14 @@
 // AppendJsonString and IsValidUtf8, checked against nlohmann::json as an independent oracle.
 #include "cli/json_text.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 namespace sluice::cli {
 namespace {
@@ -180,16 +180,26 @@ TEST(JsonTextTest, RandomValidStringsRoundTrip) {
     for (int i = 0; i < n; ++i) {
       uint32_t cp = 0;
       switch (kind(rng)) {
-        case 0: cp = std::uniform_int_distribution<uint32_t>(0x00, 0x1f)(rng); break;
-        case 1: cp = std::uniform_int_distribution<int>(0, 1)(rng) ? '"' : '\\'; break;
-        case 2: cp = std::uniform_int_distribution<uint32_t>(0x20, 0x7f)(rng); break;
-        case 3: cp = std::uniform_int_distribution<uint32_t>(0x80, 0x7ff)(rng); break;
+        case 0:
+          cp = std::uniform_int_distribution<uint32_t>(0x00, 0x1f)(rng);
+          break;
+        case 1:
+          cp = std::uniform_int_distribution<int>(0, 1)(rng) ? '"' : '\\';
+          break;
+        case 2:
+          cp = std::uniform_int_distribution<uint32_t>(0x20, 0x7f)(rng);
+          break;
+        case 3:
+          cp = std::uniform_int_distribution<uint32_t>(0x80, 0x7ff)(rng);
+          break;
         case 4:
           do {
             cp = std::uniform_int_distribution<uint32_t>(0x800, 0xffff)(rng);
           } while (cp >= 0xd800 && cp <= 0xdfff);
           break;
-        default: cp = std::uniform_int_distribution<uint32_t>(0x10000, 0x10ffff)(rng); break;
+        default:
+          cp = std::uniform_int_distribution<uint32_t>(0x10000, 0x10ffff)(rng);
+          break;
       }
       s += Encode(cp);
     }
@@ -231,21 +241,21 @@ TEST(JsonUtf8Test, AcceptsEveryScalarValue) {
 }
 
 TEST(JsonUtf8Test, RejectsOverlongs) {
-  EXPECT_FALSE(IsValidUtf8("\xc0\x80"));              // NUL in 2 bytes
-  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));              // '/' in 2 bytes
-  EXPECT_FALSE(IsValidUtf8("\xc1\xbf"));              // U+007F in 2 bytes
-  EXPECT_FALSE(IsValidUtf8("\xe0\x80\x80"));          // NUL in 3 bytes
-  EXPECT_FALSE(IsValidUtf8("\xe0\x9f\xbf"));          // U+07FF in 3 bytes
-  EXPECT_FALSE(IsValidUtf8("\xf0\x80\x80\x80"));      // NUL in 4 bytes
-  EXPECT_FALSE(IsValidUtf8("\xf0\x8f\xbf\xbf"));      // U+FFFF in 4 bytes
+  EXPECT_FALSE(IsValidUtf8("\xc0\x80"));          // NUL in 2 bytes
+  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));          // '/' in 2 bytes
+  EXPECT_FALSE(IsValidUtf8("\xc1\xbf"));          // U+007F in 2 bytes
+  EXPECT_FALSE(IsValidUtf8("\xe0\x80\x80"));      // NUL in 3 bytes
+  EXPECT_FALSE(IsValidUtf8("\xe0\x9f\xbf"));      // U+07FF in 3 bytes
+  EXPECT_FALSE(IsValidUtf8("\xf0\x80\x80\x80"));  // NUL in 4 bytes
+  EXPECT_FALSE(IsValidUtf8("\xf0\x8f\xbf\xbf"));  // U+FFFF in 4 bytes
   EXPECT_FALSE(IsValidUtf8("ok\xc0\x80ok"));
 }
 
 TEST(JsonUtf8Test, RejectsSurrogates) {
-  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));  // U+D800
-  EXPECT_FALSE(IsValidUtf8("\xed\xaf\xbf"));  // U+DBFF
-  EXPECT_FALSE(IsValidUtf8("\xed\xb0\x80"));  // U+DC00
-  EXPECT_FALSE(IsValidUtf8("\xed\xbf\xbf"));  // U+DFFF
+  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));              // U+D800
+  EXPECT_FALSE(IsValidUtf8("\xed\xaf\xbf"));              // U+DBFF
+  EXPECT_FALSE(IsValidUtf8("\xed\xb0\x80"));              // U+DC00
+  EXPECT_FALSE(IsValidUtf8("\xed\xbf\xbf"));              // U+DFFF
   EXPECT_FALSE(IsValidUtf8("\xed\xa0\xbd\xed\xb8\x80"));  // a CESU-8 surrogate pair
   for (uint32_t cp = 0xd800; cp <= 0xdfff; ++cp) {
     if (IsValidUtf8(Encode(cp))) {
@@ -272,8 +282,8 @@ TEST(JsonUtf8Test, RejectsTruncatedSequences) {
   EXPECT_FALSE(IsValidUtf8("\xf0\x9f\x98"));
   EXPECT_FALSE(IsValidUtf8("\xf0\x9f"));
   EXPECT_FALSE(IsValidUtf8("\xf0"));
-  EXPECT_FALSE(IsValidUtf8("abc\xe2\x82"));          // truncated at the end
-  EXPECT_FALSE(IsValidUtf8("\xe2\x82x"));            // interrupted by ASCII
+  EXPECT_FALSE(IsValidUtf8("abc\xe2\x82"));           // truncated at the end
+  EXPECT_FALSE(IsValidUtf8("\xe2\x82x"));             // interrupted by ASCII
   EXPECT_FALSE(IsValidUtf8("\xf0\x9f\x98\xc3\xa9"));  // interrupted by a lead byte
   // Every proper prefix of a valid 4-byte sequence is invalid.
   const std::string emoji = "\xf0\x9f\x98\x80";
@@ -287,18 +297,18 @@ TEST(JsonUtf8Test, LooksOnlyInsideTheView) {
   // The bytes completing a sequence lie just past the view's end: they must not be read.
   const std::string buf = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";
   EXPECT_TRUE(IsValidUtf8(std::string_view(buf)));
-  EXPECT_FALSE(IsValidUtf8(std::string_view(buf).substr(0, 2)));   // "a" + C3
-  EXPECT_FALSE(IsValidUtf8(std::string_view(buf).substr(1, 4)));   // C3 A9 E2 82
-  EXPECT_FALSE(IsValidUtf8(std::string_view(buf).substr(3, 5)));   // E2 82 AC F0 9F
-  EXPECT_FALSE(IsValidUtf8(std::string_view(buf).substr(6, 3)));   // F0 9F 98
-  EXPECT_TRUE(IsValidUtf8(std::string_view(buf).substr(1, 5)));    // C3 A9 E2 82 AC
+  EXPECT_FALSE(IsValidUtf8(std::string_view(buf).substr(0, 2)));  // "a" + C3
+  EXPECT_FALSE(IsValidUtf8(std::string_view(buf).substr(1, 4)));  // C3 A9 E2 82
+  EXPECT_FALSE(IsValidUtf8(std::string_view(buf).substr(3, 5)));  // E2 82 AC F0 9F
+  EXPECT_FALSE(IsValidUtf8(std::string_view(buf).substr(6, 3)));  // F0 9F 98
+  EXPECT_TRUE(IsValidUtf8(std::string_view(buf).substr(1, 5)));   // C3 A9 E2 82 AC
 }
 
 TEST(JsonUtf8Test, RejectsStrayContinuationBytes) {
   EXPECT_FALSE(IsValidUtf8("\x80"));
   EXPECT_FALSE(IsValidUtf8("\xbf"));
   EXPECT_FALSE(IsValidUtf8("a\x80"));
-  EXPECT_FALSE(IsValidUtf8("\xc3\xa9\xa9"));          // one continuation too many
+  EXPECT_FALSE(IsValidUtf8("\xc3\xa9\xa9"));  // one continuation too many
   EXPECT_FALSE(IsValidUtf8("\xe2\x82\xac\x80"));
   for (int c = 0x80; c <= 0xbf; ++c) {
     EXPECT_FALSE(IsValidUtf8(std::string(1, static_cast<char>(c)))) << c;
@@ -342,9 +352,8 @@ TEST(JsonUtf8Test, AgreesWithOracleOnShortByteStrings) {
 TEST(JsonUtf8Test, AgreesWithOracleOnRandomByteStrings) {
   // Biased towards the bytes where UTF-8 decoding has edges.
   const std::vector<unsigned char> interesting = {
-      'a',  0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xc1, 0xc2,
-      0xdf, 0xe0, 0xe1, 0xec, 0xed, 0xee, 0xef, 0xf0, 0xf1, 0xf3, 0xf4,
-      0xf5, 0xf7, 0xf8, 0xfb, 0xfc, 0xfe, 0xff};
+      'a',  0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xc1, 0xc2, 0xdf, 0xe0, 0xe1, 0xec,
+      0xed, 0xee, 0xef, 0xf0, 0xf1, 0xf3, 0xf4, 0xf5, 0xf7, 0xf8, 0xfb, 0xfc, 0xfe, 0xff};
   std::mt19937 rng(7);
   std::uniform_int_distribution<size_t> pick(0, interesting.size() - 1);
   std::uniform_int_distribution<int> len(1, 12);

@@ -2,19 +2,19 @@
 // out by hand, and the summary checked against a brute-force count over the same trace.
 #include "cli/replay.h"
 
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <fmt/format.h>
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "cli/cli_test_util.h"
 #include "sluice/memory_store.h"
@@ -29,8 +29,8 @@ using test::TmpFileWith;
 
 struct ReplayRun {
   Result<ReplayResult> result;
-  std::string text;          // everything Replay wrote
-  std::vector<json> lines;   // jsonl mode: each output line, parsed
+  std::string text;         // everything Replay wrote
+  std::vector<json> lines;  // jsonl mode: each output line, parsed
 };
 
 LimitSpec Spec(Algorithm a, int64_t limit, Duration per, int64_t burst = 0, bool shaper = false) {
@@ -81,7 +81,8 @@ std::set<std::string> FieldNames(const json& j) {
   return names;
 }
 
-const std::set<std::string> kMeterFields = {"t_ms", "key", "allowed", "remaining", "retry_after_ms"};
+const std::set<std::string> kMeterFields = {"t_ms", "key", "allowed", "remaining",
+                                            "retry_after_ms"};
 const std::set<std::string> kShaperFields = {"t_ms",           "key",     "allowed", "remaining",
                                              "retry_after_ms", "delay_ms"};
 
@@ -135,7 +136,7 @@ TEST(ReplayTest, TokenBucketBurstThenRejections) {
 TEST(ReplayTest, RetryAfterIsRoundedUpToTheMillisecond) {
   // 3/1s: a token every 333.33..ms, so the wait is 334ms, never 333.
   const ReplayRun run = DoReplay(Spec(Algorithm::kTokenBucket, 3, 1s), Repeat("0,k", 4) + "1,k\n",
-                           ReplayOutput::kJsonl);
+                                 ReplayOutput::kJsonl);
   ExpectDecisions(run, {{0, "k", true, 2, 0},
                         {0, "k", true, 1, 0},
                         {0, "k", true, 0, 0},
@@ -148,25 +149,24 @@ TEST(ReplayTest, FixedWindowTwoPerSecond) {
   const std::string trace =
       "10000,a\n"
       "10000,a\n"
-      "10000,a\n"   // window [10000, 11000) full
+      "10000,a\n"  // window [10000, 11000) full
       "10500,a\n"
       "10999,a\n"
-      "10999,b\n"   // another key has its own window
-      "11000,a\n"   // a new window
+      "10999,b\n"  // another key has its own window
+      "11000,a\n"  // a new window
       "11000,a\n"
       "11001,a\n"
       "13999,a\n";
-  ExpectDecisions(DoReplay(spec, trace, ReplayOutput::kJsonl),
-                  {{10000, "a", true, 1, 0},
-                   {10000, "a", true, 0, 0},
-                   {10000, "a", false, 0, 1000},
-                   {10500, "a", false, 0, 500},
-                   {10999, "a", false, 0, 1},
-                   {10999, "b", true, 1, 0},
-                   {11000, "a", true, 1, 0},
-                   {11000, "a", true, 0, 0},
-                   {11001, "a", false, 0, 999},
-                   {13999, "a", true, 1, 0}});
+  ExpectDecisions(DoReplay(spec, trace, ReplayOutput::kJsonl), {{10000, "a", true, 1, 0},
+                                                                {10000, "a", true, 0, 0},
+                                                                {10000, "a", false, 0, 1000},
+                                                                {10500, "a", false, 0, 500},
+                                                                {10999, "a", false, 0, 1},
+                                                                {10999, "b", true, 1, 0},
+                                                                {11000, "a", true, 1, 0},
+                                                                {11000, "a", true, 0, 0},
+                                                                {11001, "a", false, 0, 999},
+                                                                {13999, "a", true, 1, 0}});
 }
 
 TEST(ReplayTest, ShaperDelaysAdmittedRequestsEvenly) {
@@ -190,14 +190,14 @@ TEST(ReplayTest, ShaperDelayIsRoundedUp) {
 }
 
 TEST(ReplayTest, MeterModeHasNoDelayField) {
-  const ReplayRun run = DoReplay(Spec(Algorithm::kLeakyBucket, 10, 1s), Repeat("0,a", 3),
-                           ReplayOutput::kJsonl);
+  const ReplayRun run =
+      DoReplay(Spec(Algorithm::kLeakyBucket, 10, 1s), Repeat("0,a", 3), ReplayOutput::kJsonl);
   ExpectDecisions(run, {{0, "a", true, 9, 0}, {0, "a", true, 8, 0}, {0, "a", true, 7, 0}});
 }
 
 TEST(ReplayTest, CostsAreCharged) {
   const ReplayRun run = DoReplay(Spec(Algorithm::kTokenBucket, 10, 1s),
-                           "0,a,4\n0,a,4\n0,a,4\n0,a,2\n0,a,1\n", ReplayOutput::kJsonl);
+                                 "0,a,4\n0,a,4\n0,a,4\n0,a,2\n0,a,1\n", ReplayOutput::kJsonl);
   // 2 tokens left for the third: 2 missing at 100ms each.
   ExpectDecisions(run, {{0, "a", true, 6, 0},
                         {0, "a", true, 2, 0},
@@ -211,14 +211,14 @@ TEST(ReplayTest, CostAboveCapacityIsNeverRetryable) {
     LimitSpec spec;
     int64_t capacity;
   };
-  for (const Case& c : {Case{Spec(Algorithm::kTokenBucket, 10, 1s), 10},
-                        Case{Spec(Algorithm::kTokenBucket, 10, 1s, 20), 20},
-                        Case{Spec(Algorithm::kGcra, 10, 1s), 10},
-                        Case{Spec(Algorithm::kFixedWindow, 2, 1s), 2},
-                        Case{Spec(Algorithm::kSlidingWindowLog, 2, 1s), 2},
-                        Case{Spec(Algorithm::kSlidingWindowCounter, 2, 1s), 2},
-                        Case{Spec(Algorithm::kLeakyBucket, 10, 1s), 10},
-                        Case{Spec(Algorithm::kLeakyBucket, 10, 1s, 0, true), 10}}) {
+  for (const Case& c :
+       {Case{Spec(Algorithm::kTokenBucket, 10, 1s), 10},
+        Case{Spec(Algorithm::kTokenBucket, 10, 1s, 20), 20},
+        Case{Spec(Algorithm::kGcra, 10, 1s), 10}, Case{Spec(Algorithm::kFixedWindow, 2, 1s), 2},
+        Case{Spec(Algorithm::kSlidingWindowLog, 2, 1s), 2},
+        Case{Spec(Algorithm::kSlidingWindowCounter, 2, 1s), 2},
+        Case{Spec(Algorithm::kLeakyBucket, 10, 1s), 10},
+        Case{Spec(Algorithm::kLeakyBucket, 10, 1s, 0, true), 10}}) {
     SCOPED_TRACE(DescribeLimitSpec(c.spec));
     const std::string trace = fmt::format("1000,a,{}\n1000,a,{}\n", c.capacity + 1, c.capacity);
     const ReplayRun run = DoReplay(c.spec, trace, ReplayOutput::kJsonl);
@@ -249,8 +249,16 @@ TEST(ReplayTest, CostAboveCapacityIsNeverRetryable) {
 
 TEST(ReplayTest, KeysAreEscapedAndEchoed) {
   const std::vector<std::string> keys = {
-      "plain", "a\"b", "back\\slash", "caf\xc3\xa9", "in\tside", "ctl\x01" "x",
-      "\xf0\x9f\x98\x80", "sp ace", "{\"json\":1}",
+      "plain",
+      "a\"b",
+      "back\\slash",
+      "caf\xc3\xa9",
+      "in\tside",
+      "ctl\x01"
+      "x",
+      "\xf0\x9f\x98\x80",
+      "sp ace",
+      "{\"json\":1}",
   };
   std::string trace;
   for (size_t i = 0; i < keys.size(); ++i) trace += fmt::format("{},{}\n", 100 + i, keys[i]);
@@ -278,7 +286,7 @@ TEST(ReplayTest, LongestKeyTheReaderAcceptsIsDecidedNormally) {
 
 TEST(ReplayTest, CommentsAndBlankLinesProduceNoOutput) {
   const ReplayRun run = DoReplay(Spec(Algorithm::kTokenBucket, 5, 1s),
-                           "# header\n\n1,a\n  # x\n\r\n2,a\n", ReplayOutput::kJsonl);
+                                 "# header\n\n1,a\n  # x\n\r\n2,a\n", ReplayOutput::kJsonl);
   ExpectDecisions(run, {{1, "a", true, 4, 0}, {2, "a", true, 3, 0}});
   EXPECT_EQ(run.result->lines, 2u);
 }
@@ -288,8 +296,8 @@ TEST(ReplayTest, EmptyTrace) {
   ASSERT_TRUE(jsonl.result);
   EXPECT_EQ(jsonl.text, "");
   EXPECT_EQ(jsonl.result->lines, 0u);
-  const ReplayRun summary = DoReplay(Spec(Algorithm::kTokenBucket, 5, 1s), "# nothing\n",
-                               ReplayOutput::kSummary);
+  const ReplayRun summary =
+      DoReplay(Spec(Algorithm::kTokenBucket, 5, 1s), "# nothing\n", ReplayOutput::kSummary);
   ASSERT_TRUE(summary.result);
   const json s = json::parse(summary.text);
   EXPECT_EQ(s.at("lines"), 0);
@@ -299,8 +307,8 @@ TEST(ReplayTest, EmptyTrace) {
 }
 
 TEST(ReplayTest, StopsAtTheFirstBadLineAfterWritingEarlierDecisions) {
-  const ReplayRun run = DoReplay(Spec(Algorithm::kTokenBucket, 5, 1s), "1,a\n2,b\n# c\n3,a,0\n4,a\n",
-                           ReplayOutput::kJsonl);
+  const ReplayRun run = DoReplay(Spec(Algorithm::kTokenBucket, 5, 1s),
+                                 "1,a\n2,b\n# c\n3,a,0\n4,a\n", ReplayOutput::kJsonl);
   ASSERT_FALSE(run.result);
   EXPECT_EQ(run.result.error().message.rfind("line 4: ", 0), 0u) << run.result.error().message;
   EXPECT_CONTAINS(run.result.error().message, "cost '0'");
@@ -308,8 +316,8 @@ TEST(ReplayTest, StopsAtTheFirstBadLineAfterWritingEarlierDecisions) {
   EXPECT_EQ(run.lines[0].at("key"), "a");
   EXPECT_EQ(run.lines[1].at("key"), "b");
 
-  const ReplayRun summary = DoReplay(Spec(Algorithm::kTokenBucket, 5, 1s), "1,a\n0,a\n",
-                               ReplayOutput::kSummary);
+  const ReplayRun summary =
+      DoReplay(Spec(Algorithm::kTokenBucket, 5, 1s), "1,a\n0,a\n", ReplayOutput::kSummary);
   ASSERT_FALSE(summary.result);
   EXPECT_CONTAINS(summary.result.error().message, "line 2: time 0 is before");
   EXPECT_EQ(summary.text, "") << "no summary for a trace that failed";
@@ -320,13 +328,15 @@ TEST(ReplayTest, LargeOutputIsWrittenCompletely) {
   constexpr int kLines = 60000;
   std::string trace;
   for (int i = 0; i < kLines; ++i) trace += fmt::format("{},key-{}\n", i / 10, i % 97);
-  const ReplayRun run = DoReplay(Spec(Algorithm::kSlidingWindowLog, 3, 1s), trace, ReplayOutput::kJsonl);
+  const ReplayRun run =
+      DoReplay(Spec(Algorithm::kSlidingWindowLog, 3, 1s), trace, ReplayOutput::kJsonl);
   ASSERT_TRUE(run.result) << run.result.error().message;
   ASSERT_EQ(run.lines.size(), static_cast<size_t>(kLines));
   EXPECT_EQ(run.result->lines, static_cast<uint64_t>(kLines));
   uint64_t admitted = 0;
   for (int i = 0; i < kLines; ++i) {
-    if (run.lines[i].at("t_ms") != i / 10 || run.lines[i].at("key") != fmt::format("key-{}", i % 97)) {
+    if (run.lines[i].at("t_ms") != i / 10 ||
+        run.lines[i].at("key") != fmt::format("key-{}", i % 97)) {
       FAIL() << "line " << i << " out of order: " << run.lines[i].dump();
     }
     admitted += run.lines[i].at("allowed").get<bool>();
@@ -343,8 +353,9 @@ TEST(ReplaySummaryTest, HandWorkedFixedWindowEdge) {
       "900,a\n900,a\n1000,a\n1000,a\n"
       "1500,a\n"  // rejected: window [1000, 2000) is full
       "1999,b\n"
-      "2000,a\n"; // (1000, 2000] holds only this one
-  const ReplayRun run = DoReplay(Spec(Algorithm::kFixedWindow, 2, 1s), trace, ReplayOutput::kSummary);
+      "2000,a\n";  // (1000, 2000] holds only this one
+  const ReplayRun run =
+      DoReplay(Spec(Algorithm::kFixedWindow, 2, 1s), trace, ReplayOutput::kSummary);
   ASSERT_TRUE(run.result) << run.result.error().message;
   const json s = json::parse(run.text);
   EXPECT_EQ(s.at("algorithm"), "fixed_window");
@@ -363,7 +374,7 @@ TEST(ReplaySummaryTest, HandWorkedFixedWindowEdge) {
 TEST(ReplaySummaryTest, WindowIsOpenOnTheLeft) {
   // sliding_window_log 2/1s: hits at 0 and 1000 are not in the same (t-1s, t] interval.
   const ReplayRun run = DoReplay(Spec(Algorithm::kSlidingWindowLog, 2, 1s),
-                           "0,a\n0,a\n1000,a\n1000,a\n1999,a\n", ReplayOutput::kSummary);
+                                 "0,a\n0,a\n1000,a\n1000,a\n1999,a\n", ReplayOutput::kSummary);
   ASSERT_TRUE(run.result) << run.result.error().message;
   const json a = json::parse(run.text).at("keys").at("a");
   EXPECT_EQ(a.at("admitted"), 4);
@@ -373,7 +384,7 @@ TEST(ReplaySummaryTest, WindowIsOpenOnTheLeft) {
 
 TEST(ReplaySummaryTest, WindowCountIsWeightedByCost) {
   const ReplayRun run = DoReplay(Spec(Algorithm::kTokenBucket, 10, 1s, 20),
-                           "0,a,7\n0,a,7\n500,a,7\n", ReplayOutput::kSummary);
+                                 "0,a,7\n0,a,7\n500,a,7\n", ReplayOutput::kSummary);
   ASSERT_TRUE(run.result) << run.result.error().message;
   const json s = json::parse(run.text);
   EXPECT_EQ(s.at("burst"), 20);

@@ -1,6 +1,9 @@
 // ParseTraceLine and TraceReader: the accepted trace syntax and every way a line can be wrong.
 #include "cli/trace_reader.h"
 
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -8,9 +11,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <fmt/format.h>
-#include <gtest/gtest.h>
 
 #include "cli/cli_test_util.h"
 
@@ -255,7 +255,8 @@ TEST(TraceReaderTest, ReadsEveryForm) {
       "40,last");  // no final newline
   ASSERT_FALSE(r.error) << *r.error;
   const std::vector<OwnedLine> want = {
-      {10, "a", 1}, {10, "b", 3}, {20, "a", 1}, {30, "c d", 2}, {30, "\xc3\xa9", 1}, {40, "last", 1},
+      {10, "a", 1},   {10, "b", 3},        {20, "a", 1},
+      {30, "c d", 2}, {30, "\xc3\xa9", 1}, {40, "last", 1},
   };
   EXPECT_EQ(r.lines, want);
   EXPECT_EQ(r.line_number, 9u);
@@ -263,8 +264,8 @@ TEST(TraceReaderTest, ReadsEveryForm) {
 
 TEST(TraceReaderTest, WorksOnFmemopenStream) {
   std::string content = "1,a\n2,b,2\n# c\n3,c";
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(
-      fmemopen(content.data(), content.size(), "r"), &std::fclose);
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(fmemopen(content.data(), content.size(), "r"),
+                                                    &std::fclose);
   ASSERT_NE(f, nullptr);
   const ReadOutcome r = ReadAll(f.get());
   ASSERT_FALSE(r.error) << *r.error;
@@ -318,14 +319,16 @@ TEST(TraceReaderTest, ErrorsNameTheLineAndTheProblem) {
       {"non-numeric cost", "100,a,abc", {"cost 'abc'"}},
       {"4 fields", "100,a,1,1", {"more than 3 fields"}},
       {"missing comma", "100 a", {"no ','"}},
-      {"decreasing time", "49,a", {"time 49", "before the previous line's 50", "must not decrease"}},
+      {"decreasing time",
+       "49,a",
+       {"time 49", "before the previous line's 50", "must not decrease"}},
   };
   const std::string prefix =
-      "# comment\n"  // line 1
-      "10,a\n"       // 2
-      "\n"           // 3
-      "50,b,2\r\n"   // 4
-      "  # again\n"; // 5
+      "# comment\n"   // line 1
+      "10,a\n"        // 2
+      "\n"            // 3
+      "50,b,2\r\n"    // 4
+      "  # again\n";  // 5
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.name);
     for (const char* suffix : {"\n100,z\n", "", "\r\n"}) {
@@ -349,7 +352,8 @@ TEST(TraceReaderTest, ErrorsNameTheLineAndTheProblem) {
 TEST(TraceReaderTest, DecreasingTimeComparesWithTheLastDataLineAcrossKeys) {
   const ReadOutcome r = ReadAll("100,a\n200,b\n# 5,c\n\n150,a\n");
   ASSERT_TRUE(r.error);
-  EXPECT_EQ(*r.error, "line 5: time 150 is before the previous line's 200 (times must not decrease)");
+  EXPECT_EQ(*r.error,
+            "line 5: time 150 is before the previous line's 200 (times must not decrease)");
   EXPECT_EQ(r.lines.size(), 2u);
 }
 

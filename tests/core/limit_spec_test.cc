@@ -16,15 +16,20 @@ std::string ErrorOf(const LimitSpec& spec) {
 }
 
 TEST(LimitSpec, RejectsNonPositiveLimitsAndPeriods) {
-  EXPECT_NE(ErrorOf({Algorithm::kTokenBucket, 0, seconds(1), 0, false}).find("limit"), std::string::npos);
-  EXPECT_NE(ErrorOf({Algorithm::kTokenBucket, -5, seconds(1), 0, false}).find("-5"), std::string::npos);
-  EXPECT_NE(ErrorOf({Algorithm::kFixedWindow, 5, seconds(0), 0, false}).find("period"), std::string::npos);
+  EXPECT_NE(ErrorOf({Algorithm::kTokenBucket, 0, seconds(1), 0, false}).find("limit"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf({Algorithm::kTokenBucket, -5, seconds(1), 0, false}).find("-5"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf({Algorithm::kFixedWindow, 5, seconds(0), 0, false}).find("period"),
+            std::string::npos);
   EXPECT_NE(ErrorOf({Algorithm::kGcra, 5, seconds(1), -1, false}).find("burst"), std::string::npos);
 }
 
 TEST(LimitSpec, BurstAndShaperOnlyWhereTheyMeanSomething) {
-  EXPECT_NE(ErrorOf({Algorithm::kFixedWindow, 5, seconds(1), 10, false}).find("burst"), std::string::npos);
-  EXPECT_NE(ErrorOf({Algorithm::kTokenBucket, 5, seconds(1), 0, true}).find("shaper"), std::string::npos);
+  EXPECT_NE(ErrorOf({Algorithm::kFixedWindow, 5, seconds(1), 10, false}).find("burst"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf({Algorithm::kTokenBucket, 5, seconds(1), 0, true}).find("shaper"),
+            std::string::npos);
   EXPECT_EQ(ErrorOf({Algorithm::kLeakyBucket, 5, seconds(1), 10, true}), "");
 }
 
@@ -33,11 +38,13 @@ TEST(LimitSpec, OverflowProneValuesAreRefused) {
   EXPECT_NE(ErrorOf({Algorithm::kTokenBucket, 7, std::chrono::hours(24), 100'000, false})
                 .find("exact range"),
             std::string::npos);
-  EXPECT_NE(ErrorOf({Algorithm::kSlidingWindowCounter, 4'000'000'000, std::chrono::hours(24 * 365), 0, false})
+  EXPECT_NE(ErrorOf({Algorithm::kSlidingWindowCounter, 4'000'000'000, std::chrono::hours(24 * 365),
+                     0, false})
                 .find("exact range"),
             std::string::npos);
-  EXPECT_NE(ErrorOf({Algorithm::kSlidingWindowLog, 100'000'000, seconds(1), 0, false}).find("4-byte"),
-            std::string::npos);
+  EXPECT_NE(
+      ErrorOf({Algorithm::kSlidingWindowLog, 100'000'000, seconds(1), 0, false}).find("4-byte"),
+      std::string::npos);
   // Reasonable big limits are fine.
   EXPECT_EQ(ErrorOf({Algorithm::kTokenBucket, 1'000'000, seconds(1), 10'000'000, false}), "");
   EXPECT_EQ(ErrorOf({Algorithm::kGcra, 1000, std::chrono::hours(24), 5000, false}), "");

@@ -89,7 +89,8 @@ void CheckRetryAfterIsTight(const Alg& alg, const std::vector<Request>& traffic)
     EXPECT_TRUE(alg.Decide(later, FromNanos(r.t_ns) + d.retry_after, r.cost).allowed);
     if (d.retry_after > Duration(1)) {
       typename Alg::State early = s;
-      EXPECT_FALSE(alg.Decide(early, FromNanos(r.t_ns) + d.retry_after - Duration(1), r.cost).allowed);
+      EXPECT_FALSE(
+          alg.Decide(early, FromNanos(r.t_ns) + d.retry_after - Duration(1), r.cost).allowed);
     }
   }
 }
@@ -100,8 +101,9 @@ void CheckBucketBound(const std::vector<Admitted>& admitted, const Params& p) {
     __int128 hits = 0;
     for (size_t j = i; j < admitted.size(); ++j) {
       hits += admitted[j].cost;
-      const __int128 allowance = static_cast<__int128>(p.burst) * p.period_ns +
-                                 static_cast<__int128>(p.limit) * (admitted[j].t_ns - admitted[i].t_ns);
+      const __int128 allowance =
+          static_cast<__int128>(p.burst) * p.period_ns +
+          static_cast<__int128>(p.limit) * (admitted[j].t_ns - admitted[i].t_ns);
       ASSERT_LE(hits * p.period_ns, allowance) << "interval " << i << ".." << j;
     }
   }
@@ -213,8 +215,8 @@ TEST_P(Property, SlidingWindowCounterMatchesOracleAndBound) {
       if (b.t_ns / D == w - 1) previous += b.cost;
       if (b.t_ns > a.t_ns - D && b.t_ns <= a.t_ns) in_interval += b.cost;
     }
-    const __int128 bound = static_cast<__int128>(params_.limit) * D +
-                           static_cast<__int128>(a.t_ns - w * D) * previous;
+    const __int128 bound =
+        static_cast<__int128>(params_.limit) * D + static_cast<__int128>(a.t_ns - w * D) * previous;
     ASSERT_LE(static_cast<__int128>(in_interval) * D, bound) << "at " << a.t_ns;
   }
   CheckRetryAfterIsTight(*swc, traffic_);

@@ -96,9 +96,10 @@ TEST_F(WorkedExample, Sustained15PerSecondFirstRejectedAfterAboutTenSeconds) {
 }
 
 TEST(TokenBucket, FractionalRatesDoNotDriftOverLongRuns) {
-  // 3 per second, capacity 2 (so the bucket never saturates here): a token every 333333333.33 ns. For a million seconds, each
-  // request one nanosecond before its token is due fails and the one at the first whole
-  // nanosecond after it passes. Accumulated rounding in either direction would break one side.
+  // 3 per second, capacity 2 (so the bucket never saturates here): a token every 333333333.33 ns.
+  // For a million seconds, each request one nanosecond before its token is due fails and the one at
+  // the first whole nanosecond after it passes. Accumulated rounding in either direction would
+  // break one side.
   auto tb = TokenBucket::Create(LimitSpec{Algorithm::kTokenBucket, 3, seconds(1), 2, false});
   ASSERT_TRUE(tb.has_value());
   TokenBucket::State s = tb->Initial(FromNanos(0));

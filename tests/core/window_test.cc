@@ -23,7 +23,7 @@ constexpr int64_t kT0 = 28'000'000 * kMinute;
 std::vector<int64_t> BoundaryTraffic() {
   std::vector<int64_t> t;
   for (int64_t i = 0; i < 100; ++i) t.push_back(kT0 + 55'000'000'000 + i * 50'000'000);  // last 5 s
-  for (int64_t i = 0; i < 100; ++i) t.push_back(kT0 + kMinute + i * 50'000'000);         // first 5 s
+  for (int64_t i = 0; i < 100; ++i) t.push_back(kT0 + kMinute + i * 50'000'000);  // first 5 s
   return t;
 }
 
@@ -95,7 +95,8 @@ TEST(FixedWindow, WindowsAreAlignedToTheEpoch) {
 }
 
 TEST(SlidingWindowLog, RetryAfterIsWhenEnoughOldHitsLeave) {
-  auto log = SlidingWindowLog::Create(LimitSpec{Algorithm::kSlidingWindowLog, 3, seconds(1), 0, false});
+  auto log =
+      SlidingWindowLog::Create(LimitSpec{Algorithm::kSlidingWindowLog, 3, seconds(1), 0, false});
   ASSERT_TRUE(log.has_value());
   SlidingWindowLog::State s = log->Initial(FromNanos(0));
   ASSERT_TRUE(log->Decide(s, FromNanos(0), 1).allowed);
@@ -110,12 +111,13 @@ TEST(SlidingWindowLog, RetryAfterIsWhenEnoughOldHitsLeave) {
 }
 
 TEST(SlidingWindowLog, StoresFourBytesPerHit) {
-  auto log = SlidingWindowLog::Create(LimitSpec{Algorithm::kSlidingWindowLog, 1000, seconds(60), 0, false});
+  auto log = SlidingWindowLog::Create(
+      LimitSpec{Algorithm::kSlidingWindowLog, 1000, seconds(60), 0, false});
   ASSERT_TRUE(log.has_value());
   SlidingWindowLog::State s = log->Initial(FromNanos(0));
   for (int i = 0; i < 1000; ++i) ASSERT_TRUE(log->Decide(s, FromNanos(i * 1'000'000), 1).allowed);
   EXPECT_EQ(SlidingWindowLog::HeapBytes(s), 1024u * 4);  // ring rounded up to a power of two
-  log->Decide(s, FromNanos(61'000'000'000), 1);  // everything else expired
+  log->Decide(s, FromNanos(61'000'000'000), 1);          // everything else expired
   EXPECT_LE(SlidingWindowLog::HeapBytes(s), 16u);
 }
 
@@ -128,7 +130,8 @@ TEST(SlidingWindowLog, QuantumIsTheFinestThatFits) {
 
 TEST(SlidingWindowLog, LongIdleGapsDoNotResurrectOldStamps) {
   // 32-bit stamps wrap; an idle gap longer than the stamp range must still expire them.
-  auto log = SlidingWindowLog::Create(LimitSpec{Algorithm::kSlidingWindowLog, 2, seconds(1), 0, false});
+  auto log =
+      SlidingWindowLog::Create(LimitSpec{Algorithm::kSlidingWindowLog, 2, seconds(1), 0, false});
   ASSERT_TRUE(log.has_value());
   SlidingWindowLog::State s = log->Initial(FromNanos(0));
   ASSERT_TRUE(log->Decide(s, FromNanos(0), 2).allowed);

@@ -26,7 +26,8 @@ std::unique_ptr<Limiter> MustMake(const LimitSpec& spec, MemoryStoreOptions opti
 
 TEST(MemoryStoreConcurrency, SharedKeyAdmitsExactlyTheCapacity) {
   for (Algorithm a : kAllAlgorithms) {
-    const bool bucket = a == Algorithm::kTokenBucket || a == Algorithm::kGcra || a == Algorithm::kLeakyBucket;
+    const bool bucket =
+        a == Algorithm::kTokenBucket || a == Algorithm::kGcra || a == Algorithm::kLeakyBucket;
     auto limiter = MustMake({a, 1000, hours(1), bucket ? 1000 : 0, false});
     std::atomic<int> admitted{0};
     std::vector<std::thread> threads;
@@ -51,7 +52,8 @@ TEST(MemoryStoreConcurrency, DistinctKeysPerThreadEachGetTheirOwnAllowance) {
       for (int round = 0; round < 60; ++round) {
         for (int k = 0; k < 100; ++k) {
           const int id = t * 100 + k;
-          if (limiter->Decide("t" + std::to_string(id), FromNanos(kStart), 1).allowed) ++admitted[id];
+          if (limiter->Decide("t" + std::to_string(id), FromNanos(kStart), 1).allowed)
+            ++admitted[id];
         }
       }
     });

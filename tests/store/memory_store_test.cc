@@ -74,11 +74,13 @@ void ExpectStoreMatchesBareAlgorithm(const LimitSpec& spec) {
 }
 
 TEST(MemoryStore, MatchesTheBareAlgorithmForEveryAlgorithm) {
-  ExpectStoreMatchesBareAlgorithm<TokenBucket>({Algorithm::kTokenBucket, 10, seconds(1), 20, false});
+  ExpectStoreMatchesBareAlgorithm<TokenBucket>(
+      {Algorithm::kTokenBucket, 10, seconds(1), 20, false});
   ExpectStoreMatchesBareAlgorithm<Gcra>({Algorithm::kGcra, 10, seconds(1), 20, false});
   ExpectStoreMatchesBareAlgorithm<LeakyBucket>({Algorithm::kLeakyBucket, 10, seconds(1), 20, true});
   ExpectStoreMatchesBareAlgorithm<FixedWindow>({Algorithm::kFixedWindow, 10, seconds(1), 0, false});
-  ExpectStoreMatchesBareAlgorithm<SlidingWindowLog>({Algorithm::kSlidingWindowLog, 10, seconds(1), 0, false});
+  ExpectStoreMatchesBareAlgorithm<SlidingWindowLog>(
+      {Algorithm::kSlidingWindowLog, 10, seconds(1), 0, false});
   ExpectStoreMatchesBareAlgorithm<SlidingWindowCounter>(
       {Algorithm::kSlidingWindowCounter, 10, seconds(1), 0, false});
 }
@@ -87,7 +89,8 @@ TEST(MemoryStore, MatchesTheBareAlgorithmForEveryAlgorithm) {
 // like one that never drops anything, for every algorithm -- and the sweeps really drop state.
 TEST(MemoryStore, ExpiringReplenishedStateNeverChangesADecision) {
   for (Algorithm a : kAllAlgorithms) {
-    const bool bucket = a == Algorithm::kTokenBucket || a == Algorithm::kGcra || a == Algorithm::kLeakyBucket;
+    const bool bucket =
+        a == Algorithm::kTokenBucket || a == Algorithm::kGcra || a == Algorithm::kLeakyBucket;
     const LimitSpec spec{a, 5, milliseconds(200), bucket ? 8 : 0, a == Algorithm::kLeakyBucket};
     auto swept = MustMake(spec);
     auto kept = MustMake(spec);
@@ -110,7 +113,8 @@ TEST(MemoryStore, ExpiringReplenishedStateNeverChangesADecision) {
 TEST(MemoryStore, ReplenishedKeysAreReclaimedAsNewKeysArrive) {
   // No explicit Sweep: inserting keys examines old entries and drops replenished ones.
   auto limiter = MustMake({Algorithm::kTokenBucket, 10, seconds(1), 10, false});
-  for (int i = 0; i < 10'000; ++i) limiter->Decide("old-" + std::to_string(i), FromNanos(kStart), 1);
+  for (int i = 0; i < 10'000; ++i)
+    limiter->Decide("old-" + std::to_string(i), FromNanos(kStart), 1);
   EXPECT_EQ(limiter->Stats().keys, 10'000u);
   const Timestamp later = FromNanos(kStart) + seconds(10);
   for (int i = 0; i < 10'000; ++i) limiter->Decide("new-" + std::to_string(i), later, 1);
@@ -140,8 +144,8 @@ TEST(MemoryStore, InvalidRequestsAreRefusedWithoutState) {
 TEST(MemoryStore, LongAndSimilarKeysAreKeptApart) {
   auto limiter = MustMake({Algorithm::kFixedWindow, 1, hours(1), 0, false});
   const std::string base(1000, 'x');
-  std::vector<std::string> keys = {"", "a", "a\0b", base, base + "y", base + "z",
-                                   std::string(16, 'q'), std::string(17, 'q')};
+  std::vector<std::string> keys = {
+      "", "a", "a\0b", base, base + "y", base + "z", std::string(16, 'q'), std::string(17, 'q')};
   keys[2] = std::string("a\0b", 3);
   for (const std::string& k : keys) {
     EXPECT_TRUE(limiter->Decide(k, FromNanos(kStart), 1).allowed) << k.size();
@@ -261,7 +265,8 @@ TEST(MemoryStore, ReportsSizeAndEvictions) {
 TEST(MemoryStore, RejectsBadOptionsAndSpecs) {
   MemoryStoreOptions options;
   options.shards = 0;
-  EXPECT_FALSE(MakeMemoryLimiter({Algorithm::kGcra, 10, seconds(1), 0, false}, options).has_value());
+  EXPECT_FALSE(
+      MakeMemoryLimiter({Algorithm::kGcra, 10, seconds(1), 0, false}, options).has_value());
   EXPECT_FALSE(MakeMemoryLimiter({Algorithm::kGcra, 0, seconds(1), 0, false}).has_value());
 }
 
