@@ -13,7 +13,13 @@
 #include <string_view>
 #include <vector>
 
+#include "sluice/fixed_window.h"
+#include "sluice/gcra.h"
+#include "sluice/leaky_bucket.h"
 #include "sluice/memory_store.h"
+#include "sluice/sliding_window_counter.h"
+#include "sluice/sliding_window_log.h"
+#include "sluice/token_bucket.h"
 
 namespace sluice {
 namespace {
@@ -114,6 +120,27 @@ void Args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"alg", "keys"});
 }
 BENCHMARK(BM_Decide)->Apply(Args)->Threads(1)->Threads(2)->UseRealTime()->MinTime(0.3);
+
+// The bare algorithm on one state, no store: what the store adds is the difference.
+template <typename Alg>
+void BM_BareAlgorithm(benchmark::State& state) {
+  const Alg alg = *Alg::Create(SpecFor(static_cast<Algorithm>(state.range(0))));
+  typename Alg::State s = alg.Initial(FromNanos(kStart));
+  int64_t now = kStart;
+  for (auto _ : state) {
+    now += 1000;
+    benchmark::DoNotOptimize(alg.Decide(s, FromNanos(now), 1));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK_TEMPLATE(BM_BareAlgorithm, TokenBucket)->Arg(static_cast<int>(Algorithm::kTokenBucket));
+BENCHMARK_TEMPLATE(BM_BareAlgorithm, LeakyBucket)->Arg(static_cast<int>(Algorithm::kLeakyBucket));
+BENCHMARK_TEMPLATE(BM_BareAlgorithm, FixedWindow)->Arg(static_cast<int>(Algorithm::kFixedWindow));
+BENCHMARK_TEMPLATE(BM_BareAlgorithm, SlidingWindowLog)
+    ->Arg(static_cast<int>(Algorithm::kSlidingWindowLog));
+BENCHMARK_TEMPLATE(BM_BareAlgorithm, SlidingWindowCounter)
+    ->Arg(static_cast<int>(Algorithm::kSlidingWindowCounter));
+BENCHMARK_TEMPLATE(BM_BareAlgorithm, Gcra)->Arg(static_cast<int>(Algorithm::kGcra));
 
 // Memory per key: what malloc hands out, and what the store accounts, for 1M short keys.
 void BM_BytesPerKey(benchmark::State& state) {
