@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "cli/json_text.h"
 #include "sluice/duration.h"
@@ -28,9 +28,14 @@ class KeySummary {
       return;
     }
     ++admitted_;
-    while (!window_.empty() && window_.front().first <= t_ns - window_ns) {
-      in_window_ -= window_.front().second;
-      window_.pop_front();
+    while (head_ < window_.size() && window_[head_].first <= t_ns - window_ns) {
+      in_window_ -= window_[head_++].second;
+    }
+    // A vector used as a queue: compact once the consumed prefix is half of it. (std::deque
+    // costs ~600 bytes per key before holding anything.)
+    if (head_ > 0 && head_ * 2 >= window_.size()) {
+      window_.erase(window_.begin(), window_.begin() + static_cast<std::ptrdiff_t>(head_));
+      head_ = 0;
     }
     window_.emplace_back(t_ns, cost);
     in_window_ += cost;
@@ -47,7 +52,8 @@ class KeySummary {
   uint64_t rejected_ = 0;
   int64_t in_window_ = 0;
   int64_t max_in_window_ = 0;
-  std::deque<std::pair<int64_t, int64_t>> window_;
+  std::vector<std::pair<int64_t, int64_t>> window_;  // admitted (t, cost), from head_ on
+  size_t head_ = 0;
 };
 
 struct StringHash {

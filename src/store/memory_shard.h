@@ -34,9 +34,10 @@ class alignas(64) MemoryShard {
   Decision Decide(const Alg& alg, std::string_view key, uint32_t hash, Timestamp now,
                   int64_t cost) {
     std::lock_guard<SpinLock> lock(mu_);
+    Tick();
     if (const size_t pos = Find(key, hash); pos != kNone) {
       Entry& e = slots_[pos];
-      e.meta |= kReferenced;
+      Touch(e);
       if constexpr (kHasHeapState) {
         const size_t before = Alg::HeapBytes(e.state);
         Decision d = alg.Decide(e.state, now, cost);
@@ -96,17 +97,19 @@ class alignas(64) MemoryShard {
  private:
   static constexpr size_t kNone = ~size_t{0};
   static constexpr bool kHasHeapState = !std::is_trivially_destructible_v<State>;
-  // meta: key length (bits 0-19), probe distance from the home slot (20-29), referenced (30),
-  // used (31).
-  static constexpr uint32_t kUsed = 1u << 31;
-  static constexpr uint32_t kReferenced = 1u << 30;
-  static constexpr uint32_t kDistShift = 20;
-  static constexpr uint32_t kMaxDist = (1u << 10) - 1;
-  static constexpr uint32_t kLenMask = (1u << kDistShift) - 1;
+  // meta: key length (bits 0-15), probe distance from the home slot (16-22), used (23), and the
+  // shard epoch of the last use (24-31) for approximate LRU.
+  static constexpr uint32_t kLenMask = 0xffffu;
+  static constexpr uint32_t kDistShift = 16;
+  static constexpr uint32_t kMaxDist = (1u << 7) - 1;
+  static constexpr uint32_t kUsed = 1u << 23;
+  static constexpr uint32_t kEpochShift = 24;
   static constexpr size_t kInlineKey = 16;
   static constexpr uint32_t kMaxLoadPercent = 85;
   static constexpr uint32_t kExpiryStepsPerInsert = 2;
   static constexpr int kPrefetchLines = 3;
+  static constexpr uint32_t kReclaimScan = 16;
+  static constexpr uint32_t kEvictScan = 16;
 
   struct Entry {
     char key[kInlineKey];  // the key, or a pointer to a heap copy when longer than kInlineKey
@@ -118,6 +121,21 @@ class alignas(64) MemoryShard {
   static bool Used(const Entry& e) { return (e.meta & kUsed) != 0; }
   static uint32_t Len(const Entry& e) { return e.meta & kLenMask; }
   static uint32_t Dist(const Entry& e) { return (e.meta >> kDistShift) & kMaxDist; }
+  // The LRU clock: it advances every capacity/64 decisions, so ages are in fractions of the
+  // time it takes to use every counter once.
+  void Tick() {
+    if (++decisions_this_epoch_ >= std::max<size_t>(1, capacity_ / 64)) {
+      ++epoch_;
+      decisions_this_epoch_ = 0;
+    }
+  }
+  void Touch(Entry& e) const {
+    e.meta = (e.meta & ~(0xffu << kEpochShift)) | (uint32_t{epoch_} << kEpochShift);
+  }
+  // Epochs since the last use, modulo 256 (a counter idle for 256 epochs looks young again).
+  uint8_t Age(const Entry& e) const {
+    return static_cast<uint8_t>(epoch_ - (e.meta >> kEpochShift));
+  }
   static void SetDist(Entry& e, uint32_t d) {
     e.meta = (e.meta & ~(kMaxDist << kDistShift)) | (d << kDistShift);
   }
@@ -197,7 +215,11 @@ class alignas(64) MemoryShard {
     }
   }
 
-  size_t GrownCapacity() const { return capacity_ < 16 ? 16 : capacity_ + capacity_ / 4; }
+  // Home() scales a 32-bit hash, so a table has at most 2^31 slots.
+  static constexpr size_t kMaxCapacity = size_t{1} << 31;
+  size_t GrownCapacity() const {
+    return std::min(kMaxCapacity, capacity_ < 16 ? size_t{16} : capacity_ + capacity_ / 4);
+  }
 
   // Rebuilds the table at a new capacity (the hand and cursor restart at 0).
   void Rehash(size_t new_capacity) {
@@ -225,37 +247,52 @@ class alignas(64) MemoryShard {
     ++evictions_;
   }
 
-  // Evicts with the CLOCK hand: a replenished counter is dropped for free; a referenced one
-  // loses its reference bit and is passed; the first unreferenced one is evicted.
-  bool EvictOne(const Alg& alg, Timestamp now) {
-    for (size_t steps = 0; steps < 2 * capacity_ + 1; ++steps) {
-      const size_t pos = hand_;
-      hand_ = Next(hand_);
+  // Picks a victim among up to kEvictScan used slots from `pos` on (sampled LRU, as Redis does):
+  // a replenished counter is dropped at once (free: no decision changes); otherwise the one
+  // unused for the most epochs is evicted. Returns the slot after the last one looked at, or
+  // kNone if the window held no counter.
+  size_t EvictFrom(const Alg& alg, size_t pos, Timestamp now) {
+    size_t victim = kNone;
+    uint32_t seen = 0;
+    for (size_t steps = 0; seen < kEvictScan && steps < capacity_; ++steps, pos = Next(pos)) {
       Entry& e = slots_[pos];
       if (!Used(e)) continue;
+      ++seen;
       if (alg.ReplenishedAt(e.state) <= now) {
         RemoveAt(pos);
         ++expirations_;
-        return true;
+        return pos;
       }
-      if ((e.meta & kReferenced) != 0) {
-        e.meta &= ~kReferenced;
-        continue;
-      }
-      RemoveAt(pos);
-      ++evictions_;
-      return true;
+      if (victim == kNone || Age(e) > Age(slots_[victim])) victim = pos;
     }
-    return false;
+    if (victim == kNone) return kNone;
+    RemoveAt(victim);
+    ++evictions_;
+    return pos;
+  }
+
+  // Evicting where the new key will live keeps the table's load even: evicting in table order
+  // (a global CLOCK hand) leaves a near-full band ahead of the hand, where Robin Hood probes and
+  // shifts grow without bound.
+  bool EvictNear(const Alg& alg, uint32_t hash, Timestamp now) {
+    return EvictFrom(alg, Home(hash), now) != kNone;
+  }
+
+  // For memory freed anywhere (a sliding log grew): a hand walks the table window by window.
+  bool EvictOne(const Alg& alg, Timestamp now) {
+    const size_t next = EvictFrom(alg, hand_, now);
+    if (next == kNone) return false;
+    hand_ = next;
+    return true;
   }
 
   // After a counter's heap state grew (sliding log), evict others until the budget holds.
   void EnforceBudgetAfterGrowth(const Alg& alg, std::string_view key, uint32_t hash,
                                 Timestamp now) {
     while (UsedBytes() > budget_bytes_ && count_ > 1) {
-      // Protect the counter being used: mark it referenced again before every hand step.
+      // The counter in use was just touched, so it is the youngest in any window.
       const size_t self = Find(key, hash);
-      if (self != kNone) slots_[self].meta |= kReferenced;
+      if (self != kNone) Touch(slots_[self]);
       if (!EvictOne(alg, now)) return;
     }
   }
@@ -275,8 +312,28 @@ class alignas(64) MemoryShard {
     }
   }
 
+  // Drops replenished counters in the run of slots the new key will probe. The cursor alone
+  // would leave a dense band of stale counters ahead of it (inserts land everywhere, the cursor
+  // cleans one place), and Robin Hood probe and shift lengths explode in such a band.
+  void ReclaimAround(const Alg& alg, uint32_t hash, Timestamp now) {
+    size_t pos = Home(hash);
+    for (uint32_t scanned = 0; scanned < kReclaimScan; ++scanned) {
+      Entry& e = slots_[pos];
+      if (!Used(e)) return;
+      if (alg.ReplenishedAt(e.state) <= now) {
+        RemoveAt(pos);  // the next entry shifts into pos
+        ++expirations_;
+      } else {
+        pos = Next(pos);
+      }
+    }
+  }
+
   void Insert(const Alg& alg, std::string_view key, uint32_t hash, State&& state, Timestamp now) {
-    if (capacity_ > 0) ExpireSome(alg, now);
+    if (capacity_ > 0) {
+      ReclaimAround(alg, hash, now);
+      ExpireSome(alg, now);
+    }
     const size_t extra = KeyHeapBytes(key.size()) + Alg::HeapBytes(state);
     // Make room: grow the table while the budget allows it, evict otherwise.
     while (true) {
@@ -288,12 +345,12 @@ class alignas(64) MemoryShard {
                                 ? (budget_bytes_ - heap_bytes_ - extra) / sizeof(Entry)
                                 : 0;
         const size_t grown = std::min(GrownCapacity(), room);
-        if ((count_ + 1) * 100 <= grown * kMaxLoadPercent) {
+        if (grown > capacity_ && (count_ + 1) * 100 <= grown * kMaxLoadPercent) {
           Rehash(grown);
           continue;
         }
       }
-      if (count_ == 0 || !EvictOne(alg, now)) return;  // too small even for this one counter
+      if (count_ == 0 || !EvictNear(alg, hash, now)) return;  // too small even for this counter
     }
     Entry e;
     if (key.size() <= kInlineKey) {
@@ -304,6 +361,7 @@ class alignas(64) MemoryShard {
       std::memcpy(e.key, &copy, sizeof(copy));
     }
     e.meta = static_cast<uint32_t>(key.size()) | kUsed;
+    Touch(e);
     e.hash = hash;
     e.state = std::move(state);
     heap_bytes_ += extra;
@@ -323,6 +381,8 @@ class alignas(64) MemoryShard {
   size_t budget_bytes_;
   uint64_t evictions_ = 0;
   uint64_t expirations_ = 0;
+  size_t decisions_this_epoch_ = 0;
+  uint8_t epoch_ = 0;
 };
 
 }  // namespace sluice::internal

@@ -87,8 +87,8 @@ Result<std::unique_ptr<Limiter>> MakeMemoryLimiter(const LimitSpec& spec,
   if (options.shards == 0 || options.shards > (size_t{1} << 16)) {
     return MakeError("memory store shards must be between 1 and 65536");
   }
-  if (options.max_key_bytes == 0 || options.max_key_bytes > (size_t{1} << 20)) {
-    return MakeError("memory store max_key_bytes must be between 1 and 1048576");
+  if (options.max_key_bytes == 0 || options.max_key_bytes > 65535) {
+    return MakeError("memory store max_key_bytes must be between 1 and 65535");
   }
   const size_t shards = std::bit_ceil(options.shards);
   uint64_t seed = options.hash_seed;
