@@ -22,6 +22,11 @@ inline constexpr std::array<Algorithm, 6> kAllAlgorithms = {
     Algorithm::kSlidingWindowLog, Algorithm::kSlidingWindowCounter, Algorithm::kGcra,
 };
 
+// The bucket algorithms take a burst (capacity / queue size); the windows do not.
+constexpr bool HasBurst(Algorithm a) {
+  return a == Algorithm::kTokenBucket || a == Algorithm::kGcra || a == Algorithm::kLeakyBucket;
+}
+
 // "token_bucket", "leaky_bucket", "fixed_window", "sliding_window_log",
 // "sliding_window_counter", "gcra".
 std::string_view AlgorithmName(Algorithm a);

@@ -2,11 +2,10 @@
 //
 // A hash map from key to algorithm state, split into independently locked shards so threads
 // working on different keys rarely meet. It holds a memory bound: when a new key would exceed
-// max_bytes, a CLOCK (second-chance) sweep evicts a counter that has not been used since the
-// hand last passed it -- an approximation of least-recently-used that costs no extra memory
-// traffic on the hot path. Evicting a key treats it as fresh on its next request (for most
-// algorithms that is more permissive: an attacker rotating keys can at worst get one fresh
-// allowance per evicted key, never starve other keys of memory).
+// max_bytes, a counter near the new key's slot is evicted -- the least recently used of a
+// small sample (sampled LRU). Evicting a key treats it as fresh on its next request (for an
+// attacker rotating keys that is no gain: each new key is a fresh allowance anyway), while keys
+// in regular use keep their state.
 //
 // Counters that are fully replenished are indistinguishable from fresh ones and are dropped
 // without affecting any decision: opportunistically when new keys arrive, and by Sweep().

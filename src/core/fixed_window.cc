@@ -1,15 +1,16 @@
 #include "sluice/fixed_window.h"
 
 #include "core/arith.h"
+#include "core/validate.h"
 
 namespace sluice {
 
 using internal::FloorDiv;
 
 Result<FixedWindow> FixedWindow::Create(const LimitSpec& spec) {
-  auto valid = ValidateLimitSpec(spec);
-  if (!valid) return std::unexpected(valid.error());
-  if (spec.algorithm != Algorithm::kFixedWindow) return MakeError("spec is not a fixed_window");
+  if (auto valid = internal::ValidateLimitSpecFor(spec, Algorithm::kFixedWindow); !valid) {
+    return std::unexpected(valid.error());
+  }
   return FixedWindow(spec.limit, spec.period.count());
 }
 

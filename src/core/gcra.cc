@@ -1,15 +1,16 @@
 #include "sluice/gcra.h"
 
 #include "core/arith.h"
+#include "core/validate.h"
 
 namespace sluice {
 
 using internal::CeilDiv;
 
 Result<Gcra> Gcra::Create(const LimitSpec& spec) {
-  auto valid = ValidateLimitSpec(spec);
-  if (!valid) return std::unexpected(valid.error());
-  if (spec.algorithm != Algorithm::kGcra) return MakeError("spec is not a gcra");
+  if (auto valid = internal::ValidateLimitSpecFor(spec, Algorithm::kGcra); !valid) {
+    return std::unexpected(valid.error());
+  }
   const auto rate = internal::Reduce(spec.limit, spec.period.count());
   return Gcra(spec.Capacity(), rate.n, rate.d);
 }

@@ -3,15 +3,16 @@
 #include <algorithm>
 
 #include "core/arith.h"
+#include "core/validate.h"
 
 namespace sluice {
 
 using internal::CeilDiv;
 
 Result<LeakyBucket> LeakyBucket::Create(const LimitSpec& spec) {
-  auto valid = ValidateLimitSpec(spec);
-  if (!valid) return std::unexpected(valid.error());
-  if (spec.algorithm != Algorithm::kLeakyBucket) return MakeError("spec is not a leaky_bucket");
+  if (auto valid = internal::ValidateLimitSpecFor(spec, Algorithm::kLeakyBucket); !valid) {
+    return std::unexpected(valid.error());
+  }
   const auto rate = internal::Reduce(spec.limit, spec.period.count());
   return LeakyBucket(spec.Capacity(), rate.n, rate.d, spec.shaper);
 }

@@ -9,10 +9,6 @@
 namespace sluice {
 namespace {
 
-bool IsBucket(Algorithm a) {
-  return a == Algorithm::kTokenBucket || a == Algorithm::kGcra || a == Algorithm::kLeakyBucket;
-}
-
 // Largest hit count a sliding window log may hold per key: 4 bytes each, 64 MiB.
 constexpr int64_t kMaxLogLimit = int64_t{1} << 24;
 // Window counters keep counts in 32 bits.
@@ -35,7 +31,7 @@ Result<LimitSpec> ValidateLimitSpec(const LimitSpec& spec) {
   if (spec.shaper && spec.algorithm != Algorithm::kLeakyBucket) {
     return MakeError("shaper applies only to leaky_bucket, not " + name);
   }
-  if (IsBucket(spec.algorithm)) {
+  if (HasBurst(spec.algorithm)) {
     const auto rate = internal::Reduce(spec.limit, spec.period.count());
     const __int128 scaled = static_cast<__int128>(spec.Capacity()) * rate.d;
     if (scaled >= internal::kMaxScaled) {
@@ -73,6 +69,18 @@ Result<LimitSpec> ValidateLimitSpec(const LimitSpec& spec) {
   }
   return spec;
 }
+
+namespace internal {
+
+Result<LimitSpec> ValidateLimitSpecFor(const LimitSpec& spec, Algorithm expected) {
+  if (spec.algorithm != expected) {
+    return MakeError("spec is for " + std::string(AlgorithmName(spec.algorithm)) + ", not " +
+                     std::string(AlgorithmName(expected)));
+  }
+  return ValidateLimitSpec(spec);
+}
+
+}  // namespace internal
 
 std::string DescribeLimitSpec(const LimitSpec& spec) {
   std::string out = std::string(AlgorithmName(spec.algorithm)) + " " + std::to_string(spec.limit) +

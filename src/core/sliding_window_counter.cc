@@ -3,16 +3,15 @@
 #include <algorithm>
 
 #include "core/arith.h"
+#include "core/validate.h"
 
 namespace sluice {
 
 using internal::FloorDiv;
 
 Result<SlidingWindowCounter> SlidingWindowCounter::Create(const LimitSpec& spec) {
-  auto valid = ValidateLimitSpec(spec);
-  if (!valid) return std::unexpected(valid.error());
-  if (spec.algorithm != Algorithm::kSlidingWindowCounter) {
-    return MakeError("spec is not a sliding_window_counter");
+  if (auto valid = internal::ValidateLimitSpecFor(spec, Algorithm::kSlidingWindowCounter); !valid) {
+    return std::unexpected(valid.error());
   }
   return SlidingWindowCounter(spec.limit, spec.period.count());
 }

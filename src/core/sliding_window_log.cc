@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/arith.h"
+#include "core/validate.h"
 
 namespace sluice {
 
@@ -58,10 +59,8 @@ int64_t SlidingWindowLogQuantum(Duration window) {
 }
 
 Result<SlidingWindowLog> SlidingWindowLog::Create(const LimitSpec& spec) {
-  auto valid = ValidateLimitSpec(spec);
-  if (!valid) return std::unexpected(valid.error());
-  if (spec.algorithm != Algorithm::kSlidingWindowLog) {
-    return MakeError("spec is not a sliding_window_log");
+  if (auto valid = internal::ValidateLimitSpecFor(spec, Algorithm::kSlidingWindowLog); !valid) {
+    return std::unexpected(valid.error());
   }
   return SlidingWindowLog(spec.limit, spec.period.count(), SlidingWindowLogQuantum(spec.period));
 }

@@ -4,15 +4,16 @@
 #include <cassert>
 
 #include "core/arith.h"
+#include "core/validate.h"
 
 namespace sluice {
 
 using internal::CeilDiv;
 
 Result<TokenBucket> TokenBucket::Create(const LimitSpec& spec) {
-  auto valid = ValidateLimitSpec(spec);
-  if (!valid) return std::unexpected(valid.error());
-  if (spec.algorithm != Algorithm::kTokenBucket) return MakeError("spec is not a token_bucket");
+  if (auto valid = internal::ValidateLimitSpecFor(spec, Algorithm::kTokenBucket); !valid) {
+    return std::unexpected(valid.error());
+  }
   const auto rate = internal::Reduce(spec.limit, spec.period.count());
   return TokenBucket(spec.Capacity(), rate.n, rate.d);
 }

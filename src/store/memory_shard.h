@@ -1,6 +1,6 @@
 // One shard of the memory store: a Robin Hood open-addressing table whose slots hold the
 // counters themselves (one cache miss per lookup, no per-key allocation for keys of up to 16
-// bytes), a CLOCK hand for eviction and a cursor for opportunistic expiry. Internal.
+// bytes), sampled-LRU eviction near the arriving key, and opportunistic expiry. Internal.
 // Thread-safe: every public method takes the shard's lock.
 #ifndef SLUICE_STORE_MEMORY_SHARD_H_
 #define SLUICE_STORE_MEMORY_SHARD_H_
@@ -236,9 +236,9 @@ class alignas(64) MemoryShard {
     }
   }
 
-  // A probe sequence longer than kMaxDist needs ~1000 seeded-hash collisions in a row at 85%
-  // load: practically unreachable. Should it happen, the homeless counter is evicted rather
-  // than corrupting the table.
+  // A Robin Hood probe longer than kMaxDist (127) at 85% load takes a run of seeded-hash
+  // collisions no realistic key set produces. Should it happen, the homeless counter is evicted
+  // rather than corrupting the table.
   void DropUnplaced(Entry& e) {
     heap_bytes_ -= KeyHeapBytes(Len(e)) + Alg::HeapBytes(e.state);
     FreeKey(e);

@@ -53,6 +53,7 @@ TEST(LimitSpec, OverflowProneValuesAreRefused) {
 TEST(LimitSpec, CreateRefusesTheWrongAlgorithm) {
   auto tb = TokenBucket::Create({Algorithm::kGcra, 5, seconds(1), 0, false});
   ASSERT_FALSE(tb.has_value());
+  EXPECT_EQ(tb.error().message, "spec is for gcra, not token_bucket");
 }
 
 TEST(Duration, ParsesTheDocumentedUnits) {

@@ -110,8 +110,7 @@ void CheckBucketBound(const std::vector<Admitted>& admitted, const Params& p) {
 }
 
 LimitSpec Spec(Algorithm a, const Params& p) {
-  const bool bucket =
-      a == Algorithm::kTokenBucket || a == Algorithm::kGcra || a == Algorithm::kLeakyBucket;
+  const bool bucket = HasBurst(a);
   return LimitSpec{a, p.limit, Duration(p.period_ns), bucket ? p.burst : 0, false};
 }
 

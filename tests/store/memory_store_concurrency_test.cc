@@ -26,8 +26,7 @@ std::unique_ptr<Limiter> MustMake(const LimitSpec& spec, MemoryStoreOptions opti
 
 TEST(MemoryStoreConcurrency, SharedKeyAdmitsExactlyTheCapacity) {
   for (Algorithm a : kAllAlgorithms) {
-    const bool bucket =
-        a == Algorithm::kTokenBucket || a == Algorithm::kGcra || a == Algorithm::kLeakyBucket;
+    const bool bucket = HasBurst(a);
     auto limiter = MustMake({a, 1000, hours(1), bucket ? 1000 : 0, false});
     std::atomic<int> admitted{0};
     std::vector<std::thread> threads;

@@ -89,8 +89,7 @@ TEST(MemoryStore, MatchesTheBareAlgorithmForEveryAlgorithm) {
 // like one that never drops anything, for every algorithm -- and the sweeps really drop state.
 TEST(MemoryStore, ExpiringReplenishedStateNeverChangesADecision) {
   for (Algorithm a : kAllAlgorithms) {
-    const bool bucket =
-        a == Algorithm::kTokenBucket || a == Algorithm::kGcra || a == Algorithm::kLeakyBucket;
+    const bool bucket = HasBurst(a);
     const LimitSpec spec{a, 5, milliseconds(200), bucket ? 8 : 0, a == Algorithm::kLeakyBucket};
     auto swept = MustMake(spec);
     auto kept = MustMake(spec);
