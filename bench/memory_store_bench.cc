@@ -142,6 +142,24 @@ BENCHMARK_TEMPLATE(BM_BareAlgorithm, SlidingWindowCounter)
     ->Arg(static_cast<int>(Algorithm::kSlidingWindowCounter));
 BENCHMARK_TEMPLATE(BM_BareAlgorithm, Gcra)->Arg(static_cast<int>(Algorithm::kGcra));
 
+// An attacker rotating keys: every decision is a new key against a full 16 MiB store, so every
+// decision evicts.
+void BM_FloodOfUniqueKeys(benchmark::State& state) {
+  MemoryStoreOptions options;
+  options.max_bytes = size_t{16} << 20;
+  auto limiter = std::move(*MakeMemoryLimiter(SpecFor(Algorithm::kTokenBucket), options));
+  char buf[24];
+  uint32_t next = 0;
+  for (uint32_t i = 0; i < 1'000'000; ++i)
+    limiter->Decide(KeyName(next++, buf), FromNanos(kStart), 1);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(limiter->Decide(KeyName(next++, buf), FromNanos(kStart), 1));
+  }
+  state.counters["store_bytes"] = static_cast<double>(limiter->Stats().bytes);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_FloodOfUniqueKeys)->MinTime(0.5);
+
 // Memory per key: what malloc hands out, and what the store accounts, for 1M short keys.
 void BM_BytesPerKey(benchmark::State& state) {
   const auto alg = static_cast<Algorithm>(state.range(0));
