@@ -111,6 +111,31 @@ void BM_Decide(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// The same traffic through DecideBatch, 16 requests at a time: cache misses overlap.
+void BM_DecideBatch(benchmark::State& state) {
+  const auto alg = static_cast<Algorithm>(state.range(0));
+  const int64_t nkeys = state.range(1);
+  Fixture& f = GetFixture(alg, nkeys);
+  std::mt19937_64 rng(1);
+  std::vector<uint32_t> order(1 << 16);
+  for (auto& o : order) o = static_cast<uint32_t>(rng() % nkeys);
+  constexpr size_t kBatch = 16;
+  char bufs[kBatch][24];
+  DecideRequest requests[kBatch];
+  Decision out[kBatch];
+  int64_t now = kStart;
+  size_t i = 0;
+  for (auto _ : state) {
+    for (size_t k = 0; k < kBatch; ++k) {
+      now += 1000;
+      requests[k] = {KeyName(order[i++ & (order.size() - 1)], bufs[k]), FromNanos(now), 1};
+    }
+    f.limiter->DecideBatch(requests, out);
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetItemsProcessed(state.iterations() * kBatch);
+}
+
 void Args(benchmark::internal::Benchmark* b) {
   for (Algorithm a : kAllAlgorithms) {
     for (int64_t keys : {int64_t{1}, int64_t{10'000}, int64_t{100'000}, int64_t{1'000'000}}) {
@@ -120,6 +145,10 @@ void Args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"alg", "keys"});
 }
 BENCHMARK(BM_Decide)->Apply(Args)->Threads(1)->Threads(2)->UseRealTime()->MinTime(0.3);
+BENCHMARK(BM_DecideBatch)
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1'000'000}})
+    ->ArgNames({"alg", "keys"})
+    ->MinTime(0.3);
 
 // The bare algorithm on one state, no store: what the store adds is the difference.
 template <typename Alg>

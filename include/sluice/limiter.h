@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "sluice/decision.h"
@@ -27,6 +28,12 @@ struct StoreStats {
   uint64_t expirations = 0;  // replenished counters dropped (no effect on decisions)
 };
 
+struct DecideRequest {
+  std::string_view key;
+  Timestamp now;
+  int64_t cost = 1;
+};
+
 class Limiter {
  public:
   virtual ~Limiter() = default;
@@ -34,6 +41,15 @@ class Limiter {
   // Decides for `key` at `now`; cost is the request's weight (hits). cost 0 asks without
   // consuming. A negative cost or an over-long key yields kInvalidRequest and changes nothing.
   virtual Decision Decide(std::string_view key, Timestamp now, int64_t cost) = 0;
+
+  // Decides requests[i] into out[i] (out.size() >= requests.size()), in order: exactly what
+  // calling Decide for each would return, also when keys repeat. Stores override it to overlap
+  // the memory or network latency of the batch.
+  virtual void DecideBatch(std::span<const DecideRequest> requests, std::span<Decision> out) {
+    for (size_t i = 0; i < requests.size(); ++i) {
+      out[i] = Decide(requests[i].key, requests[i].now, requests[i].cost);
+    }
+  }
 
   // Drops every counter that is fully replenished at `now`; returns how many.
   virtual size_t Sweep(Timestamp now) = 0;

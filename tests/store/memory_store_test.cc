@@ -5,6 +5,7 @@
 
 #include <map>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,37 @@ TEST(MemoryStore, MatchesTheBareAlgorithmForEveryAlgorithm) {
       {Algorithm::kSlidingWindowLog, 10, seconds(1), 0, false});
   ExpectStoreMatchesBareAlgorithm<SlidingWindowCounter>(
       {Algorithm::kSlidingWindowCounter, 10, seconds(1), 0, false});
+}
+
+// DecideBatch is an optimisation only: the same decisions as one Decide after another, also when
+// a batch holds the same key several times, and for invalid requests in the middle.
+TEST(MemoryStore, DecideBatchEqualsSequentialDecisions) {
+  for (Algorithm a : kAllAlgorithms) {
+    const LimitSpec spec{a, 5, milliseconds(200), HasBurst(a) ? 8 : 0,
+                         a == Algorithm::kLeakyBucket};
+    auto batched = MustMake(spec);
+    auto sequential = MustMake(spec);
+    const std::vector<Hit> trace = MultiKeyTrace(23, 5'000, 7, spec.period.count());
+    std::vector<DecideRequest> requests;
+    for (size_t i = 0; i < trace.size(); ++i) {
+      requests.push_back(
+          {trace[i].key, FromNanos(trace[i].t_ns), i % 97 == 0 ? -1 : trace[i].cost});
+    }
+    std::vector<Decision> out(requests.size());
+    // Uneven batch sizes, so groups straddle the batch boundaries.
+    for (size_t base = 0; base < requests.size(); base += 37) {
+      const size_t n = std::min<size_t>(37, requests.size() - base);
+      batched->DecideBatch(std::span(requests).subspan(base, n), std::span(out).subspan(base, n));
+    }
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const Decision want = sequential->Decide(requests[i].key, requests[i].now, requests[i].cost);
+      ASSERT_EQ(out[i].allowed, want.allowed) << AlgorithmName(a) << " request " << i;
+      ASSERT_EQ(out[i].reason, want.reason) << AlgorithmName(a) << " request " << i;
+      ASSERT_EQ(out[i].remaining, want.remaining) << AlgorithmName(a) << " request " << i;
+      ASSERT_EQ(out[i].retry_after, want.retry_after) << AlgorithmName(a) << " request " << i;
+      ASSERT_EQ(out[i].delay, want.delay) << AlgorithmName(a) << " request " << i;
+    }
+  }
 }
 
 // Expiry never changes a decision: a store swept before every single request decides exactly
