@@ -1,0 +1,93 @@
+// Starts a real redis-server on a free loopback port for the duration of a test binary, and
+// stops it at the end -- also if the test process dies (the server gets SIGTERM when its parent
+// goes away). No persistence, no config file.
+#ifndef SLUICE_TESTS_SUPPORT_REDIS_SERVER_H_
+#define SLUICE_TESTS_SUPPORT_REDIS_SERVER_H_
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "store/redis_client.h"
+
+namespace sluice::testing {
+
+class RedisServer {
+ public:
+  RedisServer() {
+    // A free port can be taken by someone else before redis binds it: try a few.
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      if (TryStart()) return;
+    }
+    throw std::runtime_error("redis-server did not start on port " + std::to_string(port_) +
+                             " (is it installed? run scripts/install-deps)");
+  }
+  ~RedisServer() { Stop(); }
+  RedisServer(const RedisServer&) = delete;
+  RedisServer& operator=(const RedisServer&) = delete;
+
+  int port() const { return port_; }
+
+ private:
+  void Stop() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+
+  bool TryStart() {
+    port_ = FreePort();
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      const std::string port = std::to_string(port_);
+      execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning",
+             static_cast<char*>(nullptr));
+      _exit(127);  // not installed: scripts/install-deps installs redis-server
+    }
+    for (int i = 0; i < 200; ++i) {  // up to 10 s
+      auto c = internal::RedisClient::Connect("127.0.0.1", port_, std::chrono::milliseconds(200),
+                                              std::chrono::milliseconds(500));
+      if (c && (*c)->Command({"PING"})) return true;
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;  // exited: port taken, or no redis-server
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    Stop();
+    return false;
+  }
+
+  static int FreePort() {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    socklen_t len = sizeof(addr);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    close(fd);
+    return ntohs(addr.sin_port);
+  }
+
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+}  // namespace sluice::testing
+
+#endif  // SLUICE_TESTS_SUPPORT_REDIS_SERVER_H_
