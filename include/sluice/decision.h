@@ -13,6 +13,7 @@ enum class DecisionReason : uint8_t {
   kOverLimit,            // would pass later: see retry_after
   kCostExceedsCapacity,  // can never pass: cost > capacity; retry_after is kNever
   kInvalidRequest,       // negative cost or an unusable key; state untouched
+  kStoreUnavailable,     // the store could not be asked; `allowed` is the failure policy
 };
 
 inline constexpr Duration kNever = Duration::max();
@@ -25,6 +26,7 @@ struct Decision {
   Duration reset_after{0};  // until the limiter is fully replenished (a fresh key looks the same)
   Duration retry_after{0};  // earliest time a request of this cost could pass; 0 when allowed
   Duration delay{0};        // leaky-bucket shaper: wait this long before releasing the request
+  bool degraded = false;    // decided by the failure policy, not by the limiter's state
 };
 
 }  // namespace sluice

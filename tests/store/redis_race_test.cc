@@ -27,8 +27,8 @@ constexpr int kThreadsPerProcess = 4;
 constexpr int kAttemptsPerThread = 10;  // 320 attempts against a limit of 100
 constexpr int64_t kLimit = 100;
 // One window for the whole run, in test-mode time, so no window edge can interfere.
-constexpr int64_t kNowMs = 1'700'000'000'000;
-constexpr int64_t kWindowMs = 3'600'000;
+constexpr int64_t kNowUs = 1'700'000'000'000'000;
+constexpr int64_t kWindowUs = 3'600'000'000;
 
 std::unique_ptr<RedisClient> Connect(int port) {
   auto c = RedisClient::Connect("127.0.0.1", port, milliseconds(1000), milliseconds(5000));
@@ -39,7 +39,7 @@ std::unique_ptr<RedisClient> Connect(int port) {
 // One decision through the atomic script: 1 admitted, 0 rejected, -1 error.
 int AtomicDecide(RedisClient& c, const std::string& key) {
   auto r = c.Eval(internal::kFixedWindowScript, {key},
-                  {std::to_string(kLimit), std::to_string(kWindowMs), "1", std::to_string(kNowMs)});
+                  {std::to_string(kNowUs), std::to_string(kLimit), std::to_string(kWindowUs), "1"});
   if (!r || r->elements.empty()) return -1;
   return static_cast<int>(r->elements[0].integer);
 }
@@ -136,7 +136,7 @@ TEST_F(RedisRace, FixedWindowScriptExpiresItsKeyAtTheWindowEnd) {
   ASSERT_EQ(AtomicDecide(*c, "sluice:{ttl}:k"), 1);
   auto ttl = c->Command({"PTTL", "sluice:{ttl}:k"});
   ASSERT_TRUE(ttl.has_value()) << ttl.error().message;
-  const int64_t until_window_end = (kNowMs / kWindowMs + 1) * kWindowMs - kNowMs;
+  const int64_t until_window_end = ((kNowUs / kWindowUs + 1) * kWindowUs - kNowUs) / 1000;
   EXPECT_GT(ttl->integer, until_window_end - 1000);
   EXPECT_LE(ttl->integer, until_window_end);
 }

@@ -37,7 +37,6 @@ class RedisServer {
 
   int port() const { return port_; }
 
- private:
   void Stop() {
     if (pid_ > 0) {
       kill(pid_, SIGTERM);
@@ -46,6 +45,7 @@ class RedisServer {
     }
   }
 
+ private:
   bool TryStart() {
     port_ = FreePort();
     pid_ = fork();

@@ -1,0 +1,176 @@
+// The Redis store against a real redis-server: the same trace gives the same decisions through
+// the memory store and through Redis (time passed in), keys stay in their namespace and always
+// carry a TTL, and a dead Redis gets the configured failure policy.
+#include "sluice/redis_store.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "sluice/memory_store.h"
+#include "store/redis_client.h"
+#include "support/redis_server.h"
+
+namespace sluice {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+class RedisStore : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server_ = std::make_unique<testing::RedisServer>(); }
+  static void TearDownTestSuite() { server_.reset(); }
+
+  RedisStoreOptions Options(const std::string& limit_id) const {
+    RedisStoreOptions o;
+    o.port = server_->port();
+    o.use_server_time = false;
+    o.limit_id = limit_id;
+    o.command_timeout = milliseconds(2000);
+    return o;
+  }
+  std::unique_ptr<internal::RedisClient> Client() const {
+    auto c = internal::RedisClient::Connect("127.0.0.1", server_->port(), milliseconds(500),
+                                            milliseconds(2000));
+    return c ? std::move(*c) : nullptr;
+  }
+
+  static std::unique_ptr<testing::RedisServer> server_;
+};
+std::unique_ptr<testing::RedisServer> RedisStore::server_;
+
+int64_t CeilMs(Duration d) { return (d.count() + 999'999) / 1'000'000; }
+
+// Random millisecond traces over a few keys, with bursts and idle gaps.
+struct Line {
+  int64_t t_ms;
+  std::string key;
+  int64_t cost;
+};
+// Mean gap: about two hits per key per limit-share of the period, so both sides are exercised.
+std::vector<Line> Trace(uint64_t seed, int n, int64_t period_ms, int64_t limit) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> key(0, 4), cost(1, 3), idle(0, 300);
+  std::uniform_int_distribution<int64_t> gap(0, period_ms / (limit * 4) + 1);
+  std::vector<Line> out;
+  int64_t t = 1'700'000'000'000;
+  for (int i = 0; i < n; ++i) {
+    t += gap(rng);
+    if (idle(rng) == 0) t += 2 * period_ms;
+    out.push_back({t, "client-" + std::to_string(key(rng)), cost(rng)});
+  }
+  return out;
+}
+
+void ExpectParity(const LimitSpec& spec, const RedisStoreOptions& options, uint64_t seed) {
+  auto memory = MakeMemoryLimiter(spec);
+  auto redis = MakeRedisLimiter(spec, options);
+  ASSERT_TRUE(memory.has_value());
+  ASSERT_TRUE(redis.has_value()) << redis.error().message;
+  int admitted = 0;
+  const auto trace = Trace(seed, 1500, spec.period.count() / 1'000'000, spec.limit);
+  for (size_t i = 0; i < trace.size(); ++i) {
+    const Line& l = trace[i];
+    const Timestamp now = FromNanos(l.t_ms * 1'000'000);
+    const Decision m = (*memory)->Decide(l.key, now, l.cost);
+    const Decision r = (*redis)->Decide(l.key, now, l.cost);
+    ASSERT_FALSE(r.degraded) << "line " << i;
+    ASSERT_EQ(r.allowed, m.allowed) << DescribeLimitSpec(spec) << " line " << i;
+    ASSERT_EQ(r.remaining, m.remaining) << DescribeLimitSpec(spec) << " line " << i;
+    // Redis counts microseconds, the memory store nanoseconds: equal once rounded up to ms.
+    ASSERT_EQ(CeilMs(r.retry_after), CeilMs(m.retry_after))
+        << DescribeLimitSpec(spec) << " line " << i;
+    ASSERT_EQ(CeilMs(r.reset_after), CeilMs(m.reset_after))
+        << DescribeLimitSpec(spec) << " line " << i;
+    admitted += m.allowed;
+  }
+  EXPECT_GT(admitted, 100) << DescribeLimitSpec(spec);
+  EXPECT_LT(admitted, static_cast<int>(trace.size()) - 20) << DescribeLimitSpec(spec);
+}
+
+TEST_F(RedisStore, SameDecisionsAsTheMemoryStore) {
+  const std::vector<LimitSpec> specs = {
+      {Algorithm::kTokenBucket, 10, seconds(1), 20, false},
+      {Algorithm::kTokenBucket, 3, seconds(1), 5, false},  // a rate that does not divide
+      {Algorithm::kTokenBucket, 100, std::chrono::minutes(1), 100, false},
+      {Algorithm::kFixedWindow, 10, seconds(1), 0, false},
+      {Algorithm::kFixedWindow, 7, milliseconds(250), 0, false},
+      {Algorithm::kSlidingWindowCounter, 10, seconds(1), 0, false},
+      {Algorithm::kSlidingWindowCounter, 7, milliseconds(300), 0, false},
+  };
+  int n = 0;
+  for (const LimitSpec& spec : specs) {
+    ExpectParity(spec, Options("parity" + std::to_string(n)), 100 + n);
+    ++n;
+  }
+}
+
+TEST_F(RedisStore, EveryKeyHasATtlNoLongerThanItsReplenishTime) {
+  auto limiter =
+      MakeRedisLimiter({Algorithm::kTokenBucket, 10, seconds(1), 50, false}, Options("ttl"));
+  ASSERT_TRUE(limiter.has_value());
+  const Timestamp now = FromNanos(1'700'000'000'000'000'000);
+  for (int i = 0; i < 20; ++i) (*limiter)->Decide("k" + std::to_string(i), now, 1 + i);
+  auto c = Client();
+  ASSERT_NE(c, nullptr);
+  for (int i = 0; i < 20; ++i) {
+    auto ttl = c->Command({"PTTL", RedisKeyFor(Options("ttl"), "k" + std::to_string(i))});
+    ASSERT_TRUE(ttl.has_value());
+    EXPECT_GT(ttl->integer, 0) << "no TTL on k" << i;
+    EXPECT_LE(ttl->integer, (1 + i) * 100) << "k" << i << " outlives its refill";
+  }
+  auto keyspace = c->Command({"INFO", "keyspace"});
+  ASSERT_TRUE(keyspace.has_value());
+  // db0:keys=N,expires=M: every key expires.
+  const std::string& info = keyspace->str;
+  const auto keys_at = info.find("keys=");
+  const auto expires_at = info.find("expires=");
+  ASSERT_NE(keys_at, std::string::npos);
+  EXPECT_EQ(std::stoll(info.substr(keys_at + 5)), std::stoll(info.substr(expires_at + 8)));
+}
+
+TEST_F(RedisStore, IdentitiesCannotLeaveTheirNamespace) {
+  const RedisStoreOptions o = Options("api");
+  EXPECT_EQ(RedisKeyFor(o, "k1"), "sluice:{api:k1}");
+  EXPECT_EQ(RedisKeyFor(o, "a}b{c"), "sluice:{api:a%7Db%7Bc}");
+  EXPECT_EQ(RedisKeyFor(o, "x:y%z"), "sluice:{api:x%3Ay%25z}");
+  EXPECT_EQ(RedisKeyFor(o, std::string("\n\0 ", 3)), "sluice:{api:%0A%00%20}");
+  EXPECT_NE(RedisKeyFor(o, "a:b"), RedisKeyFor(Options("api:a"), "b"));
+}
+
+TEST_F(RedisStore, UnsupportedAndOutOfRangeSpecsAreClearErrors) {
+  auto log =
+      MakeRedisLimiter({Algorithm::kSlidingWindowLog, 10, seconds(1), 0, false}, Options("x"));
+  ASSERT_FALSE(log.has_value());
+  EXPECT_NE(log.error().message.find("does not support"), std::string::npos);
+  auto big = MakeRedisLimiter({Algorithm::kTokenBucket, 7, std::chrono::hours(24), 20'000, false},
+                              Options("x"));
+  ASSERT_FALSE(big.has_value());
+  EXPECT_NE(big.error().message.find("2^53"), std::string::npos);
+}
+
+TEST(RedisStoreDown, FailureModeDecidesAndIsMarkedDegraded) {
+  // A port nobody listens on: connection refused, answered by policy, never a hang.
+  testing::RedisServer server;
+  const int port = server.port();
+  server.Stop();
+  for (bool open : {true, false}) {
+    RedisStoreOptions o;
+    o.port = port;
+    o.fail_open = open;
+    auto limiter = MakeRedisLimiter({Algorithm::kFixedWindow, 10, seconds(1), 0, false}, o);
+    ASSERT_TRUE(limiter.has_value());
+    const Decision d = (*limiter)->Decide("k", FromNanos(0), 1);
+    EXPECT_EQ(d.allowed, open);
+    EXPECT_TRUE(d.degraded);
+    EXPECT_EQ(d.reason, DecisionReason::kStoreUnavailable);
+  }
+}
+
+}  // namespace
+}  // namespace sluice
