@@ -26,14 +26,20 @@ namespace sluice {
 struct RedisStoreOptions {
   std::string host = "127.0.0.1";
   int port = 6379;
+  std::string user;  // ACL user (AUTH user password); empty: AUTH password, or no AUTH
+  std::string password;
+  int db = 0;
   std::chrono::milliseconds connect_timeout{200};
   std::chrono::milliseconds command_timeout{50};
   bool use_server_time = true;
-  bool fail_open = true;         // when Redis cannot answer: admit (true) or reject (false)
+  bool fail_open = true;  // when Redis cannot answer: admit (true) or reject (false)
   std::string key_prefix = "sluice";
   std::string limit_id = "default";  // namespaces this limit's keys
   size_t max_key_bytes = 1024;       // identities longer than this get kInvalidRequest
 };
+
+// Parses "redis://[user:password@]host:port[/db]" into options (other fields left default).
+Result<RedisStoreOptions> ParseRedisAddress(std::string_view address);
 
 Result<std::unique_ptr<Limiter>> MakeRedisLimiter(const LimitSpec& spec,
                                                   const RedisStoreOptions& options);

@@ -1,9 +1,11 @@
 // The sluice command line: `sluice demo`, `sluice replay`.
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -13,6 +15,7 @@
 #include "cli/replay.h"
 #include "sluice/duration.h"
 #include "sluice/memory_store.h"
+#include "sluice/redis_store.h"
 
 namespace {
 
@@ -27,6 +30,7 @@ struct ReplayFlags {
   bool shaper = false;
   std::string input;
   std::string output = "jsonl";
+  std::string store = "memory";
 };
 
 int Fail(const std::string& message) {
@@ -48,10 +52,24 @@ int RunReplay(const ReplayFlags& f) {
     return Fail("--output must be jsonl or summary, not '" + f.output + "'");
   }
   LimitSpec spec{*algorithm, f.limit, *per, f.burst, f.shaper};
-  // Replay must not evict: a trace is judged as if memory were unlimited (and says so if not).
-  MemoryStoreOptions options;
-  options.max_bytes = size_t{64} << 30;
-  auto limiter = MakeMemoryLimiter(spec, options);
+  Result<std::unique_ptr<Limiter>> limiter = MakeError("no store");
+  if (f.store == "memory") {
+    // Replay must not evict: a trace is judged as if memory were unlimited (and says so if not).
+    MemoryStoreOptions options;
+    options.max_bytes = size_t{64} << 30;
+    limiter = MakeMemoryLimiter(spec, options);
+  } else {
+    auto redis = ParseRedisAddress(f.store);
+    if (!redis) return Fail("--store: " + redis.error().message);
+    // Each line's time is passed in, and each run gets its own key namespace so state left by
+    // an earlier replay cannot leak into this one.
+    redis->use_server_time = false;
+    redis->fail_open = false;
+    redis->command_timeout = std::chrono::milliseconds(2000);
+    redis->limit_id = "replay-" + std::to_string(getpid()) + "-" +
+                      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+    limiter = MakeRedisLimiter(spec, *redis);
+  }
   if (!limiter) return Fail(limiter.error().message);
 
   std::FILE* in = stdin;
@@ -106,6 +124,8 @@ int main(int argc, char** argv) {
   replay->add_flag("--shaper", f.shaper, "leaky_bucket: delay instead of only rejecting");
   replay->add_option("--input", f.input, "trace file, or - for stdin")->required();
   replay->add_option("--output", f.output, "jsonl (default) or summary");
+  replay->add_option("--store", f.store,
+                     "memory (default) or redis://[user:password@]host:port[/db]");
 
   try {
     app.parse(argc, argv);

@@ -85,7 +85,15 @@ class RedisLimiter final : public Limiter {
     }
     auto c = RedisClient::Connect(options_.host, options_.port, options_.connect_timeout,
                                   options_.command_timeout);
-    return c ? std::move(*c) : nullptr;
+    if (!c) return nullptr;
+    if (!options_.password.empty()) {
+      std::vector<std::string> auth = {"AUTH"};
+      if (!options_.user.empty()) auth.push_back(options_.user);
+      auth.push_back(options_.password);
+      if (!(*c)->Command(auth)) return nullptr;
+    }
+    if (options_.db != 0 && !(*c)->Command({"SELECT", std::to_string(options_.db)})) return nullptr;
+    return std::move(*c);
   }
 
   void Release(std::unique_ptr<RedisClient> c) {
@@ -102,6 +110,50 @@ class RedisLimiter final : public Limiter {
 };
 
 }  // namespace
+
+Result<RedisStoreOptions> ParseRedisAddress(std::string_view address) {
+  const std::string shown(address);
+  constexpr std::string_view kScheme = "redis://";
+  if (address.substr(0, kScheme.size()) != kScheme) {
+    return MakeError("store address '" + shown +
+                     "' must look like redis://[user:password@]host:port[/db]");
+  }
+  std::string_view rest = address.substr(kScheme.size());
+  RedisStoreOptions o;
+  if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
+    const std::string_view cred = rest.substr(0, at);
+    const size_t colon = cred.find(':');
+    if (colon == std::string_view::npos) {
+      o.password = std::string(cred);
+    } else {
+      o.user = std::string(cred.substr(0, colon));
+      o.password = std::string(cred.substr(colon + 1));
+    }
+    rest.remove_prefix(at + 1);
+  }
+  if (const size_t slash = rest.find('/'); slash != std::string_view::npos) {
+    const std::string_view db = rest.substr(slash + 1);
+    if (db.empty() || db.size() > 4 ||
+        db.find_first_not_of("0123456789") != std::string_view::npos) {
+      return MakeError("store address '" + shown + "': database must be a number");
+    }
+    o.db = std::stoi(std::string(db));
+    rest = rest.substr(0, slash);
+  }
+  const size_t colon = rest.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return MakeError("store address '" + shown + "': expected host:port");
+  }
+  const std::string_view port = rest.substr(colon + 1);
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string_view::npos ||
+      std::stoi(std::string(port)) == 0 || std::stoi(std::string(port)) > 65535) {
+    return MakeError("store address '" + shown + "': port must be 1-65535");
+  }
+  o.host = std::string(rest.substr(0, colon));
+  o.port = std::stoi(std::string(port));
+  return o;
+}
 
 std::string RedisKeyFor(const RedisStoreOptions& options, std::string_view identity) {
   static constexpr char kHex[] = "0123456789ABCDEF";
@@ -129,8 +181,7 @@ Result<std::unique_ptr<Limiter>> MakeRedisLimiter(const LimitSpec& spec,
   }
   const int64_t period_us = spec.period.count() / kNanosPerMicro;
   auto out_of_range = [&] {
-    return MakeError(std::string(AlgorithmName(spec.algorithm)) + " " +
-                     DescribeLimitSpec(spec) +
+    return MakeError(std::string(AlgorithmName(spec.algorithm)) + " " + DescribeLimitSpec(spec) +
                      " is outside the redis store's exact range (Lua integers below 2^53)");
   };
   std::vector<std::string> params;

@@ -5,12 +5,16 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "cli/replay.h"
+#include "cli/trace_reader.h"
 #include "sluice/memory_store.h"
 #include "store/redis_client.h"
 #include "support/redis_server.h"
@@ -152,6 +156,61 @@ TEST_F(RedisStore, UnsupportedAndOutOfRangeSpecsAreClearErrors) {
                               Options("x"));
   ASSERT_FALSE(big.has_value());
   EXPECT_NE(big.error().message.find("2^53"), std::string::npos);
+}
+
+// `sluice replay --store redis://...` must print exactly what the memory store prints.
+std::string ReplayToString(const std::vector<Line>& trace, Limiter& limiter) {
+  std::string csv;
+  for (const Line& l : trace)
+    csv += std::to_string(l.t_ms) + "," + l.key + "," + std::to_string(l.cost) + "\n";
+  std::FILE* in = fmemopen(csv.data(), csv.size(), "r");
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* out = open_memstream(&buf, &len);
+  cli::TraceReader reader(in);
+  auto result = cli::Replay(reader, limiter, cli::ReplayOutput::kJsonl, out);
+  std::fclose(out);
+  std::fclose(in);
+  std::string text = result ? std::string(buf, len) : "error: " + result.error().message;
+  std::free(buf);
+  return text;
+}
+
+TEST_F(RedisStore, ReplayThroughRedisPrintsWhatTheMemoryStorePrints) {
+  int n = 0;
+  for (const LimitSpec& spec :
+       {LimitSpec{Algorithm::kTokenBucket, 10, seconds(1), 30, false},
+        LimitSpec{Algorithm::kFixedWindow, 10, seconds(1), 0, false},
+        LimitSpec{Algorithm::kSlidingWindowCounter, 10, seconds(1), 0, false}}) {
+    const auto trace = Trace(7 + n, 2000, 1000, spec.limit);
+    auto memory = MakeMemoryLimiter(spec);
+    auto redis = MakeRedisLimiter(spec, Options("replay" + std::to_string(n++)));
+    ASSERT_TRUE(memory.has_value() && redis.has_value());
+    const std::string want = ReplayToString(trace, **memory);
+    EXPECT_EQ(ReplayToString(trace, **redis), want) << DescribeLimitSpec(spec);
+    EXPECT_NE(want.find("\"allowed\":false"), std::string::npos);
+  }
+}
+
+TEST(RedisAddress, ParsesTheDocumentedForms) {
+  auto a = ParseRedisAddress("redis://127.0.0.1:6380");
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->host, "127.0.0.1");
+  EXPECT_EQ(a->port, 6380);
+  auto b = ParseRedisAddress("redis://alice:s3cr:et@cache.internal:6379/2");
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->user, "alice");
+  EXPECT_EQ(b->password, "s3cr:et");
+  EXPECT_EQ(b->host, "cache.internal");
+  EXPECT_EQ(b->db, 2);
+  auto c = ParseRedisAddress("redis://:pw@h:1");
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->user, "");
+  EXPECT_EQ(c->password, "pw");
+  for (const char* bad : {"memcached://h:1", "redis://h", "redis://h:0", "redis://h:99999",
+                          "redis://h:12x", "redis://h:1/x", "redis://:6379"}) {
+    EXPECT_FALSE(ParseRedisAddress(bad).has_value()) << bad;
+  }
 }
 
 TEST(RedisStoreDown, FailureModeDecidesAndIsMarkedDegraded) {
