@@ -6,7 +6,9 @@
 //
 // T is usually not a whole number of nanoseconds (3/s), so the TAT is a fixed-point timestamp:
 // whole nanoseconds plus a fraction in units of 1/n ns. Decisions are identical to TokenBucket's
-// for the same spec and trace (a test checks this on random traffic).
+// for the same spec and a trace whose time never goes back (a test checks this on random
+// traffic). After a clock step back GCRA is stricter: having no "last seen" time, it measures
+// the backlog from the earlier time, where the token bucket keeps its later state's time.
 #ifndef SLUICE_GCRA_H_
 #define SLUICE_GCRA_H_
 

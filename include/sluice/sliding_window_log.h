@@ -61,6 +61,8 @@ class SlidingWindowLog {
   static size_t HeapBytes(const State& state) { return state.stamps.HeapBytes(); }
   int64_t capacity() const { return limit_; }
   int64_t quantum_ns() const { return quantum_ns_; }
+  // The most heap one key's state can hold: a full window's stamps, ring rounded up.
+  size_t MaxHeapBytes() const;
 
  private:
   SlidingWindowLog(int64_t limit, int64_t window_ns, int64_t quantum_ns)

@@ -16,8 +16,9 @@ namespace sluice::cli {
 
 inline constexpr size_t kMaxTraceKeyBytes = 4096;
 inline constexpr size_t kMaxTraceLineBytes = 65536;
-// t_ms * 1e6 must fit a signed 64-bit nanosecond count.
-inline constexpr int64_t kMaxTraceTimeMs = 9'000'000'000'000;
+// t_ms * 1e6 plus two of the longest periods (10 years, see ValidateLimitSpec) must fit a
+// signed 64-bit nanosecond count: the algorithms compute window ends up to 2 periods ahead.
+inline constexpr int64_t kMaxTraceTimeMs = 8'000'000'000'000;
 inline constexpr int64_t kMaxTraceCost = 1'000'000'000;
 
 struct TraceLine {

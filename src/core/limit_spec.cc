@@ -11,6 +11,8 @@ namespace {
 
 // Largest hit count a sliding window log may hold per key: 4 bytes each, 64 MiB.
 constexpr int64_t kMaxLogLimit = int64_t{1} << 24;
+// Keeps every window end (up to two periods past a timestamp) inside 64-bit nanoseconds.
+constexpr Duration kMaxPeriod = std::chrono::hours(24 * 3650);
 // Window counters keep counts in 32 bits.
 constexpr int64_t kMaxWindowLimit = 0xffffffffLL;
 
@@ -24,6 +26,9 @@ Result<LimitSpec> ValidateLimitSpec(const LimitSpec& spec) {
   }
   if (spec.period.count() <= 0) {
     return MakeError("period must be positive (got " + std::to_string(spec.period.count()) + "ns)");
+  }
+  if (spec.period > kMaxPeriod) {
+    return MakeError("period must be at most 3650d (got " + FormatDuration(spec.period) + ")");
   }
   if (spec.burst < 0) {
     return MakeError("burst must not be negative (got " + std::to_string(spec.burst) + ")");
@@ -51,8 +56,9 @@ Result<LimitSpec> ValidateLimitSpec(const LimitSpec& spec) {
     return MakeError(name + " limit " + std::to_string(spec.limit) + " exceeds " +
                      std::to_string(kMaxWindowLimit));
   }
+  // Only the counter multiplies counts by the period (its estimate is kept in hits * D).
   const __int128 scaled = static_cast<__int128>(spec.limit) * spec.period.count();
-  if (scaled >= (int64_t{1} << 60)) {
+  if (spec.algorithm == Algorithm::kSlidingWindowCounter && scaled >= (int64_t{1} << 60)) {
     return MakeError(name + " " + std::to_string(spec.limit) + "/" + FormatDuration(spec.period) +
                      " is outside the exact range (limit x period must stay below 2^60 ns)");
   }

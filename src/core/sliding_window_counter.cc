@@ -33,6 +33,7 @@ Decision SlidingWindowCounter::Decide(State& s, Timestamp now, int64_t cost) con
   // Offset into the state's window; clamped to 0 if the clock stepped back (full weight on
   // the previous window: the conservative reading).
   const int64_t offset = std::max<int64_t>(0, t - s.window * D);
+  const int64_t behind = std::max<int64_t>(0, s.window * D - t);  // waits count from there
   const int64_t cur = s.current;
   const int64_t prev = s.previous;
   // All quantities below are hits * D; ValidateLimitSpec keeps limit * D below 2^60.
@@ -55,11 +56,11 @@ Decision SlidingWindowCounter::Decide(State& s, Timestamp now, int64_t cost) con
     if (room_now >= 0) {
       // prev > 0 here, else the request would have fit.
       const int64_t earliest = D - (room_now * D) / prev;
-      d.retry_after = Duration(earliest - offset);
+      d.retry_after = Duration(behind + earliest - offset);
     } else {
       // Not this window: in the next one `cur` becomes the previous window's count.
       const int64_t earliest_next = D - ((limit_ - cost) * D) / cur;
-      d.retry_after = Duration((D - offset) + earliest_next);
+      d.retry_after = Duration(behind + (D - offset) + earliest_next);
     }
   }
   d.remaining = std::max<int64_t>(0, (full - estimate) / D);

@@ -1,6 +1,7 @@
 #include "sluice/sliding_window_log.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "core/arith.h"
@@ -104,6 +105,10 @@ Decision SlidingWindowLog::Decide(State& s, Timestamp now, int64_t cost) const {
   d.remaining = limit_ - s.stamps.size();
   if (!s.stamps.empty()) d.reset_after = leaves_after(s.stamps.back());
   return d;
+}
+
+size_t SlidingWindowLog::MaxHeapBytes() const {
+  return std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(limit_, 4))) * sizeof(uint32_t);
 }
 
 Timestamp SlidingWindowLog::ReplenishedAt(const State& s) const {

@@ -27,6 +27,14 @@ class alignas(64) MemoryShard {
   using State = typename Alg::State;
 
   explicit MemoryShard(size_t budget_bytes) : budget_bytes_(budget_bytes) {}
+
+  // The smallest useful budget: a minimal table plus four counters at their largest. Below it a
+  // shard would keep (almost) nothing and every key would look fresh: silently unlimited.
+  static size_t MinBudget(const Alg& alg) {
+    size_t heap = 0;
+    if constexpr (requires { alg.MaxHeapBytes(); }) heap = alg.MaxHeapBytes();
+    return 32 * sizeof(Entry) + 4 * (sizeof(Entry) + heap);
+  }
   ~MemoryShard() { Release(); }
   MemoryShard(const MemoryShard&) = delete;
   MemoryShard& operator=(const MemoryShard&) = delete;
@@ -65,8 +73,13 @@ class alignas(64) MemoryShard {
     // The home slot and the following lines: at 68-85% load the mean probe distance is about
     // two slots, so the walk usually crosses 2-3 cache lines; asking for them together turns
     // serial misses into parallel ones.
-    const char* home = reinterpret_cast<const char*>(table + ((uint64_t{hash} * capacity) >> 32));
-    for (int line = 0; line < kPrefetchLines; ++line) __builtin_prefetch(home + 64 * line);
+    // Integer arithmetic: the hint may pair a freed table with a newer capacity, and forming
+    // such a pointer by pointer arithmetic would be undefined; a prefetch itself never faults.
+    const uintptr_t home =
+        reinterpret_cast<uintptr_t>(table) + ((uint64_t{hash} * capacity) >> 32) * sizeof(Entry);
+    for (int line = 0; line < kPrefetchLines; ++line) {
+      __builtin_prefetch(reinterpret_cast<const void*>(home + 64 * line));
+    }
   }
 
   size_t Sweep(const Alg& alg, Timestamp now) {
@@ -251,12 +264,12 @@ class alignas(64) MemoryShard {
   // a replenished counter is dropped at once (free: no decision changes); otherwise the one
   // unused for the most epochs is evicted. Returns the slot after the last one looked at, or
   // kNone if the window held no counter.
-  size_t EvictFrom(const Alg& alg, size_t pos, Timestamp now) {
+  size_t EvictFrom(const Alg& alg, size_t pos, Timestamp now, size_t keep = kNone) {
     size_t victim = kNone;
     uint32_t seen = 0;
     for (size_t steps = 0; seen < kEvictScan && steps < capacity_; ++steps, pos = Next(pos)) {
       Entry& e = slots_[pos];
-      if (!Used(e)) continue;
+      if (!Used(e) || pos == keep) continue;
       ++seen;
       if (alg.ReplenishedAt(e.state) <= now) {
         RemoveAt(pos);
@@ -278,9 +291,10 @@ class alignas(64) MemoryShard {
     return EvictFrom(alg, Home(hash), now) != kNone;
   }
 
-  // For memory freed anywhere (a sliding log grew): a hand walks the table window by window.
-  bool EvictOne(const Alg& alg, Timestamp now) {
-    const size_t next = EvictFrom(alg, hand_, now);
+  // For memory freed anywhere (a sliding log grew): a hand walks the table window by window,
+  // never taking the counter at `keep`.
+  bool EvictOne(const Alg& alg, Timestamp now, size_t keep = kNone) {
+    const size_t next = EvictFrom(alg, hand_, now, keep);
     if (next == kNone) return false;
     hand_ = next;
     return true;
@@ -290,10 +304,7 @@ class alignas(64) MemoryShard {
   void EnforceBudgetAfterGrowth(const Alg& alg, std::string_view key, uint32_t hash,
                                 Timestamp now) {
     while (UsedBytes() > budget_bytes_ && count_ > 1) {
-      // The counter in use was just touched, so it is the youngest in any window.
-      const size_t self = Find(key, hash);
-      if (self != kNone) Touch(slots_[self]);
-      if (!EvictOne(alg, now)) return;
+      if (!EvictOne(alg, now, Find(key, hash))) return;
     }
   }
 

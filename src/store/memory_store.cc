@@ -82,6 +82,7 @@ class MemoryLimiter final : public Limiter {
     Decision d;
     d.reason = DecisionReason::kInvalidRequest;
     d.limit = alg_.capacity();
+    d.retry_after = kNever;
     return d;
   }
   internal::MemoryShard<Alg>& ShardFor(uint64_t h) const {
@@ -106,6 +107,13 @@ Result<std::unique_ptr<Limiter>> Make(const LimitSpec& spec, const MemoryStoreOp
                                       size_t shards, uint64_t seed) {
   auto alg = Alg::Create(spec);
   if (!alg) return std::unexpected(alg.error());
+  const size_t per_shard = options.max_bytes / shards;
+  if (const size_t need = internal::MemoryShard<Alg>::MinBudget(*alg); per_shard < need) {
+    return MakeError("memory store max_bytes " + std::to_string(options.max_bytes) +
+                     " is too small for " + std::to_string(shards) + " shards of " +
+                     DescribeLimitSpec(spec) + ": each shard needs at least " +
+                     std::to_string(need) + " bytes (raise max_bytes or lower shards)");
+  }
   return std::unique_ptr<Limiter>(
       std::make_unique<MemoryLimiter<Alg>>(std::move(*alg), spec, options, shards, seed));
 }

@@ -25,6 +25,13 @@ TEST(LimitSpec, RejectsNonPositiveLimitsAndPeriods) {
   EXPECT_NE(ErrorOf({Algorithm::kGcra, 5, seconds(1), -1, false}).find("burst"), std::string::npos);
 }
 
+TEST(LimitSpec, PeriodsAreCappedAtTenYears) {
+  EXPECT_NE(
+      ErrorOf({Algorithm::kFixedWindow, 5, std::chrono::hours(24 * 3651), 0, false}).find("3650d"),
+      std::string::npos);
+  EXPECT_EQ(ErrorOf({Algorithm::kFixedWindow, 5, std::chrono::hours(24 * 3650), 0, false}), "");
+}
+
 TEST(LimitSpec, BurstAndShaperOnlyWhereTheyMeanSomething) {
   EXPECT_NE(ErrorOf({Algorithm::kFixedWindow, 5, seconds(1), 10, false}).find("burst"),
             std::string::npos);

@@ -155,6 +155,20 @@ TEST(SlidingWindowCounter, WeighsThePreviousWindowByTheUnelapsedFraction) {
   EXPECT_TRUE(swc->Decide(s, FromNanos(3'000'000'000), 10).allowed);
 }
 
+TEST(SlidingWindowCounter, AfterAClockStepBackWaitsCountFromTheStatesWindow) {
+  auto swc = SlidingWindowCounter::Create(
+      LimitSpec{Algorithm::kSlidingWindowCounter, 1, seconds(1), 0, false});
+  ASSERT_TRUE(swc.has_value());
+  SlidingWindowCounter::State s = swc->Initial(FromNanos(10'000'000'000));
+  ASSERT_TRUE(swc->Decide(s, FromNanos(10'000'000'000), 1).allowed);
+  const Decision d = swc->Decide(s, FromNanos(9'500'000'000), 1);  // half a second back
+  EXPECT_FALSE(d.allowed);
+  // Window 10 holds the hit; it stops counting once window 11 is over: at 12 s.
+  EXPECT_EQ(d.retry_after, milliseconds(2500));
+  SlidingWindowCounter::State later = s;
+  EXPECT_TRUE(swc->Decide(later, FromNanos(9'500'000'000) + d.retry_after, 1).allowed);
+}
+
 TEST(SlidingWindowCounter, RetryAfterCanReachIntoTheNextWindow) {
   auto swc = SlidingWindowCounter::Create(
       LimitSpec{Algorithm::kSlidingWindowCounter, 10, seconds(1), 0, false});

@@ -118,27 +118,43 @@ TEST(MemoryStore, DecideBatchEqualsSequentialDecisions) {
 }
 
 // Expiry never changes a decision: a store swept before every single request decides exactly
-// like one that never drops anything, for every algorithm -- and the sweeps really drop state.
-TEST(MemoryStore, ExpiringReplenishedStateNeverChangesADecision) {
-  for (Algorithm a : kAllAlgorithms) {
-    const bool bucket = HasBurst(a);
-    const LimitSpec spec{a, 5, milliseconds(200), bucket ? 8 : 0, a == Algorithm::kLeakyBucket};
-    auto swept = MustMake(spec);
-    auto kept = MustMake(spec);
-    size_t dropped = 0;
-    for (const Hit& h : MultiKeyTrace(11, 20'000, 30, spec.period.count())) {
-      dropped += swept->Sweep(FromNanos(h.t_ns));
-      const Decision x = swept->Decide(h.key, FromNanos(h.t_ns), h.cost);
-      const Decision y = kept->Decide(h.key, FromNanos(h.t_ns), h.cost);
-      ASSERT_EQ(x.allowed, y.allowed) << AlgorithmName(a) << " " << h.key << " at " << h.t_ns;
-      ASSERT_EQ(x.remaining, y.remaining) << AlgorithmName(a);
-      ASSERT_EQ(x.retry_after, y.retry_after) << AlgorithmName(a);
-      ASSERT_EQ(x.reset_after, y.reset_after) << AlgorithmName(a);
-      ASSERT_EQ(x.delay, y.delay) << AlgorithmName(a);
-    }
-    EXPECT_GT(dropped, 1000u) << AlgorithmName(a);
-    EXPECT_EQ(swept->Stats().expirations, dropped);
+// like the bare algorithm with a map that never drops anything, for every algorithm -- and the
+// sweeps really drop state.
+template <typename Alg>
+void ExpectSweptStoreMatchesNeverDroppedStates(const LimitSpec& spec) {
+  auto alg = Alg::Create(spec);
+  ASSERT_TRUE(alg.has_value());
+  auto swept = MustMake(spec);
+  std::map<std::string, typename Alg::State> kept;
+  const std::string_view name = AlgorithmName(spec.algorithm);
+  size_t dropped = 0;
+  for (const Hit& h : MultiKeyTrace(11, 20'000, 30, spec.period.count())) {
+    dropped += swept->Sweep(FromNanos(h.t_ns));
+    const Decision x = swept->Decide(h.key, FromNanos(h.t_ns), h.cost);
+    auto it = kept.find(h.key);
+    if (it == kept.end()) it = kept.emplace(h.key, alg->Initial(FromNanos(h.t_ns))).first;
+    const Decision y = alg->Decide(it->second, FromNanos(h.t_ns), h.cost);
+    ASSERT_EQ(x.allowed, y.allowed) << name << " " << h.key << " at " << h.t_ns;
+    ASSERT_EQ(x.remaining, y.remaining) << name;
+    ASSERT_EQ(x.retry_after, y.retry_after) << name;
+    ASSERT_EQ(x.reset_after, y.reset_after) << name;
+    ASSERT_EQ(x.delay, y.delay) << name;
   }
+  EXPECT_GT(dropped, 1000u) << name;
+  EXPECT_GE(swept->Stats().expirations, dropped) << name;
+}
+
+TEST(MemoryStore, ExpiringReplenishedStateNeverChangesADecision) {
+  const auto spec = [](Algorithm a) {
+    return LimitSpec{a, 5, milliseconds(200), HasBurst(a) ? 8 : 0, a == Algorithm::kLeakyBucket};
+  };
+  ExpectSweptStoreMatchesNeverDroppedStates<TokenBucket>(spec(Algorithm::kTokenBucket));
+  ExpectSweptStoreMatchesNeverDroppedStates<Gcra>(spec(Algorithm::kGcra));
+  ExpectSweptStoreMatchesNeverDroppedStates<LeakyBucket>(spec(Algorithm::kLeakyBucket));
+  ExpectSweptStoreMatchesNeverDroppedStates<FixedWindow>(spec(Algorithm::kFixedWindow));
+  ExpectSweptStoreMatchesNeverDroppedStates<SlidingWindowLog>(spec(Algorithm::kSlidingWindowLog));
+  ExpectSweptStoreMatchesNeverDroppedStates<SlidingWindowCounter>(
+      spec(Algorithm::kSlidingWindowCounter));
 }
 
 TEST(MemoryStore, ReplenishedKeysAreReclaimedAsNewKeysArrive) {
@@ -287,6 +303,35 @@ TEST(MemoryStore, SlidingLogMemoryIsAccountedAndBounded) {
     ASSERT_LE(limiter->Stats().bytes, options.max_bytes);
   }
   EXPECT_GT(limiter->Stats().evictions, 80u);
+}
+
+TEST(MemoryStore, HeavySlidingLogsKeepTheirLimits) {
+  // Budgets are checked up front to hold at least four full logs per shard, so a few heavy keys
+  // in regular use never evict each other into freshness (that would admit 2x their limit).
+  MemoryStoreOptions options;
+  options.shards = 1;
+  options.max_bytes = 512 << 10;
+  auto limiter = MustMake({Algorithm::kSlidingWindowLog, 10'000, hours(1), 0, false}, options);
+  const Timestamp t = FromNanos(kStart);
+  int admitted[3] = {0, 0, 0};
+  for (int round = 0; round < 2 * 10'000; ++round) {
+    for (int k = 0; k < 3; ++k)
+      admitted[k] += limiter->Decide("heavy-" + std::to_string(k), t, 1).allowed;
+  }
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(admitted[k], 10'000) << "heavy-" << k;
+  EXPECT_LE(limiter->Stats().bytes, options.max_bytes);
+}
+
+TEST(MemoryStore, BudgetsTooSmallToLimitAnythingAreRefused) {
+  MemoryStoreOptions tiny;
+  tiny.max_bytes = 1000;  // 64 shards: 15 bytes each
+  auto r = MakeMemoryLimiter({Algorithm::kTokenBucket, 1, hours(1), 0, false}, tiny);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message.find("too small"), std::string::npos);
+  // A log whose one full key would not fit its shard's share four times.
+  auto log = MakeMemoryLimiter({Algorithm::kSlidingWindowLog, 1 << 20, seconds(1), 0, false});
+  ASSERT_FALSE(log.has_value());
+  EXPECT_NE(log.error().message.find("too small"), std::string::npos);
 }
 
 TEST(MemoryStore, ReportsSizeAndEvictions) {
