@@ -21,11 +21,13 @@
 namespace sluice {
 
 struct StoreStats {
-  uint64_t keys = 0;         // counters currently held
-  uint64_t bytes = 0;        // accounted memory: entries, index, long keys, logs
-  uint64_t max_bytes = 0;    // the configured bound
-  uint64_t evictions = 0;    // live counters dropped to stay within max_bytes
-  uint64_t expirations = 0;  // replenished counters dropped (no effect on decisions)
+  uint64_t keys = 0;             // counters currently held
+  uint64_t bytes = 0;            // accounted memory: entries, index, long keys, logs
+  uint64_t max_bytes = 0;        // the configured bound
+  uint64_t evictions = 0;        // live counters dropped to stay within max_bytes
+  uint64_t expirations = 0;      // replenished counters dropped (no effect on decisions)
+  uint64_t store_errors = 0;     // remote stores: calls that failed (timeouts included)
+  uint64_t short_circuited = 0;  // remote stores: calls refused at once by the open breaker
 };
 
 struct DecideRequest {

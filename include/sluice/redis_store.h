@@ -6,7 +6,7 @@
 //   auto limiter = MakeRedisLimiter(spec, options);
 //
 // This slice supports token_bucket, fixed_window and sliding_window_counter on a standalone
-// server; the other algorithms, Redis Cluster, pipelining and the circuit breaker come next.
+// server, with a circuit breaker; the other algorithms, Redis Cluster and pipelining come next.
 // Time is Redis's own clock (TIME, microseconds) unless use_server_time is false, when the
 // `now` passed to Decide is used (replays and parity tests). Keys:
 // <prefix>:{<limit id>:<escaped identity>}, every one with a TTL no longer than the time it
@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 
+#include "sluice/clock.h"
 #include "sluice/limiter.h"
 #include "sluice/status.h"
 
@@ -36,6 +37,11 @@ struct RedisStoreOptions {
   std::string key_prefix = "sluice";
   std::string limit_id = "default";  // namespaces this limit's keys
   size_t max_key_bytes = 1024;       // identities longer than this get kInvalidRequest
+  // Circuit breaker: after this many consecutive failures, refuse at once for breaker_open_for,
+  // then let one probe through.
+  int breaker_failures = 5;
+  std::chrono::milliseconds breaker_open_for{1000};
+  const Clock* clock = nullptr;  // for the breaker; nullptr: a MonotonicClock of the limiter's own
 };
 
 // Parses "redis://[user:password@]host:port[/db]" into options (other fields left default).

@@ -1,10 +1,12 @@
 #include "sluice/redis_store.h"
 
+#include <atomic>
 #include <mutex>
 #include <utility>
 #include <vector>
 
 #include "core/arith.h"
+#include "store/circuit_breaker.h"
 #include "store/redis_client.h"
 #include "store/redis_scripts.h"
 
@@ -22,7 +24,12 @@ class RedisLimiter final : public Limiter {
  public:
   RedisLimiter(const LimitSpec& spec, RedisStoreOptions options, std::vector<std::string> params,
                const internal::LuaScript& script)
-      : spec_(spec), options_(std::move(options)), params_(std::move(params)), script_(script) {}
+      : spec_(spec),
+        options_(std::move(options)),
+        params_(std::move(params)),
+        script_(script),
+        clock_(options_.clock != nullptr ? options_.clock : &own_clock_),
+        breaker_({options_.breaker_failures, options_.breaker_open_for}) {}
 
   Decision Decide(std::string_view key, Timestamp now, int64_t cost) override {
     Decision d;
@@ -43,13 +50,18 @@ class RedisLimiter final : public Limiter {
                                             : std::to_string(ToNanos(now) / kNanosPerMicro));
     args.insert(args.end(), params_.begin(), params_.end());
     args.push_back(std::to_string(cost));
+    const Timestamp wall = clock_->Now();
+    if (!breaker_.Allow(wall)) {
+      short_circuited_.fetch_add(1, std::memory_order_relaxed);
+      return Degraded(d);
+    }
     auto reply = Run(RedisKeyFor(options_, key), args);
     if (!reply || reply->type != RedisReply::Type::kArray || reply->elements.size() != 4) {
-      d.reason = DecisionReason::kStoreUnavailable;
-      d.allowed = options_.fail_open;
-      d.degraded = true;
-      return d;
+      errors_.fetch_add(1, std::memory_order_relaxed);
+      breaker_.OnFailure(wall);
+      return Degraded(d);
     }
+    breaker_.OnSuccess();
     const auto& e = reply->elements;
     d.allowed = e[0].integer == 1;
     d.reason = d.allowed ? DecisionReason::kAdmitted : DecisionReason::kOverLimit;
@@ -61,10 +73,22 @@ class RedisLimiter final : public Limiter {
 
   size_t Sweep(Timestamp) override { return 0; }  // Redis expires keys itself (TTLs)
 
-  StoreStats Stats() const override { return StoreStats{}; }
+  StoreStats Stats() const override {
+    StoreStats s;
+    s.store_errors = errors_.load(std::memory_order_relaxed);
+    s.short_circuited = short_circuited_.load(std::memory_order_relaxed);
+    return s;
+  }
   const LimitSpec& spec() const override { return spec_; }
 
  private:
+  Decision Degraded(Decision d) const {
+    d.reason = DecisionReason::kStoreUnavailable;
+    d.allowed = options_.fail_open;
+    d.degraded = true;
+    return d;
+  }
+
   Result<RedisReply> Run(const std::string& key, const std::vector<std::string>& args) {
     std::unique_ptr<RedisClient> client = Acquire();
     if (!client) return MakeError("redis: cannot connect");
@@ -105,6 +129,11 @@ class RedisLimiter final : public Limiter {
   const RedisStoreOptions options_;
   const std::vector<std::string> params_;  // the script's spec arguments, between now and cost
   const internal::LuaScript& script_;
+  MonotonicClock own_clock_;
+  const Clock* clock_;
+  internal::CircuitBreaker breaker_;
+  std::atomic<uint64_t> errors_{0};
+  std::atomic<uint64_t> short_circuited_{0};
   std::mutex mu_;
   std::vector<std::unique_ptr<RedisClient>> idle_;
 };

@@ -213,6 +213,29 @@ TEST(RedisAddress, ParsesTheDocumentedForms) {
   }
 }
 
+TEST(RedisStoreDown, TheBreakerOpensSoADeadRedisIsNotAskedAgain) {
+  testing::RedisServer server;
+  const int port = server.port();
+  server.Stop();
+  ManualClock clock(FromNanos(1'000'000'000));
+  RedisStoreOptions o;
+  o.port = port;
+  o.breaker_failures = 3;
+  o.breaker_open_for = milliseconds(500);
+  o.clock = &clock;
+  auto limiter = MakeRedisLimiter({Algorithm::kTokenBucket, 10, seconds(1), 10, false}, o);
+  ASSERT_TRUE(limiter.has_value());
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE((*limiter)->Decide("k", clock.Now(), 1).degraded);
+  StoreStats s = (*limiter)->Stats();
+  EXPECT_EQ(s.store_errors, 3u) << "three failures open the breaker";
+  EXPECT_EQ(s.short_circuited, 97u);
+  clock.Advance(milliseconds(500));  // one probe, which fails, and the breaker opens again
+  for (int i = 0; i < 10; ++i) (*limiter)->Decide("k", clock.Now(), 1);
+  s = (*limiter)->Stats();
+  EXPECT_EQ(s.store_errors, 4u);
+  EXPECT_EQ(s.short_circuited, 106u);
+}
+
 TEST(RedisStoreDown, FailureModeDecidesAndIsMarkedDegraded) {
   // A port nobody listens on: connection refused, answered by policy, never a hang.
   testing::RedisServer server;
