@@ -17,6 +17,7 @@
 #include "sluice/gcra.h"
 #include "sluice/leaky_bucket.h"
 #include "sluice/memory_store.h"
+#include "sluice/redis_store.h"
 #include "sluice/sliding_window_counter.h"
 #include "sluice/sliding_window_log.h"
 #include "sluice/token_bucket.h"
@@ -188,6 +189,19 @@ void BM_FloodOfUniqueKeys(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_FloodOfUniqueKeys)->MinTime(0.5);
+
+// A dead Redis behind an open circuit breaker: what a fail-open decision costs.
+void BM_RedisBreakerOpenFailOpen(benchmark::State& state) {
+  RedisStoreOptions options;
+  options.port = 1;  // nothing listens there: connection refused
+  options.breaker_failures = 1;
+  options.breaker_open_for = std::chrono::hours(1);
+  auto limiter = std::move(*MakeRedisLimiter(SpecFor(Algorithm::kTokenBucket), options));
+  limiter->Decide("k", FromNanos(kStart), 1);  // the failure that opens the breaker
+  for (auto _ : state) benchmark::DoNotOptimize(limiter->Decide("k", FromNanos(kStart), 1));
+  state.counters["store_errors"] = static_cast<double>(limiter->Stats().store_errors);
+}
+BENCHMARK(BM_RedisBreakerOpenFailOpen);
 
 // Memory per key: what malloc hands out, and what the store accounts, for 1M short keys.
 void BM_BytesPerKey(benchmark::State& state) {

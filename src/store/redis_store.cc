@@ -44,17 +44,18 @@ class RedisLimiter final : public Limiter {
       d.retry_after = kNever;
       return d;
     }
+    // Before any allocation: with the breaker open a decision costs a clock read.
+    const Timestamp wall = clock_->Now();
+    if (!breaker_.Allow(wall)) {
+      short_circuited_.fetch_add(1, std::memory_order_relaxed);
+      return Degraded(d);
+    }
     std::vector<std::string> args;
     args.reserve(params_.size() + 2);
     args.push_back(options_.use_server_time ? std::string()
                                             : std::to_string(ToNanos(now) / kNanosPerMicro));
     args.insert(args.end(), params_.begin(), params_.end());
     args.push_back(std::to_string(cost));
-    const Timestamp wall = clock_->Now();
-    if (!breaker_.Allow(wall)) {
-      short_circuited_.fetch_add(1, std::memory_order_relaxed);
-      return Degraded(d);
-    }
     auto reply = Run(RedisKeyFor(options_, key), args);
     if (!reply || reply->type != RedisReply::Type::kArray || reply->elements.size() != 4) {
       errors_.fetch_add(1, std::memory_order_relaxed);
