@@ -5,8 +5,8 @@
 //   RedisStoreOptions options;  options.port = 6379;
 //   auto limiter = MakeRedisLimiter(spec, options);
 //
-// This slice supports token_bucket, fixed_window and sliding_window_counter on a standalone
-// server, with a circuit breaker; the other algorithms, Redis Cluster and pipelining come next.
+// This slice supports every algorithm but sliding_window_log on a standalone server, with a
+// circuit breaker; the log, Redis Cluster and pipelining come next.
 // Time is Redis's own clock (TIME, microseconds) unless use_server_time is false, when the
 // `now` passed to Decide is used (replays and parity tests). Keys:
 // <prefix>:{<limit id>:<escaped identity>}, every one with a TTL no longer than the time it

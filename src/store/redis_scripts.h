@@ -1,7 +1,6 @@
-// The Lua scripts the Redis store runs (this slice: fixed window, token bucket, sliding window
-// counter). Each is a whole read-decide-write, executed atomically by Redis: no other command
-// runs between its read and its write, so two sluice nodes can never both read "99 < 100" and
-// both admit. Internal.
+// The Lua scripts the Redis store runs (this slice: all but the sliding window log). Each is a
+// whole read-decide-write, executed atomically by Redis: no other command runs between its read and
+// its write, so two sluice nodes can never both read "99 < 100" and both admit. Internal.
 #ifndef SLUICE_STORE_REDIS_SCRIPTS_H_
 #define SLUICE_STORE_REDIS_SCRIPTS_H_
 
@@ -80,6 +79,66 @@ else
   redis.call('DEL', KEYS[1])  -- full again: the same as no state
 end
 return {allowed, fdiv(s, d), reset, retry}
+)lua"};
+
+// GCRA. KEYS[1]: hash {t: theoretical arrival time (us), f: its fraction in 1/n us}.
+// ARGV: now_us|'', capacity*d, n, d, cost. Returns {allowed, remaining, reset_us, retry_us}.
+inline const LuaScript kGcraScript{std::string(kLuaPrelude) + R"lua(
+local cap, n, d, cost = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local st = redis.call('HMGET', KEYS[1], 't', 'f')
+local tat, frac = tonumber(st[1]) or now, tonumber(st[2]) or 0
+local ahead = tat - now
+local backlog = 0
+if ahead > cap then backlog = cap + 1  -- far ahead (the clock stepped back): over the limit
+elseif ahead > 0 then backlog = ahead * n + frac
+elseif ahead == 0 then backlog = frac end
+local need = cost * d
+if backlog + need <= cap then
+  local after = backlog + need
+  local whole = fdiv(after, n)
+  local reset = cdiv(after, n)
+  if reset > 0 then
+    redis.call('HSET', KEYS[1], 't', now + whole, 'f', after - whole * n)
+    redis.call('PEXPIRE', KEYS[1], cdiv(reset, 1000))
+  end
+  return {1, fdiv(cap - after, d), reset, 0}
+end
+local remaining = 0
+if backlog < cap then remaining = fdiv(cap - backlog, d) end
+return {0, remaining, cdiv(backlog, n), cdiv(backlog + need - cap, n)}
+)lua"};
+
+// Leaky bucket. KEYS[1]: hash {s: queued hits * d, l: last leak (us)}.
+// ARGV: now_us|'', capacity*d, n, d, shaper 0|1, cost.
+// Returns {allowed, remaining, reset_us, retry_us, delay_us}.
+inline const LuaScript kLeakyBucketScript{std::string(kLuaPrelude) + R"lua(
+local cap, n, d = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local shaper, cost = ARGV[5] == '1', tonumber(ARGV[6])
+local st = redis.call('HMGET', KEYS[1], 's', 'l')
+local level, last = tonumber(st[1]) or 0, tonumber(st[2]) or now
+if now > last then
+  local e = now - last
+  if e >= cap then level = 0 else level = math.max(0, level - e * n) end
+  last = now
+end
+local behind = last - now
+local need = cost * d
+local allowed, retry, delay = 0, 0, 0
+if level + need <= cap then
+  if shaper then delay = behind + cdiv(level, n) end
+  level = level + need
+  allowed = 1
+else
+  retry = behind + cdiv(level + need - cap, n)
+end
+local reset = behind + cdiv(level, n)
+if reset > 0 then
+  redis.call('HSET', KEYS[1], 's', level, 'l', last)
+  redis.call('PEXPIRE', KEYS[1], cdiv(reset, 1000))
+else
+  redis.call('DEL', KEYS[1])
+end
+return {allowed, fdiv(cap - level, d), reset, retry, delay}
 )lua"};
 
 // Sliding window counter. KEYS[1]: hash {w: window, c: current, p: previous}.

@@ -57,7 +57,7 @@ class RedisLimiter final : public Limiter {
     args.insert(args.end(), params_.begin(), params_.end());
     args.push_back(std::to_string(cost));
     auto reply = Run(RedisKeyFor(options_, key), args);
-    if (!reply || reply->type != RedisReply::Type::kArray || reply->elements.size() != 4) {
+    if (!reply || reply->type != RedisReply::Type::kArray || reply->elements.size() < 4) {
       errors_.fetch_add(1, std::memory_order_relaxed);
       breaker_.OnFailure(wall);
       return Degraded(d);
@@ -69,6 +69,7 @@ class RedisLimiter final : public Limiter {
     d.remaining = e[1].integer;
     d.reset_after = Duration(e[2].integer * kNanosPerMicro);
     d.retry_after = Duration(e[3].integer * kNanosPerMicro);
+    if (e.size() > 4) d.delay = Duration(e[4].integer * kNanosPerMicro);
     return d;
   }
 
@@ -217,13 +218,18 @@ Result<std::unique_ptr<Limiter>> MakeRedisLimiter(const LimitSpec& spec,
   std::vector<std::string> params;
   const internal::LuaScript* script = nullptr;
   switch (spec.algorithm) {
-    case Algorithm::kTokenBucket: {
+    case Algorithm::kTokenBucket:
+    case Algorithm::kGcra:
+    case Algorithm::kLeakyBucket: {
       const auto rate = internal::Reduce(spec.limit, period_us);
       const __int128 cap = static_cast<__int128>(spec.Capacity()) * rate.d;
       if (cap * rate.n >= kLuaExact) return out_of_range();
       params = {std::to_string(static_cast<int64_t>(cap)), std::to_string(rate.n),
                 std::to_string(rate.d)};
-      script = &internal::kTokenBucketScript;
+      if (spec.algorithm == Algorithm::kLeakyBucket) params.push_back(spec.shaper ? "1" : "0");
+      script = spec.algorithm == Algorithm::kTokenBucket ? &internal::kTokenBucketScript
+               : spec.algorithm == Algorithm::kGcra      ? &internal::kGcraScript
+                                                         : &internal::kLeakyBucketScript;
       break;
     }
     case Algorithm::kFixedWindow:
@@ -236,7 +242,7 @@ Result<std::unique_ptr<Limiter>> MakeRedisLimiter(const LimitSpec& spec,
     default:
       return MakeError("the redis store does not support " +
                        std::string(AlgorithmName(spec.algorithm)) +
-                       " yet (token_bucket, fixed_window, sliding_window_counter)");
+                       " yet (all but sliding_window_log)");
   }
   return std::unique_ptr<Limiter>(
       std::make_unique<RedisLimiter>(spec, options, std::move(params), *script));

@@ -91,6 +91,7 @@ void ExpectParity(const LimitSpec& spec, const RedisStoreOptions& options, uint6
         << DescribeLimitSpec(spec) << " line " << i;
     ASSERT_EQ(CeilMs(r.reset_after), CeilMs(m.reset_after))
         << DescribeLimitSpec(spec) << " line " << i;
+    ASSERT_EQ(CeilMs(r.delay), CeilMs(m.delay)) << DescribeLimitSpec(spec) << " line " << i;
     admitted += m.allowed;
   }
   EXPECT_GT(admitted, 100) << DescribeLimitSpec(spec);
@@ -102,6 +103,10 @@ TEST_F(RedisStore, SameDecisionsAsTheMemoryStore) {
       {Algorithm::kTokenBucket, 10, seconds(1), 20, false},
       {Algorithm::kTokenBucket, 3, seconds(1), 5, false},  // a rate that does not divide
       {Algorithm::kTokenBucket, 100, std::chrono::minutes(1), 100, false},
+      {Algorithm::kGcra, 10, seconds(1), 20, false},
+      {Algorithm::kGcra, 3, seconds(1), 5, false},
+      {Algorithm::kLeakyBucket, 10, seconds(1), 20, false},
+      {Algorithm::kLeakyBucket, 3, seconds(1), 5, true},  // shaper: delays must match too
       {Algorithm::kFixedWindow, 10, seconds(1), 0, false},
       {Algorithm::kFixedWindow, 7, milliseconds(250), 0, false},
       {Algorithm::kSlidingWindowCounter, 10, seconds(1), 0, false},
