@@ -21,13 +21,18 @@ inline constexpr Duration kNever = Duration::max();
 struct Decision {
   bool allowed = false;
   DecisionReason reason = DecisionReason::kOverLimit;
+  bool degraded = false;    // decided by the failure policy, not by the limiter's state
   int64_t limit = 0;        // the capacity the decision was taken against
   int64_t remaining = 0;    // whole hits that could still pass now, after this decision
   Duration reset_after{0};  // until the limiter is fully replenished (a fresh key looks the same)
   Duration retry_after{0};  // earliest time a request of this cost could pass; 0 when allowed
   Duration delay{0};        // leaky-bucket shaper: wait this long before releasing the request
-  bool degraded = false;    // decided by the failure policy, not by the limiter's state
 };
+
+// Every decision is returned by value through the store layers. Adding an 8-byte tail to it once
+// made the bare token bucket 3.9 -> 18.5 ns per decision on this project's benchmark machine;
+// new flags go into the padding after `reason`.
+static_assert(sizeof(Decision) == 48, "keep Decision at 48 bytes (see BM_BareAlgorithm)");
 
 }  // namespace sluice
 
