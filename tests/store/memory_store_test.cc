@@ -54,24 +54,44 @@ std::vector<Hit> MultiKeyTrace(uint64_t seed, int n, int keys, int64_t period_ns
   return out;
 }
 
-// The store must be a transparent home for state: its decisions equal those of the bare
-// algorithm with a std::map of states.
+// The reference: the bare algorithm with a std::map of states that never drops anything. The
+// store must decide exactly like it -- also when swept before every request (expiry must be
+// invisible). Returns what the sweeps dropped and what the store counted as expired.
+enum class Sweeping { kNever, kBeforeEachRequest };
+struct Dropped {
+  size_t by_sweeps = 0;
+  uint64_t expirations = 0;
+};
+
+template <typename Alg>
+Dropped ExpectStoreMatchesNeverDroppedStates(const LimitSpec& spec, Sweeping sweeping,
+                                             uint64_t seed, int keys) {
+  auto alg = Alg::Create(spec);
+  EXPECT_TRUE(alg.has_value());
+  if (!alg) return {};
+  auto limiter = MustMake(spec);
+  std::map<std::string, typename Alg::State> kept;
+  const std::string_view name = AlgorithmName(spec.algorithm);
+  size_t dropped = 0;
+  for (const Hit& h : MultiKeyTrace(seed, 20'000, keys, spec.period.count())) {
+    if (sweeping == Sweeping::kBeforeEachRequest) dropped += limiter->Sweep(FromNanos(h.t_ns));
+    const Decision got = limiter->Decide(h.key, FromNanos(h.t_ns), h.cost);
+    auto it = kept.find(h.key);
+    if (it == kept.end()) it = kept.emplace(h.key, alg->Initial(FromNanos(h.t_ns))).first;
+    const Decision want = alg->Decide(it->second, FromNanos(h.t_ns), h.cost);
+    EXPECT_EQ(got.allowed, want.allowed) << name << " " << h.key << " at " << h.t_ns;
+    EXPECT_EQ(got.remaining, want.remaining) << name;
+    EXPECT_EQ(got.retry_after, want.retry_after) << name;
+    EXPECT_EQ(got.reset_after, want.reset_after) << name;
+    EXPECT_EQ(got.delay, want.delay) << name;
+    if (::testing::Test::HasFailure()) break;
+  }
+  return {dropped, limiter->Stats().expirations};
+}
+
 template <typename Alg>
 void ExpectStoreMatchesBareAlgorithm(const LimitSpec& spec) {
-  auto alg = Alg::Create(spec);
-  ASSERT_TRUE(alg.has_value());
-  auto limiter = MustMake(spec);
-  std::map<std::string, typename Alg::State> states;
-  for (const Hit& h : MultiKeyTrace(7, 20'000, 50, spec.period.count())) {
-    auto it = states.find(h.key);
-    if (it == states.end()) it = states.emplace(h.key, alg->Initial(FromNanos(h.t_ns))).first;
-    const Decision want = alg->Decide(it->second, FromNanos(h.t_ns), h.cost);
-    const Decision got = limiter->Decide(h.key, FromNanos(h.t_ns), h.cost);
-    ASSERT_EQ(got.allowed, want.allowed) << h.key << " at " << h.t_ns;
-    ASSERT_EQ(got.remaining, want.remaining);
-    ASSERT_EQ(got.retry_after, want.retry_after);
-    ASSERT_EQ(got.delay, want.delay);
-  }
+  ExpectStoreMatchesNeverDroppedStates<Alg>(spec, Sweeping::kNever, 7, 50);
 }
 
 TEST(MemoryStore, MatchesTheBareAlgorithmForEveryAlgorithm) {
@@ -118,30 +138,13 @@ TEST(MemoryStore, DecideBatchEqualsSequentialDecisions) {
 }
 
 // Expiry never changes a decision: a store swept before every single request decides exactly
-// like the bare algorithm with a map that never drops anything, for every algorithm -- and the
-// sweeps really drop state.
+// like states that are never dropped, for every algorithm -- and the sweeps really drop state.
 template <typename Alg>
 void ExpectSweptStoreMatchesNeverDroppedStates(const LimitSpec& spec) {
-  auto alg = Alg::Create(spec);
-  ASSERT_TRUE(alg.has_value());
-  auto swept = MustMake(spec);
-  std::map<std::string, typename Alg::State> kept;
-  const std::string_view name = AlgorithmName(spec.algorithm);
-  size_t dropped = 0;
-  for (const Hit& h : MultiKeyTrace(11, 20'000, 30, spec.period.count())) {
-    dropped += swept->Sweep(FromNanos(h.t_ns));
-    const Decision x = swept->Decide(h.key, FromNanos(h.t_ns), h.cost);
-    auto it = kept.find(h.key);
-    if (it == kept.end()) it = kept.emplace(h.key, alg->Initial(FromNanos(h.t_ns))).first;
-    const Decision y = alg->Decide(it->second, FromNanos(h.t_ns), h.cost);
-    ASSERT_EQ(x.allowed, y.allowed) << name << " " << h.key << " at " << h.t_ns;
-    ASSERT_EQ(x.remaining, y.remaining) << name;
-    ASSERT_EQ(x.retry_after, y.retry_after) << name;
-    ASSERT_EQ(x.reset_after, y.reset_after) << name;
-    ASSERT_EQ(x.delay, y.delay) << name;
-  }
-  EXPECT_GT(dropped, 1000u) << name;
-  EXPECT_GE(swept->Stats().expirations, dropped) << name;
+  const Dropped d =
+      ExpectStoreMatchesNeverDroppedStates<Alg>(spec, Sweeping::kBeforeEachRequest, 11, 30);
+  EXPECT_GT(d.by_sweeps, 1000u) << AlgorithmName(spec.algorithm);
+  EXPECT_GE(d.expirations, d.by_sweeps) << AlgorithmName(spec.algorithm);
 }
 
 TEST(MemoryStore, ExpiringReplenishedStateNeverChangesADecision) {
