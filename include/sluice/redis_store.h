@@ -1,22 +1,23 @@
-// The Redis store (first slice of issue 3): a Limiter whose counters live in one Redis server,
-// every read-decide-write one atomic Lua script, so any number of sluice nodes share one exact
-// count per key.
+// The Redis store: limits whose counters live in Redis (one server, or a Redis Cluster), every
+// read-decide-write one atomic Lua script, so any number of sluice nodes share one exact count
+// per key.
 //
-//   RedisStoreOptions options;  options.port = 6379;
-//   auto limiter = MakeRedisLimiter(spec, options);
+//   auto store = OpenRedisStore(*ParseRedisAddress("redis://127.0.0.1:6379"));
+//   auto limiter = (*store)->MakeLimiter(spec, "api_per_key", /*fail_open=*/true);
 //
-// This slice supports every algorithm but sliding_window_log on a standalone server, with a
-// circuit breaker; the log, Redis Cluster and pipelining come next.
-// Time is Redis's own clock (TIME, microseconds) unless use_server_time is false, when the
-// `now` passed to Decide is used (replays and parity tests). Keys:
-// <prefix>:{<limit id>:<escaped identity>}, every one with a TTL no longer than the time it
-// takes its counter to replenish. Thread-safe (a pool of connections).
+// One store holds the connections (pipelined: concurrent decisions from many threads share
+// round trips) and the circuit breaker, for any number of limits. Time is Redis's own clock
+// (TIME, microseconds) unless use_server_time is false, when the `now` passed to Decide is used
+// (replays and parity tests). Keys: <prefix>:{<limit id>:<escaped identity>}, every one with a
+// TTL no longer than the time its counter takes to replenish. Thread-safe.
 #ifndef SLUICE_REDIS_STORE_H_
 #define SLUICE_REDIS_STORE_H_
 
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "sluice/clock.h"
 #include "sluice/limiter.h"
@@ -27,32 +28,68 @@ namespace sluice {
 struct RedisStoreOptions {
   std::string host = "127.0.0.1";
   int port = 6379;
+  // Non-empty: a Redis Cluster reached through these "host:port" seeds (host and port unused).
+  std::vector<std::string> cluster_seeds;
   std::string user;  // ACL user (AUTH user password); empty: AUTH password, or no AUTH
   std::string password;
   int db = 0;
+  int connections = 2;  // pipelined connections per Redis server
   std::chrono::milliseconds connect_timeout{200};
   std::chrono::milliseconds command_timeout{50};
   bool use_server_time = true;
-  bool fail_open = true;  // when Redis cannot answer: admit (true) or reject (false)
   std::string key_prefix = "sluice";
-  std::string limit_id = "default";  // namespaces this limit's keys
-  size_t max_key_bytes = 1024;       // identities longer than this get kInvalidRequest
-  // Circuit breaker: after this many consecutive failures, refuse at once for breaker_open_for,
-  // then let one probe through.
+  size_t max_key_bytes = 1024;  // identities longer than this get kInvalidRequest
+  // Circuit breaker, shared by the store's limits: after this many consecutive failures, refuse
+  // at once for breaker_open_for, then let one probe through.
   int breaker_failures = 5;
   std::chrono::milliseconds breaker_open_for{1000};
-  const Clock* clock = nullptr;  // for the breaker; nullptr: a MonotonicClock of the limiter's own
+  const Clock* clock = nullptr;  // for the breaker; nullptr: a MonotonicClock of the store's own
+
+  // Used by MakeRedisLimiter only (RedisStore::MakeLimiter takes them per limit).
+  std::string limit_id = "default";
+  bool fail_open = true;  // when Redis cannot answer: admit (true) or reject (false)
 };
 
-// Parses "redis://[user:password@]host:port[/db]" into options (other fields left default).
+struct RedisStoreStats {
+  uint64_t requests = 0;       // commands written to Redis
+  uint64_t batches = 0;        // writes; requests / batches is the pipelining factor
+  uint64_t redirects = 0;      // cluster MOVED / ASK followed
+  uint64_t retries = 0;        // cluster TRYAGAIN / CLUSTERDOWN / failover retries
+  uint64_t map_refreshes = 0;  // cluster slot map reads
+};
+
+class RedisStore {
+ public:
+  virtual ~RedisStore() = default;
+
+  // A limit whose keys are <prefix>:{<limit_id>:<identity>}. fail_open: when Redis cannot
+  // answer (down, slow, breaker open), admit and mark the decision degraded; otherwise reject.
+  virtual Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec,
+                                                       std::string_view limit_id,
+                                                       bool fail_open) = 0;
+
+  virtual RedisStoreStats Stats() const = 0;
+};
+
+// Parses "redis://[user:password@]host:port[/db]" and
+// "redis+cluster://[user:password@]host:port[,host:port...]" into options (others default).
 Result<RedisStoreOptions> ParseRedisAddress(std::string_view address);
 
+// Connects lazily: a store can be opened while Redis is down, and its limits apply their
+// failure policy until it is back.
+Result<std::shared_ptr<RedisStore>> OpenRedisStore(const RedisStoreOptions& options);
+
+// A store of its own for one limit (options.limit_id, options.fail_open).
 Result<std::unique_ptr<Limiter>> MakeRedisLimiter(const LimitSpec& spec,
                                                   const RedisStoreOptions& options);
 
 // "<prefix>:{<limit id>:<identity>}" with '{', '}', '%', ':' and bytes outside printable ASCII
 // written as %XX, so no identity can leave its hash tag or its namespace.
-std::string RedisKeyFor(const RedisStoreOptions& options, std::string_view identity);
+std::string RedisKeyFor(std::string_view key_prefix, std::string_view limit_id,
+                        std::string_view identity);
+inline std::string RedisKeyFor(const RedisStoreOptions& options, std::string_view identity) {
+  return RedisKeyFor(options.key_prefix, options.limit_id, identity);
+}
 
 }  // namespace sluice
 

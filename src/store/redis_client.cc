@@ -15,7 +15,9 @@ timeval ToTimeval(std::chrono::milliseconds d) {
   return tv;
 }
 
-RedisReply Copy(const redisReply* r) {
+}  // namespace
+
+RedisReply CopyReply(const redisReply* r) {
   RedisReply out;
   switch (r->type) {
     case REDIS_REPLY_INTEGER:
@@ -32,15 +34,13 @@ RedisReply Copy(const redisReply* r) {
       break;
     case REDIS_REPLY_ARRAY:
       out.type = RedisReply::Type::kArray;
-      for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(Copy(r->element[i]));
+      for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(CopyReply(r->element[i]));
       break;
     default:
       break;
   }
   return out;
 }
-
-}  // namespace
 
 Result<std::unique_ptr<RedisClient>> RedisClient::Connect(
     const std::string& host, int port, std::chrono::milliseconds connect_timeout,
@@ -74,7 +74,7 @@ Result<RedisReply> RedisClient::Command(const std::vector<std::string>& args) {
     freeReplyObject(r);
     return MakeError(why);
   }
-  RedisReply out = Copy(r);
+  RedisReply out = CopyReply(r);
   freeReplyObject(r);
   return out;
 }

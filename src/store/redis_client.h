@@ -16,6 +16,7 @@
 #include "sluice/status.h"
 
 struct redisContext;
+struct redisReply;
 
 namespace sluice::internal {
 
@@ -26,6 +27,10 @@ struct RedisReply {
   std::string str;  // kString and kStatus
   std::vector<RedisReply> elements;
 };
+
+// Copies a hiredis reply into a RedisReply (error replies become kStatus-like strings; callers
+// check the type first).
+RedisReply CopyReply(const redisReply* r);
 
 struct LuaScript {
   std::string source;

@@ -8,70 +8,33 @@
 #include "core/arith.h"
 #include "store/circuit_breaker.h"
 #include "store/redis_client.h"
+#include "store/redis_script_log.h"
 #include "store/redis_scripts.h"
+#include "store/redis_transport.h"
 
 namespace sluice {
 namespace {
 
-using internal::RedisClient;
 using internal::RedisReply;
 
 // Lua numbers are doubles: integers stay exact below 2^53.
 constexpr int64_t kLuaExact = int64_t{1} << 53;
 constexpr int64_t kNanosPerMicro = 1000;
 
+class RedisStoreImpl;
+
 class RedisLimiter final : public Limiter {
  public:
-  RedisLimiter(const LimitSpec& spec, RedisStoreOptions options, std::vector<std::string> params,
-               const internal::LuaScript& script)
-      : spec_(spec),
-        options_(std::move(options)),
+  RedisLimiter(std::shared_ptr<RedisStoreImpl> store, const LimitSpec& spec, std::string limit_id,
+               bool fail_open, std::vector<std::string> params, const internal::LuaScript& script)
+      : store_(std::move(store)),
+        spec_(spec),
+        limit_id_(std::move(limit_id)),
+        fail_open_(fail_open),
         params_(std::move(params)),
-        script_(script),
-        clock_(options_.clock != nullptr ? options_.clock : &own_clock_),
-        breaker_({options_.breaker_failures, options_.breaker_open_for}) {}
+        script_(script) {}
 
-  Decision Decide(std::string_view key, Timestamp now, int64_t cost) override {
-    Decision d;
-    d.limit = spec_.Capacity();
-    if (cost < 0 || key.size() > options_.max_key_bytes) {
-      d.reason = DecisionReason::kInvalidRequest;
-      d.retry_after = kNever;
-      return d;
-    }
-    if (cost > spec_.Capacity()) {
-      d.reason = DecisionReason::kCostExceedsCapacity;
-      d.retry_after = kNever;
-      return d;
-    }
-    // Before any allocation: with the breaker open a decision costs a clock read.
-    const Timestamp wall = clock_->Now();
-    if (!breaker_.Allow(wall)) {
-      short_circuited_.fetch_add(1, std::memory_order_relaxed);
-      return Degraded(d);
-    }
-    std::vector<std::string> args;
-    args.reserve(params_.size() + 2);
-    args.push_back(options_.use_server_time ? std::string()
-                                            : std::to_string(ToNanos(now) / kNanosPerMicro));
-    args.insert(args.end(), params_.begin(), params_.end());
-    args.push_back(std::to_string(cost));
-    auto reply = Run(RedisKeyFor(options_, key), args);
-    if (!reply || reply->type != RedisReply::Type::kArray || reply->elements.size() < 4) {
-      errors_.fetch_add(1, std::memory_order_relaxed);
-      breaker_.OnFailure(wall);
-      return Degraded(d);
-    }
-    breaker_.OnSuccess();
-    const auto& e = reply->elements;
-    d.allowed = e[0].integer == 1;
-    d.reason = d.allowed ? DecisionReason::kAdmitted : DecisionReason::kOverLimit;
-    d.remaining = e[1].integer;
-    d.reset_after = Duration(e[2].integer * kNanosPerMicro);
-    d.retry_after = Duration(e[3].integer * kNanosPerMicro);
-    if (e.size() > 4) d.delay = Duration(e[4].integer * kNanosPerMicro);
-    return d;
-  }
+  Decision Decide(std::string_view key, Timestamp now, int64_t cost) override;
 
   size_t Sweep(Timestamp) override { return 0; }  // Redis expires keys itself (TTLs)
 
@@ -86,70 +49,126 @@ class RedisLimiter final : public Limiter {
  private:
   Decision Degraded(Decision d) const {
     d.reason = DecisionReason::kStoreUnavailable;
-    d.allowed = options_.fail_open;
+    d.allowed = fail_open_;
     d.degraded = true;
     return d;
   }
 
-  Result<RedisReply> Run(const std::string& key, const std::vector<std::string>& args) {
-    std::unique_ptr<RedisClient> client = Acquire();
-    if (!client) return MakeError("redis: cannot connect");
-    auto reply = client->Eval(script_, {key}, args);
-    // A failed connection (I/O error, timeout) is dropped; a script error keeps it.
-    if (reply || reply.error().message.rfind("redis: ", 0) != 0) Release(std::move(client));
-    return reply;
-  }
-
-  std::unique_ptr<RedisClient> Acquire() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!idle_.empty()) {
-        auto c = std::move(idle_.back());
-        idle_.pop_back();
-        return c;
-      }
-    }
-    auto c = RedisClient::Connect(options_.host, options_.port, options_.connect_timeout,
-                                  options_.command_timeout);
-    if (!c) return nullptr;
-    if (!options_.password.empty()) {
-      std::vector<std::string> auth = {"AUTH"};
-      if (!options_.user.empty()) auth.push_back(options_.user);
-      auth.push_back(options_.password);
-      if (!(*c)->Command(auth)) return nullptr;
-    }
-    if (options_.db != 0 && !(*c)->Command({"SELECT", std::to_string(options_.db)})) return nullptr;
-    return std::move(*c);
-  }
-
-  void Release(std::unique_ptr<RedisClient> c) {
-    std::lock_guard<std::mutex> lock(mu_);
-    idle_.push_back(std::move(c));
-  }
-
+  const std::shared_ptr<RedisStoreImpl> store_;
   const LimitSpec spec_;
-  const RedisStoreOptions options_;
+  const std::string limit_id_;
+  const bool fail_open_;
   const std::vector<std::string> params_;  // the script's spec arguments, between now and cost
   const internal::LuaScript& script_;
+  std::atomic<uint64_t> errors_{0};
+  std::atomic<uint64_t> short_circuited_{0};
+};
+
+class RedisStoreImpl final : public RedisStore,
+                             public std::enable_shared_from_this<RedisStoreImpl> {
+ public:
+  RedisStoreImpl(RedisStoreOptions options, std::unique_ptr<internal::RedisTransport> transport)
+      : options_(std::move(options)),
+        transport_(std::move(transport)),
+        clock_(options_.clock != nullptr ? options_.clock : &own_clock_),
+        breaker_({options_.breaker_failures, options_.breaker_open_for}) {}
+
+  Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec, std::string_view limit_id,
+                                               bool fail_open) override;
+
+  RedisStoreStats Stats() const override {
+    const internal::TransportStats t = transport_->Stats();
+    return {t.requests, t.batches, t.redirects, t.retries, t.map_refreshes};
+  }
+
+  const RedisStoreOptions& options() const { return options_; }
+  const Clock& clock() const { return *clock_; }
+  internal::CircuitBreaker& breaker() { return breaker_; }
+  internal::RedisTransport& transport() { return *transport_; }
+
+ private:
+  const RedisStoreOptions options_;
+  const std::unique_ptr<internal::RedisTransport> transport_;
   MonotonicClock own_clock_;
   const Clock* clock_;
   internal::CircuitBreaker breaker_;
-  std::atomic<uint64_t> errors_{0};
-  std::atomic<uint64_t> short_circuited_{0};
-  std::mutex mu_;
-  std::vector<std::unique_ptr<RedisClient>> idle_;
 };
+
+Decision RedisLimiter::Decide(std::string_view key, Timestamp now, int64_t cost) {
+  Decision d;
+  d.limit = spec_.Capacity();
+  const RedisStoreOptions& options = store_->options();
+  if (cost < 0 || key.size() > options.max_key_bytes) {
+    d.reason = DecisionReason::kInvalidRequest;
+    d.retry_after = kNever;
+    return d;
+  }
+  if (cost > spec_.Capacity()) {
+    d.reason = DecisionReason::kCostExceedsCapacity;
+    d.retry_after = kNever;
+    return d;
+  }
+  // Before any allocation: with the breaker open a decision costs a clock read.
+  const Timestamp wall = store_->clock().Now();
+  if (!store_->breaker().Allow(wall)) {
+    short_circuited_.fetch_add(1, std::memory_order_relaxed);
+    return Degraded(d);
+  }
+  std::vector<std::string> args;
+  args.reserve(params_.size() + 2);
+  args.push_back(options.use_server_time ? std::string()
+                                         : std::to_string(ToNanos(now) / kNanosPerMicro));
+  args.insert(args.end(), params_.begin(), params_.end());
+  args.push_back(std::to_string(cost));
+  const std::string keys[1] = {RedisKeyFor(options.key_prefix, limit_id_, key)};
+  auto reply = store_->transport().Eval(script_, keys, args);
+  if (!reply || reply->type != RedisReply::Type::kArray || reply->elements.size() < 4) {
+    errors_.fetch_add(1, std::memory_order_relaxed);
+    store_->breaker().OnFailure(wall);
+    return Degraded(d);
+  }
+  store_->breaker().OnSuccess();
+  const auto& e = reply->elements;
+  d.allowed = e[0].integer == 1;
+  d.reason = d.allowed ? DecisionReason::kAdmitted : DecisionReason::kOverLimit;
+  d.remaining = e[1].integer;
+  d.reset_after = Duration(e[2].integer * kNanosPerMicro);
+  d.retry_after = Duration(e[3].integer * kNanosPerMicro);
+  if (e.size() > 4) d.delay = Duration(e[4].integer * kNanosPerMicro);
+  return d;
+}
+
+}  // namespace
+
+namespace {
+
+Result<std::pair<std::string, int>> ParseHostPort(std::string_view hp, const std::string& shown) {
+  const size_t colon = hp.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return MakeError("store address '" + shown + "': expected host:port");
+  }
+  const std::string_view port = hp.substr(colon + 1);
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string_view::npos ||
+      std::stoi(std::string(port)) == 0 || std::stoi(std::string(port)) > 65535) {
+    return MakeError("store address '" + shown + "': port must be 1-65535");
+  }
+  return std::make_pair(std::string(hp.substr(0, colon)), std::stoi(std::string(port)));
+}
 
 }  // namespace
 
 Result<RedisStoreOptions> ParseRedisAddress(std::string_view address) {
   const std::string shown(address);
   constexpr std::string_view kScheme = "redis://";
-  if (address.substr(0, kScheme.size()) != kScheme) {
+  constexpr std::string_view kClusterScheme = "redis+cluster://";
+  const bool cluster = address.starts_with(kClusterScheme);
+  if (!cluster && !address.starts_with(kScheme)) {
     return MakeError("store address '" + shown +
-                     "' must look like redis://[user:password@]host:port[/db]");
+                     "' must look like redis://[user:password@]host:port[/db] or "
+                     "redis+cluster://[user:password@]host:port[,host:port...]");
   }
-  std::string_view rest = address.substr(kScheme.size());
+  std::string_view rest = address.substr(cluster ? kClusterScheme.size() : kScheme.size());
   RedisStoreOptions o;
   if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
     const std::string_view cred = rest.substr(0, at);
@@ -163,6 +182,7 @@ Result<RedisStoreOptions> ParseRedisAddress(std::string_view address) {
     rest.remove_prefix(at + 1);
   }
   if (const size_t slash = rest.find('/'); slash != std::string_view::npos) {
+    if (cluster) return MakeError("store address '" + shown + "': a cluster has only database 0");
     const std::string_view db = rest.substr(slash + 1);
     if (db.empty() || db.size() > 4 ||
         db.find_first_not_of("0123456789") != std::string_view::npos) {
@@ -171,24 +191,35 @@ Result<RedisStoreOptions> ParseRedisAddress(std::string_view address) {
     o.db = std::stoi(std::string(db));
     rest = rest.substr(0, slash);
   }
-  const size_t colon = rest.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) {
-    return MakeError("store address '" + shown + "': expected host:port");
+  if (!cluster) {
+    auto hp = ParseHostPort(rest, shown);
+    if (!hp) return std::unexpected(hp.error());
+    o.host = hp->first;
+    o.port = hp->second;
+    return o;
   }
-  const std::string_view port = rest.substr(colon + 1);
-  if (port.empty() || port.size() > 5 ||
-      port.find_first_not_of("0123456789") != std::string_view::npos ||
-      std::stoi(std::string(port)) == 0 || std::stoi(std::string(port)) > 65535) {
-    return MakeError("store address '" + shown + "': port must be 1-65535");
+  for (;;) {
+    const size_t comma = rest.find(',');
+    const std::string_view one = rest.substr(0, comma);
+    auto hp = ParseHostPort(one, shown);
+    if (!hp) return std::unexpected(hp.error());
+    o.cluster_seeds.push_back(hp->first + ":" + std::to_string(hp->second));
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
   }
-  o.host = std::string(rest.substr(0, colon));
-  o.port = std::stoi(std::string(port));
+  if (o.cluster_seeds.empty()) {
+    return MakeError("store address '" + shown + "': expected host:port[,host:port...]");
+  }
+  o.host = o.cluster_seeds.front().substr(0, o.cluster_seeds.front().rfind(':'));
   return o;
 }
 
-std::string RedisKeyFor(const RedisStoreOptions& options, std::string_view identity) {
+std::string RedisKeyFor(std::string_view key_prefix, std::string_view limit_id,
+                        std::string_view identity) {
   static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string key = options.key_prefix + ":{" + options.limit_id + ":";
+  std::string key;
+  key.reserve(key_prefix.size() + limit_id.size() + identity.size() + 8);
+  key.append(key_prefix).append(":{").append(limit_id).push_back(':');
   for (char ch : identity) {
     const auto c = static_cast<unsigned char>(ch);
     if (c > 0x20 && c < 0x7f && c != '{' && c != '}' && c != '%' && c != ':') {
@@ -203,10 +234,22 @@ std::string RedisKeyFor(const RedisStoreOptions& options, std::string_view ident
   return key;
 }
 
-Result<std::unique_ptr<Limiter>> MakeRedisLimiter(const LimitSpec& spec,
-                                                  const RedisStoreOptions& options) {
+namespace {
+
+// The script and its spec arguments (between now and cost) for one limit.
+struct ScriptCall {
+  const internal::LuaScript* script = nullptr;
+  std::vector<std::string> params;
+};
+
+Result<ScriptCall> ScriptFor(const LimitSpec& spec) {
   auto valid = ValidateLimitSpec(spec);
   if (!valid) return std::unexpected(valid.error());
+  if (spec.algorithm == Algorithm::kSlidingWindowLog) {
+    auto params = internal::SlidingWindowLogParams(spec);
+    if (!params) return std::unexpected(params.error());
+    return ScriptCall{&internal::kSlidingWindowLogScript, std::move(*params)};
+  }
   if (spec.period.count() % kNanosPerMicro != 0) {
     return MakeError("the redis store counts in microseconds: period must be a whole number of us");
   }
@@ -215,8 +258,6 @@ Result<std::unique_ptr<Limiter>> MakeRedisLimiter(const LimitSpec& spec,
     return MakeError(std::string(AlgorithmName(spec.algorithm)) + " " + DescribeLimitSpec(spec) +
                      " is outside the redis store's exact range (Lua integers below 2^53)");
   };
-  std::vector<std::string> params;
-  const internal::LuaScript* script = nullptr;
   switch (spec.algorithm) {
     case Algorithm::kTokenBucket:
     case Algorithm::kGcra:
@@ -224,28 +265,88 @@ Result<std::unique_ptr<Limiter>> MakeRedisLimiter(const LimitSpec& spec,
       const auto rate = internal::Reduce(spec.limit, period_us);
       const __int128 cap = static_cast<__int128>(spec.Capacity()) * rate.d;
       if (cap * rate.n >= kLuaExact) return out_of_range();
-      params = {std::to_string(static_cast<int64_t>(cap)), std::to_string(rate.n),
-                std::to_string(rate.d)};
-      if (spec.algorithm == Algorithm::kLeakyBucket) params.push_back(spec.shaper ? "1" : "0");
-      script = spec.algorithm == Algorithm::kTokenBucket ? &internal::kTokenBucketScript
-               : spec.algorithm == Algorithm::kGcra      ? &internal::kGcraScript
-                                                         : &internal::kLeakyBucketScript;
-      break;
+      ScriptCall call;
+      call.params = {std::to_string(static_cast<int64_t>(cap)), std::to_string(rate.n),
+                     std::to_string(rate.d)};
+      if (spec.algorithm == Algorithm::kLeakyBucket) call.params.push_back(spec.shaper ? "1" : "0");
+      call.script = spec.algorithm == Algorithm::kTokenBucket ? &internal::kTokenBucketScript
+                    : spec.algorithm == Algorithm::kGcra      ? &internal::kGcraScript
+                                                              : &internal::kLeakyBucketScript;
+      return call;
     }
     case Algorithm::kFixedWindow:
-    case Algorithm::kSlidingWindowCounter:
+    case Algorithm::kSlidingWindowCounter: {
       if (static_cast<__int128>(spec.limit) * period_us * 4 >= kLuaExact) return out_of_range();
-      params = {std::to_string(spec.limit), std::to_string(period_us)};
-      script = spec.algorithm == Algorithm::kFixedWindow ? &internal::kFixedWindowScript
-                                                         : &internal::kSlidingWindowCounterScript;
-      break;
+      ScriptCall call;
+      call.params = {std::to_string(spec.limit), std::to_string(period_us)};
+      call.script = spec.algorithm == Algorithm::kFixedWindow
+                        ? &internal::kFixedWindowScript
+                        : &internal::kSlidingWindowCounterScript;
+      return call;
+    }
     default:
       return MakeError("the redis store does not support " +
-                       std::string(AlgorithmName(spec.algorithm)) +
-                       " yet (all but sliding_window_log)");
+                       std::string(AlgorithmName(spec.algorithm)));
   }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Limiter>> RedisStoreImpl::MakeLimiter(const LimitSpec& spec,
+                                                             std::string_view limit_id,
+                                                             bool fail_open) {
+  if (limit_id.empty() || limit_id.size() > 256 ||
+      limit_id.find_first_of("{}") != std::string_view::npos) {
+    return MakeError("redis limit id '" + std::string(limit_id) +
+                     "' must be 1-256 bytes without '{' or '}'");
+  }
+  auto call = ScriptFor(spec);
+  if (!call) return std::unexpected(call.error());
   return std::unique_ptr<Limiter>(
-      std::make_unique<RedisLimiter>(spec, options, std::move(params), *script));
+      std::make_unique<RedisLimiter>(shared_from_this(), spec, std::string(limit_id), fail_open,
+                                     std::move(call->params), *call->script));
+}
+
+Result<std::shared_ptr<RedisStore>> OpenRedisStore(const RedisStoreOptions& options) {
+  if (options.connections < 1 || options.connections > 64) {
+    return MakeError("redis connections must be 1-64");
+  }
+  if (options.command_timeout.count() <= 0 || options.connect_timeout.count() <= 0) {
+    return MakeError("redis timeouts must be positive");
+  }
+  if (options.breaker_failures < 1) return MakeError("breaker_failures must be at least 1");
+  internal::RedisEndpoint endpoint;
+  endpoint.host = options.host;
+  endpoint.port = options.port;
+  endpoint.user = options.user;
+  endpoint.password = options.password;
+  endpoint.db = options.db;
+  endpoint.connect_timeout = options.connect_timeout;
+  endpoint.command_timeout = options.command_timeout;
+  std::unique_ptr<internal::RedisTransport> transport;
+  if (options.cluster_seeds.empty()) {
+    transport = internal::MakeStandaloneTransport(endpoint, options.connections);
+  } else {
+    std::vector<internal::RedisEndpoint> seeds;
+    for (const std::string& seed : options.cluster_seeds) {
+      internal::RedisEndpoint e = endpoint;
+      const size_t colon = seed.rfind(':');
+      e.host = seed.substr(0, colon);
+      e.port = std::stoi(seed.substr(colon + 1));
+      e.db = 0;
+      seeds.push_back(std::move(e));
+    }
+    transport = internal::MakeClusterTransport(std::move(seeds), options.connections);
+  }
+  return std::shared_ptr<RedisStore>(
+      std::make_shared<RedisStoreImpl>(options, std::move(transport)));
+}
+
+Result<std::unique_ptr<Limiter>> MakeRedisLimiter(const LimitSpec& spec,
+                                                  const RedisStoreOptions& options) {
+  auto store = OpenRedisStore(options);
+  if (!store) return std::unexpected(store.error());
+  return (*store)->MakeLimiter(spec, options.limit_id, options.fail_open);
 }
 
 }  // namespace sluice

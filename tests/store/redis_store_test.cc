@@ -111,6 +111,8 @@ TEST_F(RedisStore, SameDecisionsAsTheMemoryStore) {
       {Algorithm::kFixedWindow, 7, milliseconds(250), 0, false},
       {Algorithm::kSlidingWindowCounter, 10, seconds(1), 0, false},
       {Algorithm::kSlidingWindowCounter, 7, milliseconds(300), 0, false},
+      {Algorithm::kSlidingWindowLog, 10, seconds(1), 0, false},
+      {Algorithm::kSlidingWindowLog, 7, milliseconds(300), 0, false},
   };
   int n = 0;
   for (const LimitSpec& spec : specs) {
@@ -152,11 +154,17 @@ TEST_F(RedisStore, IdentitiesCannotLeaveTheirNamespace) {
   EXPECT_NE(RedisKeyFor(o, "a:b"), RedisKeyFor(Options("api:a"), "b"));
 }
 
-TEST_F(RedisStore, UnsupportedAndOutOfRangeSpecsAreClearErrors) {
-  auto log =
-      MakeRedisLimiter({Algorithm::kSlidingWindowLog, 10, seconds(1), 0, false}, Options("x"));
-  ASSERT_FALSE(log.has_value());
-  EXPECT_NE(log.error().message.find("does not support"), std::string::npos);
+TEST_F(RedisStore, OutOfRangeSpecsAndBadLimitIdsAreClearErrors) {
+  for (const char* bad_id : {"", "a{b", "a}b"}) {
+    RedisStoreOptions o = Options("x");
+    o.limit_id = bad_id;
+    auto limiter = MakeRedisLimiter({Algorithm::kTokenBucket, 10, seconds(1), 10, false}, o);
+    ASSERT_FALSE(limiter.has_value()) << bad_id;
+    EXPECT_NE(limiter.error().message.find("limit id"), std::string::npos);
+  }
+  RedisStoreOptions no_connections = Options("x");
+  no_connections.connections = 0;
+  EXPECT_FALSE(OpenRedisStore(no_connections).has_value());
   auto big = MakeRedisLimiter({Algorithm::kTokenBucket, 7, std::chrono::hours(24), 20'000, false},
                               Options("x"));
   ASSERT_FALSE(big.has_value());
@@ -186,7 +194,8 @@ TEST_F(RedisStore, ReplayThroughRedisPrintsWhatTheMemoryStorePrints) {
   for (const LimitSpec& spec :
        {LimitSpec{Algorithm::kTokenBucket, 10, seconds(1), 30, false},
         LimitSpec{Algorithm::kFixedWindow, 10, seconds(1), 0, false},
-        LimitSpec{Algorithm::kSlidingWindowCounter, 10, seconds(1), 0, false}}) {
+        LimitSpec{Algorithm::kSlidingWindowCounter, 10, seconds(1), 0, false},
+        LimitSpec{Algorithm::kSlidingWindowLog, 10, seconds(1), 0, false}}) {
     const auto trace = Trace(7 + n, 2000, 1000, spec.limit);
     auto memory = MakeMemoryLimiter(spec);
     auto redis = MakeRedisLimiter(spec, Options("replay" + std::to_string(n++)));
@@ -212,10 +221,24 @@ TEST(RedisAddress, ParsesTheDocumentedForms) {
   ASSERT_TRUE(c.has_value());
   EXPECT_EQ(c->user, "");
   EXPECT_EQ(c->password, "pw");
-  for (const char* bad : {"memcached://h:1", "redis://h", "redis://h:0", "redis://h:99999",
-                          "redis://h:12x", "redis://h:1/x", "redis://:6379"}) {
+  for (const char* bad :
+       {"memcached://h:1", "redis://h", "redis://h:0", "redis://h:99999", "redis://h:12x",
+        "redis://h:1/x", "redis://:6379", "redis+cluster://", "redis+cluster://h:1,",
+        "redis+cluster://h:1,h", "redis+cluster://h:1/2"}) {
     EXPECT_FALSE(ParseRedisAddress(bad).has_value()) << bad;
   }
+}
+
+TEST(RedisAddress, ClusterSeedsAndCredentials) {
+  auto a = ParseRedisAddress("redis+cluster://u:p@10.0.0.1:7000,10.0.0.2:7001");
+  ASSERT_TRUE(a.has_value()) << a.error().message;
+  EXPECT_EQ(a->cluster_seeds, (std::vector<std::string>{"10.0.0.1:7000", "10.0.0.2:7001"}));
+  EXPECT_EQ(a->user, "u");
+  EXPECT_EQ(a->password, "p");
+  auto b = ParseRedisAddress("redis+cluster://127.0.0.1:7000");
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->cluster_seeds.size(), 1u);
+  EXPECT_TRUE(ParseRedisAddress("redis://127.0.0.1:7000")->cluster_seeds.empty());
 }
 
 TEST(RedisStoreDown, TheBreakerOpensSoADeadRedisIsNotAskedAgain) {
