@@ -39,8 +39,9 @@ struct RedisStoreOptions {
   bool use_server_time = true;
   std::string key_prefix = "sluice";
   size_t max_key_bytes = 1024;  // identities longer than this get kInvalidRequest
-  // Circuit breaker, shared by the store's limits: after this many consecutive failures, refuse
-  // at once for breaker_open_for, then let one probe through.
+  // Circuit breaker, one per Redis server, shared by the store's limits: after this many
+  // consecutive connection failures or timeouts, refuse at once for breaker_open_for, then let
+  // one probe through.
   int breaker_failures = 5;
   std::chrono::milliseconds breaker_open_for{1000};
   const Clock* clock = nullptr;  // for the breaker; nullptr: a MonotonicClock of the store's own
@@ -51,11 +52,13 @@ struct RedisStoreOptions {
 };
 
 struct RedisStoreStats {
-  uint64_t requests = 0;       // commands written to Redis
-  uint64_t batches = 0;        // writes; requests / batches is the pipelining factor
-  uint64_t redirects = 0;      // cluster MOVED / ASK followed
-  uint64_t retries = 0;        // cluster TRYAGAIN / CLUSTERDOWN / failover retries
-  uint64_t map_refreshes = 0;  // cluster slot map reads
+  uint64_t requests = 0;           // commands written to Redis
+  uint64_t batches = 0;            // writes; requests / batches is the pipelining factor
+  uint64_t redirects = 0;          // cluster MOVED / ASK followed
+  uint64_t retries = 0;            // cluster TRYAGAIN / CLUSTERDOWN / failover retries
+  uint64_t map_refreshes = 0;      // cluster slot map reads
+  uint64_t short_circuited = 0;    // calls refused at once by a node's open breaker
+  uint64_t connection_errors = 0;  // calls failed by I/O errors or timeouts
 };
 
 class RedisStore {

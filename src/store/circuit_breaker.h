@@ -49,6 +49,15 @@ class CircuitBreaker {
     }
   }
 
+  // Would Allow(now) refuse? A read only: it never starts a probe, so callers can skip the work
+  // of building a request that would be refused anyway.
+  bool Refuses(Timestamp now) const {
+    const State s = state_.load(std::memory_order_acquire);
+    if (s == State::kClosed) return false;
+    if (s == State::kHalfOpen) return true;
+    return ToNanos(now) < open_until_ns_.load(std::memory_order_acquire);
+  }
+
   State state() const { return state_.load(std::memory_order_acquire); }
 
  private:

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "core/arith.h"
-#include "store/circuit_breaker.h"
 #include "store/redis_client.h"
 #include "store/redis_script_log.h"
 #include "store/redis_scripts.h"
@@ -67,31 +66,36 @@ class RedisLimiter final : public Limiter {
 class RedisStoreImpl final : public RedisStore,
                              public std::enable_shared_from_this<RedisStoreImpl> {
  public:
-  RedisStoreImpl(RedisStoreOptions options, std::unique_ptr<internal::RedisTransport> transport)
+  RedisStoreImpl(RedisStoreOptions options, const internal::RedisEndpoint& endpoint,
+                 std::vector<internal::RedisEndpoint> seeds)
       : options_(std::move(options)),
-        transport_(std::move(transport)),
-        clock_(options_.clock != nullptr ? options_.clock : &own_clock_),
-        breaker_({options_.breaker_failures, options_.breaker_open_for}) {}
+        clock_(options_.clock != nullptr ? options_.clock : &own_clock_) {
+    const internal::BreakerSettings breaker{{options_.breaker_failures, options_.breaker_open_for},
+                                            clock_};
+    transport_ =
+        seeds.empty()
+            ? internal::MakeStandaloneTransport(endpoint, options_.connections, breaker)
+            : internal::MakeClusterTransport(std::move(seeds), options_.connections, breaker);
+  }
 
   Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec, std::string_view limit_id,
                                                bool fail_open) override;
 
   RedisStoreStats Stats() const override {
     const internal::TransportStats t = transport_->Stats();
-    return {t.requests, t.batches, t.redirects, t.retries, t.map_refreshes};
+    return {t.requests,      t.batches,         t.redirects,        t.retries,
+            t.map_refreshes, t.short_circuited, t.connection_errors};
   }
 
   const RedisStoreOptions& options() const { return options_; }
-  const Clock& clock() const { return *clock_; }
-  internal::CircuitBreaker& breaker() { return breaker_; }
   internal::RedisTransport& transport() { return *transport_; }
 
  private:
   const RedisStoreOptions options_;
-  const std::unique_ptr<internal::RedisTransport> transport_;
   MonotonicClock own_clock_;
   const Clock* clock_;
-  internal::CircuitBreaker breaker_;
+  // Declared last: its connections' threads stop before the clock they read goes away.
+  std::unique_ptr<internal::RedisTransport> transport_;
 };
 
 Decision RedisLimiter::Decide(std::string_view key, Timestamp now, int64_t cost) {
@@ -108,9 +112,9 @@ Decision RedisLimiter::Decide(std::string_view key, Timestamp now, int64_t cost)
     d.retry_after = kNever;
     return d;
   }
-  // Before any allocation: with the breaker open a decision costs a clock read.
-  const Timestamp wall = store_->clock().Now();
-  if (!store_->breaker().Allow(wall)) {
+  std::string redis_key = RedisKeyFor(options.key_prefix, limit_id_, key);
+  // With the node's breaker open, refuse before building the request.
+  if (store_->transport().Refuses(redis_key)) {
     short_circuited_.fetch_add(1, std::memory_order_relaxed);
     return Degraded(d);
   }
@@ -120,14 +124,16 @@ Decision RedisLimiter::Decide(std::string_view key, Timestamp now, int64_t cost)
                                          : std::to_string(ToNanos(now) / kNanosPerMicro));
   args.insert(args.end(), params_.begin(), params_.end());
   args.push_back(std::to_string(cost));
-  const std::string keys[1] = {RedisKeyFor(options.key_prefix, limit_id_, key)};
+  const std::string keys[1] = {std::move(redis_key)};
   auto reply = store_->transport().Eval(script_, keys, args);
   if (!reply || reply->type != RedisReply::Type::kArray || reply->elements.size() < 4) {
-    errors_.fetch_add(1, std::memory_order_relaxed);
-    store_->breaker().OnFailure(wall);
+    if (!reply && internal::IsShortCircuit(reply.error())) {
+      short_circuited_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      errors_.fetch_add(1, std::memory_order_relaxed);
+    }
     return Degraded(d);
   }
-  store_->breaker().OnSuccess();
   const auto& e = reply->elements;
   d.allowed = e[0].integer == 1;
   d.reason = d.allowed ? DecisionReason::kAdmitted : DecisionReason::kOverLimit;
@@ -323,23 +329,17 @@ Result<std::shared_ptr<RedisStore>> OpenRedisStore(const RedisStoreOptions& opti
   endpoint.db = options.db;
   endpoint.connect_timeout = options.connect_timeout;
   endpoint.command_timeout = options.command_timeout;
-  std::unique_ptr<internal::RedisTransport> transport;
-  if (options.cluster_seeds.empty()) {
-    transport = internal::MakeStandaloneTransport(endpoint, options.connections);
-  } else {
-    std::vector<internal::RedisEndpoint> seeds;
-    for (const std::string& seed : options.cluster_seeds) {
-      internal::RedisEndpoint e = endpoint;
-      const size_t colon = seed.rfind(':');
-      e.host = seed.substr(0, colon);
-      e.port = std::stoi(seed.substr(colon + 1));
-      e.db = 0;
-      seeds.push_back(std::move(e));
-    }
-    transport = internal::MakeClusterTransport(std::move(seeds), options.connections);
+  std::vector<internal::RedisEndpoint> seeds;
+  for (const std::string& seed : options.cluster_seeds) {
+    internal::RedisEndpoint e = endpoint;
+    const size_t colon = seed.rfind(':');
+    e.host = seed.substr(0, colon);
+    e.port = std::stoi(seed.substr(colon + 1));
+    e.db = 0;
+    seeds.push_back(std::move(e));
   }
   return std::shared_ptr<RedisStore>(
-      std::make_shared<RedisStoreImpl>(options, std::move(transport)));
+      std::make_shared<RedisStoreImpl>(options, endpoint, std::move(seeds)));
 }
 
 Result<std::unique_ptr<Limiter>> MakeRedisLimiter(const LimitSpec& spec,

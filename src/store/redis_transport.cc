@@ -17,18 +17,31 @@ namespace {
 
 constexpr int kSlots = 16384;
 
-// A few pipelined connections to one server, used round robin.
+// A few pipelined connections to one server, used round robin, behind the server's breaker.
 class RedisNode {
  public:
-  RedisNode(const RedisEndpoint& endpoint, int connections) : endpoint_(endpoint) {
+  RedisNode(const RedisEndpoint& endpoint, int connections, const BreakerSettings& breaker)
+      : endpoint_(endpoint), clock_(*breaker.clock), breaker_(breaker.options) {
     for (int i = 0; i < std::max(1, connections); ++i) {
       connections_.push_back(std::make_unique<PipelinedConnection>(endpoint));
     }
   }
 
   Result<RedisReply> Call(std::string commands, int count = 1) {
+    if (!breaker_.Allow(clock_.Now())) {
+      short_circuited_.fetch_add(1, std::memory_order_relaxed);
+      return MakeError(std::string(kCircuitOpenMessage) + ": " + endpoint_.Name());
+    }
     const size_t i = next_.fetch_add(1, std::memory_order_relaxed) % connections_.size();
-    return connections_[i]->Call(std::move(commands), count);
+    auto reply = connections_[i]->Call(std::move(commands), count);
+    // A Redis error reply is an answer: the server is alive.
+    if (!reply && IsConnectionError(reply.error())) {
+      connection_errors_.fetch_add(1, std::memory_order_relaxed);
+      breaker_.OnFailure(clock_.Now());
+    } else {
+      breaker_.OnSuccess();
+    }
+    return reply;
   }
 
   Result<RedisReply> Command(std::span<const std::string_view> args) {
@@ -37,6 +50,8 @@ class RedisNode {
     return Call(std::move(resp));
   }
 
+  bool Refuses() const { return breaker_.Refuses(clock_.Now()); }
+
   const RedisEndpoint& endpoint() const { return endpoint_; }
 
   void AddStats(TransportStats& s) const {
@@ -44,12 +59,18 @@ class RedisNode {
       s.requests += c->requests_sent();
       s.batches += c->batches_sent();
     }
+    s.short_circuited += short_circuited_.load(std::memory_order_relaxed);
+    s.connection_errors += connection_errors_.load(std::memory_order_relaxed);
   }
 
  private:
   const RedisEndpoint endpoint_;
+  const Clock& clock_;
+  CircuitBreaker breaker_;
   std::vector<std::unique_ptr<PipelinedConnection>> connections_;
   std::atomic<size_t> next_{0};
+  std::atomic<uint64_t> short_circuited_{0};
+  std::atomic<uint64_t> connection_errors_{0};
 };
 
 // The SHA1 of each script, learnt from SCRIPT LOAD; the same on every node.
@@ -104,13 +125,15 @@ class ScriptRunner {
 
 class StandaloneTransport final : public RedisTransport {
  public:
-  StandaloneTransport(const RedisEndpoint& endpoint, int connections)
-      : node_(endpoint, connections) {}
+  StandaloneTransport(const RedisEndpoint& endpoint, int connections,
+                      const BreakerSettings& breaker)
+      : node_(endpoint, connections, breaker) {}
 
   Result<RedisReply> Eval(const LuaScript& script, std::span<const std::string> keys,
                           std::span<const std::string> args) override {
     return scripts_.Eval(node_, script, keys, args, /*asking=*/false);
   }
+  bool Refuses(std::string_view) override { return node_.Refuses(); }
   Result<RedisReply> Command(std::string_view, std::span<const std::string_view> args) override {
     return node_.Command(args);
   }
@@ -148,8 +171,8 @@ class ClusterTransport final : public RedisTransport {
   static constexpr int kMaxAttempts = 6;
   static constexpr auto kRefreshEvery = std::chrono::milliseconds(100);
 
-  ClusterTransport(std::vector<RedisEndpoint> seeds, int connections)
-      : seeds_(std::move(seeds)), connections_(connections) {
+  ClusterTransport(std::vector<RedisEndpoint> seeds, int connections, BreakerSettings breaker)
+      : seeds_(std::move(seeds)), connections_(connections), breaker_(breaker) {
     slots_.fill(nullptr);
   }
 
@@ -159,6 +182,12 @@ class ClusterTransport final : public RedisTransport {
                  [&](RedisNode& node, bool asking) {
                    return scripts_.Eval(node, script, keys, args, asking);
                  });
+  }
+
+  // An unknown slot owner is not refused: the call will read the map first.
+  bool Refuses(std::string_view key) override {
+    const RedisNode* node = NodeForSlot(RedisHashSlot(key));
+    return node != nullptr && node->Refuses();
   }
 
   Result<RedisReply> Command(std::string_view key,
@@ -258,7 +287,7 @@ class ClusterTransport final : public RedisTransport {
     if (!SplitAddress(address, endpoint.host, endpoint.port)) return nullptr;
     std::unique_lock<std::shared_mutex> lock(mu_);
     auto& node = nodes_[name];
-    if (node == nullptr) node = std::make_unique<RedisNode>(endpoint, connections_);
+    if (node == nullptr) node = std::make_unique<RedisNode>(endpoint, connections_, breaker_);
     return node.get();
   }
 
@@ -312,6 +341,7 @@ class ClusterTransport final : public RedisTransport {
 
   const std::vector<RedisEndpoint> seeds_;
   const int connections_;
+  const BreakerSettings breaker_;
   ScriptRunner scripts_;
 
   mutable std::shared_mutex mu_;
@@ -329,13 +359,13 @@ class ClusterTransport final : public RedisTransport {
 }  // namespace
 
 std::unique_ptr<RedisTransport> MakeStandaloneTransport(const RedisEndpoint& endpoint,
-                                                        int connections) {
-  return std::make_unique<StandaloneTransport>(endpoint, connections);
+                                                        int connections, BreakerSettings breaker) {
+  return std::make_unique<StandaloneTransport>(endpoint, connections, breaker);
 }
 
 std::unique_ptr<RedisTransport> MakeClusterTransport(std::vector<RedisEndpoint> seeds,
-                                                     int connections) {
-  return std::make_unique<ClusterTransport>(std::move(seeds), connections);
+                                                     int connections, BreakerSettings breaker) {
+  return std::make_unique<ClusterTransport>(std::move(seeds), connections, breaker);
 }
 
 }  // namespace sluice::internal

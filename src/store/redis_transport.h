@@ -8,6 +8,10 @@
 // the same connection), retries TRYAGAIN and CLUSTERDOWN a bounded number of times with a short
 // pause, and after a connection error re-reads the map, so that a master replaced by its replica
 // is found again once the cluster has failed over.
+//
+// Every node has its own circuit breaker: after consecutive connection failures or timeouts the
+// node is refused at once (an error that IsShortCircuit) until a probe is let through, so one dead
+// master of a cluster costs nothing to the slots the others serve.
 #ifndef SLUICE_STORE_REDIS_TRANSPORT_H_
 #define SLUICE_STORE_REDIS_TRANSPORT_H_
 
@@ -17,19 +21,32 @@
 #include <string>
 #include <vector>
 
+#include "sluice/clock.h"
 #include "sluice/status.h"
+#include "store/circuit_breaker.h"
 #include "store/redis_client.h"
 #include "store/redis_pipeline.h"
 
 namespace sluice::internal {
 
 struct TransportStats {
-  uint64_t requests = 0;       // commands written (ASKING included)
-  uint64_t batches = 0;        // writes: requests / batches is the pipelining factor
-  uint64_t redirects = 0;      // MOVED and ASK followed
-  uint64_t retries = 0;        // TRYAGAIN / CLUSTERDOWN / connection errors retried
-  uint64_t map_refreshes = 0;  // CLUSTER SLOTS reads
+  uint64_t requests = 0;           // commands written (ASKING included)
+  uint64_t batches = 0;            // writes: requests / batches is the pipelining factor
+  uint64_t redirects = 0;          // MOVED and ASK followed
+  uint64_t retries = 0;            // TRYAGAIN / CLUSTERDOWN / connection errors retried
+  uint64_t map_refreshes = 0;      // CLUSTER SLOTS reads
+  uint64_t short_circuited = 0;    // calls refused by an open breaker
+  uint64_t connection_errors = 0;  // calls failed by I/O errors and timeouts
 };
+
+struct BreakerSettings {
+  CircuitBreaker::Options options;
+  const Clock* clock = nullptr;  // must outlive the transport
+};
+
+// The error a call gets when its node's breaker is open: a connection error, without I/O.
+inline constexpr std::string_view kCircuitOpenMessage = "redis connection: circuit open";
+inline bool IsShortCircuit(const Error& e) { return e.message.starts_with(kCircuitOpenMessage); }
 
 class RedisTransport {
  public:
@@ -38,6 +55,10 @@ class RedisTransport {
   // Runs `script` where keys[0] lives (every key of one call must share its hash slot).
   virtual Result<RedisReply> Eval(const LuaScript& script, std::span<const std::string> keys,
                                   std::span<const std::string> args) = 0;
+
+  // Whether a call for `key` would be refused by its node's open breaker right now. A read only:
+  // lets a caller skip building a request that would not be sent.
+  virtual bool Refuses(std::string_view key) = 0;
 
   // Any command, to the node serving `key` (admin and tests).
   virtual Result<RedisReply> Command(std::string_view key,
@@ -48,12 +69,12 @@ class RedisTransport {
 
 // `connections` pipelined connections to one server. Nothing is connected until first use.
 std::unique_ptr<RedisTransport> MakeStandaloneTransport(const RedisEndpoint& endpoint,
-                                                        int connections);
+                                                        int connections, BreakerSettings breaker);
 
 // A Redis Cluster reached through any of `seeds` (their timeouts and credentials are used for
 // every node). The slot map is read on first use.
 std::unique_ptr<RedisTransport> MakeClusterTransport(std::vector<RedisEndpoint> seeds,
-                                                     int connections);
+                                                     int connections, BreakerSettings breaker);
 
 }  // namespace sluice::internal
 
