@@ -36,6 +36,15 @@ struct DecideRequest {
   int64_t cost = 1;
 };
 
+class Limiter;
+
+// One of several limits one request is checked against (see RedisStore::DecideAll).
+struct LimitCheck {
+  Limiter* limiter = nullptr;
+  std::string_view key;
+  int64_t cost = 1;
+};
+
 class Limiter {
  public:
   virtual ~Limiter() = default;

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -59,6 +60,8 @@ struct RedisStoreStats {
   uint64_t map_refreshes = 0;      // cluster slot map reads
   uint64_t short_circuited = 0;    // calls refused at once by a node's open breaker
   uint64_t connection_errors = 0;  // calls failed by I/O errors or timeouts
+  uint64_t refunds = 0;            // DecideAll: admissions given back after another slot said no
+  uint64_t refund_failures = 0;    // ... that could not be given back (Redis did not answer)
 };
 
 class RedisStore {
@@ -70,6 +73,17 @@ class RedisStore {
   virtual Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec,
                                                        std::string_view limit_id,
                                                        bool fail_open) = 0;
+
+  // Decides one request against several limits, all or nothing. out[i] (out.size() >=
+  // checks.size()) is checks[i]'s own verdict; when any check is not allowed (over its limit,
+  // invalid, or failed closed), no limit keeps the quota this request took, and the remaining
+  // of those that allowed is reported as after the give-back. Checks whose keys share a hash
+  // slot (on a standalone Redis: all of them) are one atomic script call, so there the guarantee
+  // is exact. A cluster's slots are one call each; when one rejects, the others' admissions are
+  // refunded by a second call (docs/redis.md states what that guarantees). Every limiter must
+  // come from this store's MakeLimiter; any other gets kInvalidRequest.
+  virtual void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
+                         std::span<Decision> out) = 0;
 
   virtual RedisStoreStats Stats() const = 0;
 };

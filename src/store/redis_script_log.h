@@ -32,7 +32,7 @@ namespace sluice::internal {
 
 // KEYS[1]: the sorted set above. ARGV: now_us|'', limit, window_us, cost (0 <= cost <= limit: the
 // caller rejects larger costs itself). Returns {allowed, remaining, reset_us, retry_us}.
-inline const LuaScript kSlidingWindowLogScript{std::string(kLuaPrelude) + R"lua(
+inline constexpr char kSlidingWindowLogBody[] = R"lua(
 local key, limit, D, cost = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local function parse(m)
   local at = string.find(m, ':', 3, true)
@@ -95,7 +95,8 @@ end
 if t > last then redis.call('ZADD', key, t, '~') end
 -- The newest request and so the reset stay put: the TTL set when it was recorded still holds.
 return {0, limit - count, newest + D - now, behind + t_at + D - t}
-)lua"};
+)lua";
+inline const LuaScript kSlidingWindowLogScript{std::string(kLuaPrelude) + kSlidingWindowLogBody};
 
 // The script's spec arguments, between now and cost: {limit, window_us}.
 inline Result<std::vector<std::string>> SlidingWindowLogParams(const LimitSpec& spec) {

@@ -31,7 +31,7 @@ end
 
 // Fixed window. KEYS[1]: hash {w: window index, c: hits in it}.
 // ARGV: now_us|'', limit, window_us, cost. Returns {allowed, remaining, reset_us, retry_us}.
-inline const LuaScript kFixedWindowScript{std::string(kLuaPrelude) + R"lua(
+inline constexpr char kFixedWindowBody[] = R"lua(
 local limit, D, cost = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local w = fdiv(now, D)
 local st = redis.call('HMGET', KEYS[1], 'w', 'c')
@@ -48,11 +48,12 @@ if count > 0 then
   redis.call('PEXPIRE', KEYS[1], cdiv(until_next, 1000))
 end
 return {1, limit - count, count > 0 and until_next or 0, 0}
-)lua"};
+)lua";
+inline const LuaScript kFixedWindowScript{std::string(kLuaPrelude) + kFixedWindowBody};
 
 // Token bucket. KEYS[1]: hash {s: tokens * d, l: last refill (us)}.
 // ARGV: now_us|'', capacity*d, n, d, cost. Returns {allowed, remaining, reset_us, retry_us}.
-inline const LuaScript kTokenBucketScript{std::string(kLuaPrelude) + R"lua(
+inline constexpr char kTokenBucketBody[] = R"lua(
 local cap, n, d, cost = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local st = redis.call('HMGET', KEYS[1], 's', 'l')
 local s, last = tonumber(st[1]), tonumber(st[2])
@@ -79,11 +80,12 @@ else
   redis.call('DEL', KEYS[1])  -- full again: the same as no state
 end
 return {allowed, fdiv(s, d), reset, retry}
-)lua"};
+)lua";
+inline const LuaScript kTokenBucketScript{std::string(kLuaPrelude) + kTokenBucketBody};
 
 // GCRA. KEYS[1]: hash {t: theoretical arrival time (us), f: its fraction in 1/n us}.
 // ARGV: now_us|'', capacity*d, n, d, cost. Returns {allowed, remaining, reset_us, retry_us}.
-inline const LuaScript kGcraScript{std::string(kLuaPrelude) + R"lua(
+inline constexpr char kGcraBody[] = R"lua(
 local cap, n, d, cost = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local st = redis.call('HMGET', KEYS[1], 't', 'f')
 local tat, frac = tonumber(st[1]) or now, tonumber(st[2]) or 0
@@ -106,12 +108,13 @@ end
 local remaining = 0
 if backlog < cap then remaining = fdiv(cap - backlog, d) end
 return {0, remaining, cdiv(backlog, n), cdiv(backlog + need - cap, n)}
-)lua"};
+)lua";
+inline const LuaScript kGcraScript{std::string(kLuaPrelude) + kGcraBody};
 
 // Leaky bucket. KEYS[1]: hash {s: queued hits * d, l: last leak (us)}.
 // ARGV: now_us|'', capacity*d, n, d, shaper 0|1, cost.
 // Returns {allowed, remaining, reset_us, retry_us, delay_us}.
-inline const LuaScript kLeakyBucketScript{std::string(kLuaPrelude) + R"lua(
+inline constexpr char kLeakyBucketBody[] = R"lua(
 local cap, n, d = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local shaper, cost = ARGV[5] == '1', tonumber(ARGV[6])
 local st = redis.call('HMGET', KEYS[1], 's', 'l')
@@ -139,11 +142,12 @@ else
   redis.call('DEL', KEYS[1])
 end
 return {allowed, fdiv(cap - level, d), reset, retry, delay}
-)lua"};
+)lua";
+inline const LuaScript kLeakyBucketScript{std::string(kLuaPrelude) + kLeakyBucketBody};
 
 // Sliding window counter. KEYS[1]: hash {w: window, c: current, p: previous}.
 // ARGV: now_us|'', limit, window_us, cost. Returns {allowed, remaining, reset_us, retry_us}.
-inline const LuaScript kSlidingWindowCounterScript{std::string(kLuaPrelude) + R"lua(
+inline constexpr char kSlidingWindowCounterBody[] = R"lua(
 local limit, D, cost = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local w = fdiv(now, D)
 local st = redis.call('HMGET', KEYS[1], 'w', 'c', 'p')
@@ -180,7 +184,9 @@ else
   redis.call('DEL', KEYS[1])
 end
 return {allowed, math.max(0, fdiv(full - estimate, D)), reset, retry}
-)lua"};
+)lua";
+inline const LuaScript kSlidingWindowCounterScript{std::string(kLuaPrelude) +
+                                                   kSlidingWindowCounterBody};
 
 }  // namespace sluice::internal
 

@@ -1,13 +1,16 @@
 #include "sluice/redis_store.h"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <utility>
 #include <vector>
 
 #include "core/arith.h"
+#include "store/crc16.h"
 #include "store/redis_client.h"
 #include "store/redis_script_log.h"
+#include "store/redis_script_multi.h"
 #include "store/redis_scripts.h"
 #include "store/redis_transport.h"
 
@@ -27,6 +30,7 @@ class RedisLimiter final : public Limiter {
   RedisLimiter(std::shared_ptr<RedisStoreImpl> store, const LimitSpec& spec, std::string limit_id,
                bool fail_open, std::vector<std::string> params, const internal::LuaScript& script)
       : store_(std::move(store)),
+        script_id_(internal::ScriptAlgorithmId(spec.algorithm)),
         spec_(spec),
         limit_id_(std::move(limit_id)),
         fail_open_(fail_open),
@@ -34,6 +38,26 @@ class RedisLimiter final : public Limiter {
         script_(script) {}
 
   Decision Decide(std::string_view key, Timestamp now, int64_t cost) override;
+
+  // The checks before any I/O: false with `d` filled when the request is decided without Redis
+  // (invalid, too costly, or refused by an open breaker); true with the key to use otherwise.
+  bool Prepare(std::string_view key, int64_t cost, Decision& d, std::string& redis_key);
+  // The script arguments after now: the spec's, then the cost.
+  void AppendArgs(int64_t cost, std::vector<std::string>& args) const {
+    args.insert(args.end(), params_.begin(), params_.end());
+    args.push_back(std::to_string(cost));
+  }
+  // `d` after Redis failed to answer: the failure policy, marked degraded.
+  Decision Failed(Decision d, const Error& error) {
+    if (internal::IsShortCircuit(error)) {
+      short_circuited_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      errors_.fetch_add(1, std::memory_order_relaxed);
+    }
+    return Degraded(d);
+  }
+  const RedisStoreImpl* store() const { return store_.get(); }
+  int script_id() const { return script_id_; }
 
   size_t Sweep(Timestamp) override { return 0; }  // Redis expires keys itself (TTLs)
 
@@ -54,6 +78,7 @@ class RedisLimiter final : public Limiter {
   }
 
   const std::shared_ptr<RedisStoreImpl> store_;
+  const int script_id_;  // its body in the multi-limit scripts
   const LimitSpec spec_;
   const std::string limit_id_;
   const bool fail_open_;
@@ -81,10 +106,16 @@ class RedisStoreImpl final : public RedisStore,
   Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec, std::string_view limit_id,
                                                bool fail_open) override;
 
+  void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
+                 std::span<Decision> out) override;
+
   RedisStoreStats Stats() const override {
     const internal::TransportStats t = transport_->Stats();
-    return {t.requests,      t.batches,         t.redirects,        t.retries,
-            t.map_refreshes, t.short_circuited, t.connection_errors};
+    RedisStoreStats s{t.requests,      t.batches,         t.redirects,        t.retries,
+                      t.map_refreshes, t.short_circuited, t.connection_errors};
+    s.refunds = refunds_.load(std::memory_order_relaxed);
+    s.refund_failures = refund_failures_.load(std::memory_order_relaxed);
+    return s;
   }
 
   const RedisStoreOptions& options() const { return options_; }
@@ -94,53 +125,69 @@ class RedisStoreImpl final : public RedisStore,
   const RedisStoreOptions options_;
   MonotonicClock own_clock_;
   const Clock* clock_;
+  std::atomic<uint64_t> refunds_{0};
+  std::atomic<uint64_t> refund_failures_{0};
   // Declared last: its connections' threads stop before the clock they read goes away.
   std::unique_ptr<internal::RedisTransport> transport_;
 };
 
-Decision RedisLimiter::Decide(std::string_view key, Timestamp now, int64_t cost) {
-  Decision d;
+bool RedisLimiter::Prepare(std::string_view key, int64_t cost, Decision& d,
+                           std::string& redis_key) {
+  d = Decision{};
   d.limit = spec_.Capacity();
   const RedisStoreOptions& options = store_->options();
   if (cost < 0 || key.size() > options.max_key_bytes) {
     d.reason = DecisionReason::kInvalidRequest;
     d.retry_after = kNever;
-    return d;
+    return false;
   }
   if (cost > spec_.Capacity()) {
     d.reason = DecisionReason::kCostExceedsCapacity;
     d.retry_after = kNever;
-    return d;
+    return false;
   }
-  std::string redis_key = RedisKeyFor(options.key_prefix, limit_id_, key);
+  redis_key = RedisKeyFor(options.key_prefix, limit_id_, key);
   // With the node's breaker open, refuse before building the request.
   if (store_->transport().Refuses(redis_key)) {
     short_circuited_.fetch_add(1, std::memory_order_relaxed);
-    return Degraded(d);
+    d = Degraded(d);
+    return false;
   }
-  std::vector<std::string> args;
-  args.reserve(params_.size() + 2);
-  args.push_back(options.use_server_time ? std::string()
-                                         : std::to_string(ToNanos(now) / kNanosPerMicro));
-  args.insert(args.end(), params_.begin(), params_.end());
-  args.push_back(std::to_string(cost));
-  const std::string keys[1] = {std::move(redis_key)};
-  auto reply = store_->transport().Eval(script_, keys, args);
-  if (!reply || reply->type != RedisReply::Type::kArray || reply->elements.size() < 4) {
-    if (!reply && internal::IsShortCircuit(reply.error())) {
-      short_circuited_.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      errors_.fetch_add(1, std::memory_order_relaxed);
-    }
-    return Degraded(d);
-  }
-  const auto& e = reply->elements;
+  return true;
+}
+
+// {allowed, remaining, reset_us, retry_us[, delay_us]} -> d.
+bool ReadDecision(const RedisReply& reply, Decision& d) {
+  if (reply.type != RedisReply::Type::kArray || reply.elements.size() < 4) return false;
+  const auto& e = reply.elements;
   d.allowed = e[0].integer == 1;
   d.reason = d.allowed ? DecisionReason::kAdmitted : DecisionReason::kOverLimit;
   d.remaining = e[1].integer;
   d.reset_after = Duration(e[2].integer * kNanosPerMicro);
   d.retry_after = Duration(e[3].integer * kNanosPerMicro);
   if (e.size() > 4) d.delay = Duration(e[4].integer * kNanosPerMicro);
+  return true;
+}
+
+std::string NowArg(const RedisStoreOptions& options, Timestamp now) {
+  return options.use_server_time ? std::string() : std::to_string(ToNanos(now) / kNanosPerMicro);
+}
+
+Decision RedisLimiter::Decide(std::string_view key, Timestamp now, int64_t cost) {
+  Decision d;
+  std::string redis_key;
+  if (!Prepare(key, cost, d, redis_key)) return d;
+  std::vector<std::string> args;
+  args.reserve(params_.size() + 2);
+  args.push_back(NowArg(store_->options(), now));
+  AppendArgs(cost, args);
+  const std::string keys[1] = {std::move(redis_key)};
+  auto reply = store_->transport().Eval(script_, keys, args);
+  if (!reply) return Failed(d, reply.error());
+  if (!ReadDecision(*reply, d)) {
+    return Failed(d, Error{"redis: unexpected reply from the " +
+                           std::string(AlgorithmName(spec_.algorithm)) + " script"});
+  }
   return d;
 }
 
@@ -311,6 +358,90 @@ Result<std::unique_ptr<Limiter>> RedisStoreImpl::MakeLimiter(const LimitSpec& sp
   return std::unique_ptr<Limiter>(
       std::make_unique<RedisLimiter>(shared_from_this(), spec, std::string(limit_id), fail_open,
                                      std::move(call->params), *call->script));
+}
+
+void RedisStoreImpl::DecideAll(std::span<const LimitCheck> checks, Timestamp now,
+                               std::span<Decision> out) {
+  struct Pending {
+    size_t index;
+    RedisLimiter* limiter;
+    std::string key;
+  };
+  // Grouped by hash slot, in order of first appearance; a standalone server is one group.
+  std::vector<std::pair<int, std::vector<Pending>>> groups;
+  const bool cluster = !options_.cluster_seeds.empty();
+  bool rejected = false;
+  for (size_t i = 0; i < checks.size(); ++i) {
+    auto* limiter = dynamic_cast<RedisLimiter*>(checks[i].limiter);
+    if (limiter == nullptr || limiter->store() != this) {
+      out[i] = Decision{};
+      out[i].reason = DecisionReason::kInvalidRequest;
+      out[i].retry_after = kNever;
+      rejected = true;
+      continue;
+    }
+    std::string key;
+    if (!limiter->Prepare(checks[i].key, checks[i].cost, out[i], key)) {
+      rejected = rejected || !out[i].allowed;
+      continue;
+    }
+    const int slot = cluster ? internal::RedisHashSlot(key) : 0;
+    auto group = std::find_if(groups.begin(), groups.end(),
+                              [slot](const auto& g) { return g.first == slot; });
+    if (group == groups.end()) group = groups.insert(groups.end(), {slot, {}});
+    group->second.push_back({i, limiter, std::move(key)});
+  }
+
+  // Groups whose admissions stand unless another group rejects, with the script's now.
+  std::vector<std::pair<const std::vector<Pending>*, int64_t>> admitted;
+  for (const auto& [slot, group] : groups) {
+    std::vector<std::string> keys;
+    std::vector<std::string> args = {NowArg(options_, now)};
+    for (const Pending& p : group) {
+      keys.push_back(p.key);
+      args.push_back(std::to_string(p.limiter->script_id()));
+      const size_t count_at = args.size();
+      args.emplace_back();
+      p.limiter->AppendArgs(checks[p.index].cost, args);
+      args[count_at] = std::to_string(args.size() - count_at - 1);
+    }
+    auto reply = transport_->Eval(internal::kMultiScript, keys, args);
+    const bool ok = reply && reply->type == RedisReply::Type::kArray &&
+                    reply->elements.size() == 3 &&
+                    reply->elements[1].elements.size() == group.size();
+    const bool rolled_back = ok && reply->elements[2].integer == 1;
+    for (size_t k = 0; k < group.size(); ++k) {
+      const Pending& p = group[k];
+      Decision& d = out[p.index];
+      if (!ok || !ReadDecision(reply->elements[1].elements[k], d)) {
+        d = p.limiter->Failed(d,
+                              reply ? Error{"redis: unexpected multi-limit reply"} : reply.error());
+      } else if (d.allowed && rolled_back) {
+        d.remaining = std::min(d.limit, d.remaining + checks[p.index].cost);
+      }
+      rejected = rejected || !d.allowed;
+    }
+    if (ok && !rolled_back) admitted.emplace_back(&group, reply->elements[0].integer);
+  }
+  if (!rejected) return;
+
+  // Another slot rejected: give back what these admitted.
+  for (const auto& [group, at_us] : admitted) {
+    for (const Pending& p : *group) {
+      Decision& d = out[p.index];
+      if (!d.allowed || d.degraded) continue;
+      std::vector<std::string> args = {NowArg(options_, now), std::to_string(at_us),
+                                       std::to_string(p.limiter->script_id())};
+      p.limiter->AppendArgs(checks[p.index].cost, args);
+      const std::string keys[1] = {p.key};
+      if (transport_->Eval(internal::kRefundScript, keys, args)) {
+        d.remaining = std::min(d.limit, d.remaining + checks[p.index].cost);
+        refunds_.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        refund_failures_.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  }
 }
 
 Result<std::shared_ptr<RedisStore>> OpenRedisStore(const RedisStoreOptions& options) {

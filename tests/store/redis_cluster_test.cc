@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -291,9 +292,9 @@ TEST_F(RedisCluster, AMasterKilledMidRunCostsTheFailurePolicyUntilItsReplicaTake
         if (d.degraded) {
           degraded.fetch_add(1);
           if (d.allowed) degraded_but_admitted.fetch_add(1);
-          last_degraded_ms.store(std::chrono::duration_cast<milliseconds>(
-                                     std::chrono::steady_clock::now() - start)
-                                     .count());
+          last_degraded_ms.store(
+              std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start)
+                  .count());
         } else {
           served.fetch_add(1);
         }
@@ -330,10 +331,58 @@ TEST_F(RedisCluster, AMasterKilledMidRunCostsTheFailurePolicyUntilItsReplicaTake
               degraded.load(), static_cast<long long>(last_degraded_ms.load() - killed_ms));
 
   // Put the node back (it rejoins as a replica) so the cluster has replicas again.
-  const std::string restart = "scripts/redis-cluster restart-node " + ClusterDir() + " " +
-                              std::to_string(victim.port);
+  const std::string restart =
+      "scripts/redis-cluster restart-node " + ClusterDir() + " " + std::to_string(victim.port);
   EXPECT_EQ(std::system(("cd " SLUICE_SOURCE_DIR " && " + restart).c_str()), 0);
   EXPECT_TRUE(WaitForClusterOk(seconds(30)));
+}
+
+// Limits whose keys live in different slots cannot share a script: each slot decides on its own,
+// and when one rejects, the others' admissions are given back.
+TEST_F(RedisCluster, LimitsInDifferentSlotsAreGivenBackWhenOneRejects) {
+  auto store = OpenRedisStore(Options("unused"));
+  ASSERT_TRUE(store.has_value());
+  const std::vector<LimitSpec> specs = {
+      {Algorithm::kFixedWindow, 3, seconds(60), 0, false},  // the one that will say no
+      {Algorithm::kTokenBucket, 1, seconds(60), 10, false},
+      {Algorithm::kGcra, 1, seconds(60), 10, false},
+      {Algorithm::kLeakyBucket, 1, seconds(60), 10, false},
+      {Algorithm::kFixedWindow, 10, seconds(60), 0, false},
+      {Algorithm::kSlidingWindowCounter, 10, seconds(60), 0, false},
+      {Algorithm::kSlidingWindowLog, 10, seconds(60), 0, false},
+  };
+  std::vector<std::unique_ptr<Limiter>> limiters;
+  std::set<int> slots;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const std::string id = "cross" + std::to_string(i);
+    auto l = (*store)->MakeLimiter(specs[i], id, false);
+    ASSERT_TRUE(l.has_value());
+    limiters.push_back(std::move(*l));
+    slots.insert(internal::RedisHashSlot(RedisKeyFor("sluice", id, "alice")));
+  }
+  ASSERT_GT(slots.size(), 3u) << "the limits should spread over slots";
+  std::vector<LimitCheck> checks;
+  for (auto& l : limiters) checks.push_back({l.get(), "alice", 1});
+  // Minute-aligned, so every request is in one fixed window.
+  const Timestamp now = FromNanos(int64_t{28'333'333} * 60 * 1'000'000'000);
+  std::vector<Decision> out(checks.size());
+  for (int n = 0; n < 3; ++n) {
+    (*store)->DecideAll(checks, now, out);
+    for (const Decision& d : out) ASSERT_TRUE(d.allowed && !d.degraded) << "request " << n;
+  }
+  (*store)->DecideAll(checks, now, out);
+  EXPECT_FALSE(out[0].allowed);
+  for (size_t i = 1; i < out.size(); ++i) {
+    EXPECT_TRUE(out[i].allowed) << i;
+    EXPECT_EQ(out[i].remaining, 7) << "reported as after the give-back, limit " << i;
+  }
+  EXPECT_GT((*store)->Stats().refunds, 0u);
+  EXPECT_EQ((*store)->Stats().refund_failures, 0u);
+  // Each limit holds exactly the three admitted requests: ask without consuming.
+  for (size_t i = 1; i < limiters.size(); ++i) {
+    EXPECT_EQ(limiters[i]->Decide("alice", now, 0).remaining, 7)
+        << AlgorithmName(specs[i].algorithm) << ": the rejected request kept quota";
+  }
 }
 
 // `sluice replay --store redis+cluster://...` prints what the memory store prints.

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -280,6 +281,85 @@ TEST(RedisStoreDown, FailureModeDecidesAndIsMarkedDegraded) {
     EXPECT_TRUE(d.degraded);
     EXPECT_EQ(d.reason, DecisionReason::kStoreUnavailable);
   }
+}
+
+// DecideAll against an oracle made of memory limiters: a request is admitted iff every limit
+// has room for its cost (asked with cost 0, which consumes nothing), and then it takes the cost
+// from every limit; otherwise from none.
+TEST_F(RedisStore, SeveralLimitsForOneRequestAreAllOrNothing) {
+  const std::vector<LimitSpec> specs = {
+      {Algorithm::kTokenBucket, 10, seconds(1), 6, false},
+      {Algorithm::kFixedWindow, 8, seconds(1), 0, false},
+      {Algorithm::kSlidingWindowLog, 9, seconds(1), 0, false},
+      {Algorithm::kGcra, 7, seconds(1), 5, false},
+      {Algorithm::kSlidingWindowCounter, 12, seconds(1), 0, false},
+      {Algorithm::kLeakyBucket, 6, seconds(1), 4, false},
+  };
+  RedisStoreOptions o = Options("unused");
+  auto store = OpenRedisStore(o);
+  ASSERT_TRUE(store.has_value());
+  std::vector<std::unique_ptr<Limiter>> redis, memory;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto r = (*store)->MakeLimiter(specs[i], "all" + std::to_string(i), false);
+    auto m = MakeMemoryLimiter(specs[i]);
+    ASSERT_TRUE(r.has_value() && m.has_value());
+    redis.push_back(std::move(*r));
+    memory.push_back(std::move(*m));
+  }
+  std::mt19937_64 rng(3);
+  int64_t t_ms = 1'700'000'000'000;
+  int admitted = 0, refused = 0, partly_room = 0;
+  for (int n = 0; n < 1500; ++n) {
+    t_ms += static_cast<int64_t>(rng() % 60);
+    const Timestamp now = FromNanos(t_ms * 1'000'000);
+    const std::string user = "u" + std::to_string(rng() % 3);
+    const int64_t cost = 1 + static_cast<int64_t>(rng() % 2);
+    // Each request is checked against a random subset of the limits (at least one).
+    std::vector<size_t> chosen;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      if (rng() % 2 == 0) chosen.push_back(i);
+    }
+    if (chosen.empty()) chosen.push_back(rng() % specs.size());
+    std::vector<bool> room;
+    for (size_t i : chosen) room.push_back(memory[i]->Decide(user, now, 0).remaining >= cost);
+    const bool all_room = std::all_of(room.begin(), room.end(), [](bool b) { return b; });
+    if (all_room) {
+      for (size_t i : chosen) ASSERT_TRUE(memory[i]->Decide(user, now, cost).allowed);
+    }
+    std::vector<LimitCheck> checks;
+    for (size_t i : chosen) checks.push_back({redis[i].get(), user, cost});
+    std::vector<Decision> out(checks.size());
+    (*store)->DecideAll(checks, now, out);
+    for (size_t k = 0; k < checks.size(); ++k) {
+      ASSERT_FALSE(out[k].degraded);
+      ASSERT_EQ(out[k].allowed, room[k]) << "request " << n << " limit " << chosen[k];
+    }
+    if (all_room) {
+      ++admitted;
+    } else {
+      ++refused;
+      partly_room += std::any_of(room.begin(), room.end(), [](bool b) { return b; });
+    }
+  }
+  // The interesting case -- some limits had room and must not keep it -- happened often.
+  EXPECT_GT(admitted, 200);
+  EXPECT_GT(partly_room, 100);
+  EXPECT_EQ((*store)->Stats().refunds, 0u) << "one server: the script rolls back, no refunds";
+}
+
+TEST_F(RedisStore, DecideAllRefusesALimiterFromElsewhere) {
+  auto store = OpenRedisStore(Options("unused"));
+  ASSERT_TRUE(store.has_value());
+  const LimitSpec spec{Algorithm::kTokenBucket, 10, seconds(1), 10, false};
+  auto mine = (*store)->MakeLimiter(spec, "mine", false);
+  auto memory = MakeMemoryLimiter(spec);
+  ASSERT_TRUE(mine.has_value() && memory.has_value());
+  const std::vector<LimitCheck> checks = {{mine->get(), "k", 1}, {memory->get(), "k", 1}};
+  std::vector<Decision> out(2);
+  (*store)->DecideAll(checks, FromNanos(1'700'000'000'000'000'000), out);
+  EXPECT_EQ(out[1].reason, DecisionReason::kInvalidRequest);
+  EXPECT_TRUE(out[0].allowed);
+  EXPECT_EQ(out[0].remaining, 10) << "the request was refused, so nothing was kept";
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ class RedisServer {
   RedisServer() {
     // A free port can be taken by someone else before redis binds it: try a few.
     for (int attempt = 0; attempt < 3; ++attempt) {
-      if (TryStart()) return;
+      if (TryStart(FreePort())) return;
     }
     throw std::runtime_error("redis-server did not start on port " + std::to_string(port_) +
                              " (is it installed? run scripts/install-deps)");
@@ -37,8 +37,23 @@ class RedisServer {
 
   int port() const { return port_; }
 
+  // Starts it again on the same port (after Stop): an empty server, as after a crash.
+  bool Restart() {
+    Stop();
+    for (int attempt = 0; attempt < 20; ++attempt) {  // the old socket may linger briefly
+      if (TryStart(port_)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+
+  // A hung server: the kernel still accepts connections, nothing answers.
+  void Pause() { kill(pid_, SIGSTOP); }
+  void Resume() { kill(pid_, SIGCONT); }
+
   void Stop() {
     if (pid_ > 0) {
+      kill(pid_, SIGCONT);
       kill(pid_, SIGTERM);
       waitpid(pid_, nullptr, 0);
       pid_ = -1;
@@ -46,15 +61,15 @@ class RedisServer {
   }
 
  private:
-  bool TryStart() {
-    port_ = FreePort();
+  bool TryStart(int on_port) {
+    port_ = on_port;
     pid_ = fork();
     if (pid_ == 0) {
       prctl(PR_SET_PDEATHSIG, SIGTERM);
       const std::string port = std::to_string(port_);
       execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
              "--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning",
-             static_cast<char*>(nullptr));
+             "--enable-debug-command", "yes", static_cast<char*>(nullptr));
       _exit(127);  // not installed: scripts/install-deps installs redis-server
     }
     for (int i = 0; i < 200; ++i) {  // up to 10 s
