@@ -1,0 +1,78 @@
+// An HTTP/1.1 server for the HTTP API (Boost.Beast, kept inside http_server.cc so that this
+// header stays cheap to include).
+//
+//   auto server = HttpServer::Start({.address = "127.0.0.1:8080", .threads = 2},
+//                                   [&api](const HttpRequestView& r) { return api.Handle(r); });
+//   ... (*server)->Stop();    // graceful: stop accepting, finish in-flight, close
+//
+// Behaviour an operator can rely on:
+// - One io_context per thread, each run by one thread; a connection lives on one of them
+//   (round robin), so its requests are handled in order without locks. Keep-alive, and
+//   pipelined requests are answered one at a time, in order.
+// - A client has `request_timeout` to send each whole request (headers and body), counted from
+//   the connection or the previous response: slow and idle clients are closed. Writing a
+//   response has the same timeout.
+// - A body over `max_body_bytes` is answered 413, headers over `max_header_bytes` 431, and
+//   a malformed request 400; each then closes the connection.
+// - At most `max_connections` are open at once; one more is answered 503 and closed.
+// - The handler runs on the I/O thread: it must not block for long (the memory store does
+//   not; the Redis store waits for Redis).
+#ifndef SLUICE_SERVER_HTTP_SERVER_H_
+#define SLUICE_SERVER_HTTP_SERVER_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "server/http_message.h"
+#include "sluice/status.h"
+
+namespace sluice::server {
+
+struct HttpServerOptions {
+  // "host:port" or "[v6]:port", with an IP address or "localhost"; port 0 picks a free port
+  // (see port()).
+  std::string address = "127.0.0.1:8080";
+  int threads = 2;
+  size_t max_connections = 1024;
+  size_t max_body_bytes = size_t{1} << 20;
+  size_t max_header_bytes = size_t{16} << 10;
+  std::chrono::milliseconds request_timeout{10'000};
+  // Stop() waits this long for requests in flight before closing everything.
+  std::chrono::milliseconds shutdown_grace{10'000};
+};
+
+// Called on an I/O thread for every complete request; must be thread-safe.
+using HttpHandler = std::function<HttpReply(const HttpRequestView&)>;
+
+class HttpServer {
+ public:
+  // Binds and starts serving; an address that cannot be parsed or bound is an error.
+  static Result<std::unique_ptr<HttpServer>> Start(HttpServerOptions options, HttpHandler handler);
+  ~HttpServer();  // Stop()
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  uint16_t port() const;
+  std::string address() const;  // the bound address, "127.0.0.1:8080"
+
+  // Stops accepting, lets every request already received finish and its response be written
+  // (up to shutdown_grace), closes idle connections, then stops the threads. Idempotent;
+  // blocks until done.
+  void Stop();
+
+  size_t connections() const;  // open now
+
+  struct Impl;
+
+ private:
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sluice::server
+
+#endif  // SLUICE_SERVER_HTTP_SERVER_H_

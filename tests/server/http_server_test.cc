@@ -1,0 +1,122 @@
+// HttpServer with a trivial handler, over real sockets: keep-alive and pipelining, the body and
+// connection bounds, slow clients, and a graceful Stop that finishes the request in flight.
+#include "server/http_server.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "server/http_test_client.h"
+
+namespace sluice::server {
+namespace {
+
+using namespace std::chrono_literals;
+using sluice::testing::HttpClient;
+
+std::unique_ptr<HttpServer> StartEcho(HttpServerOptions options, std::atomic<int>* calls = nullptr,
+                                      std::chrono::milliseconds delay = 0ms) {
+  options.address = "127.0.0.1:0";
+  auto server = HttpServer::Start(options, [calls, delay](const HttpRequestView& r) {
+    if (calls) ++*calls;
+    if (delay > 0ms) std::this_thread::sleep_for(delay);
+    HttpReply reply;
+    reply.content_type = "text/plain";
+    reply.body = std::string(r.method) + " " + std::string(r.target) + " " + std::string(r.body);
+    return reply;
+  });
+  EXPECT_TRUE(server.has_value()) << (server ? "" : server.error().message);
+  return server ? std::move(*server) : nullptr;
+}
+
+TEST(HttpServer, RejectsBadAddresses) {
+  EXPECT_FALSE(HttpServer::Start({.address = "nohost"}, nullptr).has_value());
+  EXPECT_FALSE(HttpServer::Start({.address = "example.com:80"}, nullptr).has_value());
+  EXPECT_FALSE(HttpServer::Start({.address = "127.0.0.1:70000"}, nullptr).has_value());
+}
+
+TEST(HttpServer, KeepAliveAndPipelining) {
+  auto server = StartEcho({});
+  ASSERT_TRUE(server);
+  HttpClient c(server->port());
+  ASSERT_TRUE(c.Send(HttpClient::Format("POST", "/a", "1") + HttpClient::Format("GET", "/b") +
+                     HttpClient::Format("POST", "/c", "3")));
+  EXPECT_EQ(c.Read()->body, "POST /a 1");
+  EXPECT_EQ(c.Read()->body, "GET /b ");
+  EXPECT_EQ(c.Read()->body, "POST /c 3");
+  EXPECT_EQ(c.Request("GET", "/d")->body, "GET /d ");
+}
+
+TEST(HttpServer, OversizedBodyIs413AndTheReplyArrives) {
+  HttpServerOptions o;
+  o.max_body_bytes = 1000;
+  auto server = StartEcho(o);
+  ASSERT_TRUE(server);
+  HttpClient c(server->port());
+  const auto r = c.Request("POST", "/x", std::string(1 << 20, 'x'));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(r->Header("Connection"), "close");
+  EXPECT_TRUE(c.ClosedByPeer(3s));
+}
+
+TEST(HttpServer, SlowAndIdleClientsTimeOut) {
+  HttpServerOptions o;
+  o.request_timeout = 300ms;
+  auto server = StartEcho(o);
+  ASSERT_TRUE(server);
+  HttpClient slow(server->port());
+  ASSERT_TRUE(slow.Send("POST /x HTTP/1.1\r\nContent-Length: 10\r\n\r\n12345"));
+  HttpClient idle(server->port());
+  HttpClient busy(server->port());
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(busy.Request("GET", "/ok")->status, 200);  // each request restarts its clock
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(slow.ClosedByPeer(2s));
+  EXPECT_TRUE(idle.ClosedByPeer(2s));
+}
+
+TEST(HttpServer, ConnectionsAboveTheBoundGet503) {
+  HttpServerOptions o;
+  o.max_connections = 1;
+  auto server = StartEcho(o);
+  ASSERT_TRUE(server);
+  HttpClient a(server->port());
+  ASSERT_EQ(a.Request("GET", "/")->status, 200);
+  HttpClient b(server->port());
+  const auto r = b.Read(3s);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(r->body, "{\"error\":\"too many connections\"}\n");
+  EXPECT_EQ(a.Request("GET", "/")->status, 200);
+}
+
+TEST(HttpServer, StopFinishesTheRequestInFlightAndClosesIdleOnes) {
+  std::atomic<int> calls{0};
+  auto server = StartEcho({}, &calls, 400ms);
+  ASSERT_TRUE(server);
+  HttpClient idle(server->port());
+  ASSERT_EQ(idle.Request("GET", "/warm")->status, 200);
+  HttpClient busy(server->port());
+  ASSERT_TRUE(busy.Send(HttpClient::Format("GET", "/slow")));
+  while (calls.load() < 2) std::this_thread::sleep_for(5ms);
+  const auto start = std::chrono::steady_clock::now();
+  std::thread stopper([&] { server->Stop(); });
+  const auto r = busy.Read(3s);
+  ASSERT_TRUE(r.has_value()) << "the request in flight is answered";
+  EXPECT_EQ(r->body, "GET /slow ");
+  EXPECT_EQ(r->Header("Connection"), "close");
+  EXPECT_TRUE(idle.ClosedByPeer(2s));
+  stopper.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  EXPECT_EQ(server->connections(), 0u);
+  HttpClient after(server->port());
+  EXPECT_FALSE(after.connected() && after.Request("GET", "/").has_value());
+}
+
+}  // namespace
+}  // namespace sluice::server
