@@ -6,12 +6,22 @@
 // detailed_metric: the service passes the label it wants):
 //   sluice_decisions_total{domain,limit,result}   result: ok|over_limit|shadow_over_limit|
 //                                                 soft_over_limit|failed_open|failed_closed
-//   sluice_near_limit_total{domain,limit}         allowed with >= near_limit_ratio of the limit used
+//   sluice_near_limit_total{domain,limit}         allowed, >= near_limit_ratio of the limit used
 //   sluice_limit_utilization{domain,limit}        histogram of the fraction used at decision time
 //   sluice_decision_duration_seconds              histogram of Check() latency
 //   sluice_store_errors_total                     store calls that failed
 //   sluice_store_keys, sluice_store_evictions_total  sampled from the store at render time
 //   sluice_config_reloads_total{result}           result: success|failure
+//
+// Bounded cardinality: at most kMaxSeries (domain, limit) series. Once they exist, a new limit
+// is recorded as limit="_other" of its domain (at most kMaxOtherSeries such domains), and past
+// that as domain="_other",limit="_other". Likewise at most kMaxTopDomains domains keep a
+// heavy-hitter sketch; later domains share the one of domain "_other". Identities longer than
+// 256 bytes are listed as a prefix, '~' and a hash of the whole.
+//
+// Hot path: after a series' first use, RecordDecision is a lock-free lookup (no allocation)
+// and three or four relaxed atomic increments. RecordHeavyHitter takes its domain's mutex, and
+// is meant only for rejected or near-limit decisions.
 #ifndef SLUICE_SERVER_METRICS_H_
 #define SLUICE_SERVER_METRICS_H_
 
@@ -50,7 +60,13 @@ struct HeavyHitter {
 
 class Metrics {
  public:
-  // near_limit_ratio in (0, 1]; top_capacity: identities tracked per domain by the sketch.
+  static constexpr size_t kMaxSeries = 10'000;
+  static constexpr size_t kMaxOtherSeries = 1'000;
+  static constexpr size_t kMaxTopDomains = 256;
+  static constexpr std::string_view kOther = "_other";
+
+  // near_limit_ratio in (0, 1] (above 1 counts as 1; 0, negative or NaN as the default 0.8);
+  // top_capacity: identities tracked per domain by the sketch (0: none).
   explicit Metrics(double near_limit_ratio = 0.8, size_t top_capacity = 1000);
   ~Metrics();
   Metrics(const Metrics&) = delete;
