@@ -68,13 +68,13 @@ void Reload(const std::string& path, RateLimitService& service, Metrics& metrics
     return;
   }
   const std::string summary = Summary(**config);
+  // The service counts the outcome of its own Reload; only a config that never reached it is
+  // counted here.
   if (auto r = service.Reload(std::move(*config)); !r) {
     spdlog::error("reload failed, keeping the running config: {}", r.error().message);
-    metrics.RecordReload(false);
     return;
   }
   spdlog::info("config reloaded from {}: {}", path, summary);
-  metrics.RecordReload(true);
 }
 
 int Run(const Flags& flags) {
