@@ -1,0 +1,300 @@
+// Load driver for the Redis store: C caller threads, each deciding on keys drawn uniformly at
+// random from a key space, through one RedisStore, for a fixed time. Prints one line of
+// key=value pairs: decisions/s, Redis commands per decision, the pipelining factor
+// (commands per socket write) and p50/p99 latency of Decide as the caller sees it.
+//
+//   redis_load --port 6390 --algorithm token_bucket --callers 64 --connections 2 --seconds 5
+//
+// Decide blocks its caller until Redis answers, so concurrency is the number of callers, the
+// same as redis-benchmark -c (one request in flight per client).
+//
+// It also prints what the ceiling run (redis-benchmark EVALSHA) needs, so that run executes the
+// store's own script with the store's own arguments:
+//   redis_load --print-script token_bucket   the exact Lua source the store loads (no newline
+//                                            added, so SCRIPT LOAD gives the store's SHA)
+//   redis_load --print-args token_bucket     ARGV after `now`, one per line (spec args, cost)
+// scripts/run-redis-bench checks both against what the store really sends (SCRIPT EXISTS on the
+// SHA, and a MONITOR capture of one call).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "core/arith.h"
+#include "sluice/algorithm.h"
+#include "sluice/limit_spec.h"
+#include "sluice/redis_store.h"
+#include "store/redis_script_log.h"
+#include "store/redis_scripts.h"
+
+namespace sluice {
+namespace {
+
+struct Options {
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  Algorithm algorithm = Algorithm::kTokenBucket;
+  int callers = 1;
+  int connections = 2;
+  double seconds = 5;
+  double warmup = 1;
+  uint32_t keys = 10'000;
+  // 100 per second: with 10k keys and < 200k decisions/s a key sees < 20 hits/s, so nearly every
+  // decision takes the admitted path, which writes (the costlier one for Redis).
+  int64_t limit = 100;
+  int64_t per_ms = 1000;
+  int command_timeout_ms = 200;
+  std::string print;  // "script" or "args": print and exit
+};
+
+[[noreturn]] void Usage(const char* why) {
+  if (why != nullptr) std::fprintf(stderr, "redis_load: %s\n", why);
+  std::fprintf(stderr,
+               "usage: redis_load [--host H] [--port P] [--algorithm ALG] [--callers C]\n"
+               "                  [--connections N] [--seconds S] [--warmup S] [--keys K]\n"
+               "                  [--limit L] [--per-ms MS] [--timeout-ms MS]\n"
+               "       redis_load --print-script ALG | --print-args ALG [--limit L] [--per-ms "
+               "MS]\n");
+  std::exit(2);
+}
+
+Options ParseArgs(int argc, char** argv) {
+  Options o;
+  auto value = [&](int& i) -> std::string_view {
+    if (i + 1 >= argc) Usage("missing value");
+    return argv[++i];
+  };
+  auto number = [&](int& i) -> double {
+    const std::string v(value(i));
+    char* end = nullptr;
+    const double d = std::strtod(v.c_str(), &end);
+    if (end == v.c_str() || *end != '\0') Usage("expected a number");
+    return d;
+  };
+  auto algorithm = [&](int& i) {
+    const auto a = ParseAlgorithm(value(i));
+    if (!a) Usage("unknown algorithm");
+    return *a;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--host") {
+      o.host = std::string(value(i));
+    } else if (a == "--port") {
+      o.port = static_cast<int>(number(i));
+    } else if (a == "--algorithm") {
+      o.algorithm = algorithm(i);
+    } else if (a == "--callers") {
+      o.callers = static_cast<int>(number(i));
+    } else if (a == "--connections") {
+      o.connections = static_cast<int>(number(i));
+    } else if (a == "--seconds") {
+      o.seconds = number(i);
+    } else if (a == "--warmup") {
+      o.warmup = number(i);
+    } else if (a == "--keys") {
+      o.keys = static_cast<uint32_t>(number(i));
+    } else if (a == "--limit") {
+      o.limit = static_cast<int64_t>(number(i));
+    } else if (a == "--per-ms") {
+      o.per_ms = static_cast<int64_t>(number(i));
+    } else if (a == "--timeout-ms") {
+      o.command_timeout_ms = static_cast<int>(number(i));
+    } else if (a == "--print-script" || a == "--print-args") {
+      o.print = a == "--print-script" ? "script" : "args";
+      o.algorithm = algorithm(i);
+    } else {
+      Usage("unknown argument");
+    }
+  }
+  if (o.callers < 1 || o.keys < 1 || o.seconds <= 0 || o.warmup < 0) Usage("bad value");
+  return o;
+}
+
+LimitSpec SpecOf(const Options& o) {
+  return {o.algorithm, o.limit, std::chrono::milliseconds(o.per_ms), 0, false};
+}
+
+const internal::LuaScript& ScriptOf(Algorithm a) {
+  switch (a) {
+    case Algorithm::kTokenBucket:
+      return internal::kTokenBucketScript;
+    case Algorithm::kGcra:
+      return internal::kGcraScript;
+    case Algorithm::kLeakyBucket:
+      return internal::kLeakyBucketScript;
+    case Algorithm::kFixedWindow:
+      return internal::kFixedWindowScript;
+    case Algorithm::kSlidingWindowCounter:
+      return internal::kSlidingWindowCounterScript;
+    case Algorithm::kSlidingWindowLog:
+      break;
+  }
+  return internal::kSlidingWindowLogScript;
+}
+
+// The spec arguments the store passes between `now` and `cost` (the same derivation as
+// ScriptFor in src/store/redis_store.cc, which is private to the store; the run script checks
+// the result against a MONITOR capture of the store's own call, so a drift cannot go unseen).
+std::vector<std::string> ParamsOf(const LimitSpec& spec) {
+  const int64_t period_us = spec.period.count() / 1000;
+  switch (spec.algorithm) {
+    case Algorithm::kTokenBucket:
+    case Algorithm::kGcra:
+    case Algorithm::kLeakyBucket: {
+      const auto rate = internal::Reduce(spec.limit, period_us);
+      std::vector<std::string> p = {std::to_string(spec.Capacity() * rate.d),
+                                    std::to_string(rate.n), std::to_string(rate.d)};
+      if (spec.algorithm == Algorithm::kLeakyBucket) p.push_back(spec.shaper ? "1" : "0");
+      return p;
+    }
+    default:
+      return {std::to_string(spec.limit), std::to_string(period_us)};
+  }
+}
+
+// Per-caller results; padded so the callers' counters do not share cache lines.
+struct alignas(64) CallerResult {
+  uint64_t decisions = 0;
+  uint64_t rejected = 0;
+  uint64_t degraded = 0;
+  std::vector<uint32_t> latency_ns;
+};
+
+// "user-<i>" into buf, no allocation: the driver itself should cost little next to a round trip.
+std::string_view KeyName(uint32_t i, char* buf) {
+  char digits[12];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + i % 10);
+    i /= 10;
+  } while (i != 0);
+  std::memcpy(buf, "user-", 5);
+  for (int k = 0; k < n; ++k) buf[5 + k] = digits[n - 1 - k];
+  return std::string_view(buf, 5 + static_cast<size_t>(n));
+}
+
+int Run(const Options& o) {
+  RedisStoreOptions so;
+  so.host = o.host;
+  so.port = o.port;
+  so.connections = o.connections;
+  // Above the default 50 ms: 64 callers on 2 shared cores can see a slow scheduling round, and
+  // a timeout would turn a slow decision into a (fast) degraded one and flatter the figures.
+  so.command_timeout = std::chrono::milliseconds(o.command_timeout_ms);
+  so.use_server_time = true;
+  auto store = OpenRedisStore(so);
+  if (!store) {
+    std::fprintf(stderr, "redis_load: %s\n", store.error().message.c_str());
+    return 1;
+  }
+  auto limiter = (*store)->MakeLimiter(SpecOf(o), "bench", /*fail_open=*/true);
+  if (!limiter) {
+    std::fprintf(stderr, "redis_load: %s\n", limiter.error().message.c_str());
+    return 1;
+  }
+  Limiter& lim = **limiter;
+
+  // 0: warm-up (connections made, script loaded, keys created), 1: measured, 2: stop.
+  std::atomic<int> phase{0};
+  std::vector<CallerResult> results(static_cast<size_t>(o.callers));
+  std::vector<std::thread> threads;
+  for (int c = 0; c < o.callers; ++c) {
+    threads.emplace_back([&, c] {
+      CallerResult& r = results[static_cast<size_t>(c)];
+      r.latency_ns.reserve(1 << 16);
+      uint64_t x = 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(c + 1);
+      char buf[24];
+      for (;;) {
+        const int p = phase.load(std::memory_order_relaxed);
+        if (p == 2) break;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        const auto key = KeyName(static_cast<uint32_t>((x >> 32) % o.keys), buf);
+        const auto t0 = std::chrono::steady_clock::now();
+        const Decision d = lim.Decide(key, FromNanos(0), 1);
+        const auto t1 = std::chrono::steady_clock::now();
+        if (p != 1) continue;
+        ++r.decisions;
+        if (d.degraded) {
+          ++r.degraded;
+        } else if (!d.allowed) {
+          ++r.rejected;
+        }
+        r.latency_ns.push_back(static_cast<uint32_t>(
+            std::min<int64_t>(UINT32_MAX, std::chrono::nanoseconds(t1 - t0).count())));
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.warmup));
+  const RedisStoreStats before = (*store)->Stats();
+  const auto start = std::chrono::steady_clock::now();
+  phase.store(1);
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));
+  phase.store(2);
+  const auto end = std::chrono::steady_clock::now();
+  // Decisions begun in the measured phase finish after `end`; their commands are counted in
+  // `after`, and the decisions themselves too, so the ratios below stay exact.
+  for (auto& t : threads) t.join();
+  const RedisStoreStats after = (*store)->Stats();
+
+  uint64_t decisions = 0, rejected = 0, degraded = 0;
+  std::vector<uint32_t> lat;
+  for (const auto& r : results) {
+    decisions += r.decisions;
+    rejected += r.rejected;
+    degraded += r.degraded;
+    lat.insert(lat.end(), r.latency_ns.begin(), r.latency_ns.end());
+  }
+  auto pct = [&](double q) -> double {
+    if (lat.empty()) return 0;
+    const size_t k =
+        std::min(lat.size() - 1, static_cast<size_t>(q * static_cast<double>(lat.size())));
+    std::nth_element(lat.begin(), lat.begin() + static_cast<std::ptrdiff_t>(k), lat.end());
+    return lat[k] / 1000.0;
+  };
+  const double secs = std::chrono::duration<double>(end - start).count();
+  const double requests = static_cast<double>(after.requests - before.requests);
+  const double batches = static_cast<double>(after.batches - before.batches);
+  const double p50 = pct(0.50);
+  const double p99 = pct(0.99);
+  std::printf(
+      "alg=%s callers=%d connections=%d keys=%u seconds=%.2f decisions=%llu "
+      "decisions_per_s=%.0f cmds_per_decision=%.3f pipelining=%.2f p50_us=%.1f p99_us=%.1f "
+      "rejected=%llu degraded=%llu\n",
+      std::string(AlgorithmName(o.algorithm)).c_str(), o.callers, o.connections, o.keys, secs,
+      static_cast<unsigned long long>(decisions), static_cast<double>(decisions) / secs,
+      decisions > 0 ? requests / static_cast<double>(decisions) : 0.0,
+      batches > 0 ? requests / batches : 0.0, p50, p99, static_cast<unsigned long long>(rejected),
+      static_cast<unsigned long long>(degraded));
+  // Degraded decisions never reached Redis: a run with any is not a throughput figure.
+  return degraded == 0 ? 0 : 3;
+}
+
+}  // namespace
+}  // namespace sluice
+
+int main(int argc, char** argv) {
+  const sluice::Options o = sluice::ParseArgs(argc, argv);
+  if (o.print == "script") {
+    const std::string& src = sluice::ScriptOf(o.algorithm).source;
+    std::fwrite(src.data(), 1, src.size(), stdout);
+    return 0;
+  }
+  if (o.print == "args") {
+    for (const std::string& p : sluice::ParamsOf(sluice::SpecOf(o))) std::printf("%s\n", p.c_str());
+    std::printf("1\n");  // cost
+    return 0;
+  }
+  return sluice::Run(o);
+}
