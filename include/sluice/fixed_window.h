@@ -24,6 +24,9 @@ class FixedWindow {
 
   State Initial(Timestamp now) const;
   Decision Decide(State& state, Timestamp now, int64_t cost) const;
+  // Gives back `cost` an admitted Decide(state, at, cost) took: subtracted from the count if
+  // `at`'s window is still the state's window (an older one no longer counts).
+  void Refund(State& state, Timestamp at, Timestamp now, int64_t cost) const;
   Timestamp ReplenishedAt(const State& state) const;
   static size_t HeapBytes(const State&) { return 0; }
   int64_t capacity() const { return limit_; }

@@ -32,6 +32,9 @@ class Gcra {
 
   State Initial(Timestamp now) const { return State{ToNanos(now), 0}; }
   Decision Decide(State& state, Timestamp now, int64_t cost) const;
+  // Gives back `cost` an admitted Decide(state, at, cost) took, as of `now`: the backlog ahead of
+  // `now` shrinks by cost*T (never below 0). The token bucket's Refund, in TAT terms.
+  void Refund(State& state, Timestamp at, Timestamp now, int64_t cost) const;
   Timestamp ReplenishedAt(const State& state) const;
   static size_t HeapBytes(const State&) { return 0; }
   int64_t capacity() const { return capacity_; }

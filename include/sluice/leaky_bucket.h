@@ -28,6 +28,9 @@ class LeakyBucket {
 
   State Initial(Timestamp now) const { return State{0, ToNanos(now)}; }
   Decision Decide(State& state, Timestamp now, int64_t cost) const;
+  // Gives back `cost` an admitted Decide(state, at, cost) took: drained to `now`, then the level
+  // drops by `cost` (never below 0). A shaper's later requests are released sooner accordingly.
+  void Refund(State& state, Timestamp at, Timestamp now, int64_t cost) const;
   Timestamp ReplenishedAt(const State& state) const;
   static size_t HeapBytes(const State&) { return 0; }
   int64_t capacity() const { return capacity_; }

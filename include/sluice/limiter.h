@@ -38,7 +38,8 @@ struct DecideRequest {
 
 class Limiter;
 
-// One of several limits one request is checked against (see RedisStore::DecideAll).
+// One of several limits one request is checked against (see DecideAll in decide_all.h and
+// RedisStore::DecideAll).
 struct LimitCheck {
   Limiter* limiter = nullptr;
   std::string_view key;
@@ -61,6 +62,27 @@ class Limiter {
       out[i] = Decide(requests[i].key, requests[i].now, requests[i].cost);
     }
   }
+
+  // Gives back `cost` that an allowed Decide(key, at, cost) took -- because another limit the
+  // same request was checked against said no (DecideAll), or the request was not served. `now`
+  // is the current time. What "give back" means per algorithm:
+  //   token bucket, GCRA, leaky bucket: brought up to date at `now`, then `cost` is returned to
+  //     the bucket (never above full / below empty);
+  //   fixed window: subtracted from the window `at` fell in, if that is still the key's window;
+  //   sliding window counter: subtracted from the current window's count if `at` is in it, from
+  //     the previous one's if `at` is in that, else nothing (it no longer counts);
+  //   sliding window log: the request's hits are removed if still in the window.
+  // Refunding at `now` == `at`, with nothing decided for the key in between, leaves the key as
+  // if the request had never come (bounds with requests in between: docs/algorithms.md,
+  // "Refunds"). A key the store no longer holds is already replenished: nothing to do. Refund
+  // only what was admitted and only once (a degraded decision took nothing): a refund for
+  // anything else gives away quota. cost <= 0, cost > capacity (never admitted) and over-long
+  // keys are ignored. Thread-safe like Decide; no result: a failed refund (remote stores) only
+  // leaves the quota taken, the conservative side.
+  virtual void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) = 0;
+
+  // Forgets the key's counter (an administrative reset): its next request sees a fresh key.
+  virtual void Reset(std::string_view key) = 0;
 
   // Drops every counter that is fully replenished at `now`; returns how many.
   virtual size_t Sweep(Timestamp now) = 0;

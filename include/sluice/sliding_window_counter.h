@@ -31,6 +31,9 @@ class SlidingWindowCounter {
 
   State Initial(Timestamp now) const;
   Decision Decide(State& state, Timestamp now, int64_t cost) const;
+  // Gives back `cost` an admitted Decide(state, at, cost) took: from `current` if `at` is in the
+  // state's window, from `previous` if in the one before, else nothing (no longer weighed).
+  void Refund(State& state, Timestamp at, Timestamp now, int64_t cost) const;
   Timestamp ReplenishedAt(const State& state) const;
   static size_t HeapBytes(const State&) { return 0; }
   int64_t capacity() const { return limit_; }

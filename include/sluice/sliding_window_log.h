@@ -33,12 +33,16 @@ class StampRing {
   uint32_t front() const { return at(0); }
   uint32_t back() const { return at(size_ - 1); }
   void PopFront();
+  // Removes `count` stamps from index `first` on (first + count <= size()), shifting the newer
+  // ones down: a refund usually removes among the newest, so little moves.
+  void Erase(uint32_t first, uint32_t count);
   void PushBack(uint32_t stamp, uint32_t copies);
   void Clear();
   size_t HeapBytes() const { return size_t{cap_} * sizeof(uint32_t); }
 
  private:
   void Grow(uint32_t min_cap);
+  uint32_t& slot(uint32_t i) { return buf_[(head_ + i) & (cap_ - 1)]; }
 
   std::unique_ptr<uint32_t[]> buf_;
   uint32_t head_ = 0;
@@ -57,6 +61,11 @@ class SlidingWindowLog {
 
   State Initial(Timestamp now) const { return State{ToNanos(now), {}}; }
   Decision Decide(State& state, Timestamp now, int64_t cost) const;
+  // Gives back `cost` an admitted Decide(state, at, cost) took: removes `cost` stamps, the oldest
+  // that are not older than `at` -- exactly the request's own when time did not step back
+  // (equal stamps are interchangeable), older ones otherwise (the stricter side). Nothing if
+  // `at` has left the window or fewer than `cost` stamps remain from it.
+  void Refund(State& state, Timestamp at, Timestamp now, int64_t cost) const;
   Timestamp ReplenishedAt(const State& state) const;
   static size_t HeapBytes(const State& state) { return state.stamps.HeapBytes(); }
   int64_t capacity() const { return limit_; }

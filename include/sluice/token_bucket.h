@@ -28,6 +28,9 @@ class TokenBucket {
 
   State Initial(Timestamp now) const { return State{capacity_scaled_, ToNanos(now)}; }
   Decision Decide(State& state, Timestamp now, int64_t cost) const;
+  // Gives back `cost` an admitted Decide(state, at, cost) took: refilled to `now`, then `cost`
+  // tokens are returned (never above B). cost <= 0 or > B: nothing (it was never admitted).
+  void Refund(State& state, Timestamp at, Timestamp now, int64_t cost) const;
   // From this instant on the state is indistinguishable from Initial(): it may be dropped.
   Timestamp ReplenishedAt(const State& state) const;
   static size_t HeapBytes(const State&) { return 0; }

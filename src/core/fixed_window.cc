@@ -1,5 +1,7 @@
 #include "sluice/fixed_window.h"
 
+#include <algorithm>
+
 #include "core/arith.h"
 #include "core/validate.h"
 
@@ -43,6 +45,15 @@ Decision FixedWindow::Decide(State& s, Timestamp now, int64_t cost) const {
   d.remaining = limit_ - s.count;
   d.reset_after = Duration(s.count > 0 ? until_next : 0);
   return d;
+}
+
+void FixedWindow::Refund(State& s, Timestamp at, Timestamp /*now*/, int64_t cost) const {
+  if (cost <= 0 || cost > limit_) return;
+  // A request counted in a window that has since been replaced was forgotten with it. (After a
+  // clock step back a request is counted in the state's later window: not refunded, the strict
+  // side.)
+  if (FloorDiv(ToNanos(at), window_ns_) != s.window) return;
+  s.count = std::max<int64_t>(0, s.count - cost);
 }
 
 Timestamp FixedWindow::ReplenishedAt(const State& s) const {

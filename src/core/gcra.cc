@@ -57,6 +57,24 @@ Decision Gcra::Decide(State& s, Timestamp now, int64_t cost) const {
   return d;
 }
 
+void Gcra::Refund(State& s, Timestamp /*at*/, Timestamp now, int64_t cost) const {
+  if (cost <= 0 || cost > capacity_) return;
+  const int64_t t = ToNanos(now);
+  // The backlog ahead of now, as in Decide (128 bits for the same reason).
+  const __int128 ahead = static_cast<__int128>(s.tat_ns) - t;
+  const __int128 backlog = ahead > 0 ? ahead * n_ + s.tat_frac : (ahead == 0 ? s.tat_frac : 0);
+  if (backlog == 0) return;  // nothing is owed: the bucket is full as of now
+  const __int128 left = backlog - static_cast<__int128>(cost) * d_;
+  if (left <= 0) {
+    s.tat_ns = t;
+    s.tat_frac = 0;
+    return;
+  }
+  // left < backlog, so t + left/n stays below the old TAT: no overflow.
+  s.tat_ns = t + static_cast<int64_t>(left / n_);
+  s.tat_frac = static_cast<int64_t>(left % n_);
+}
+
 Timestamp Gcra::ReplenishedAt(const State& s) const {
   return FromNanos(s.tat_ns + (s.tat_frac > 0 ? 1 : 0));
 }

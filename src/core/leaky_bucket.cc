@@ -58,6 +58,12 @@ Decision LeakyBucket::Decide(State& s, Timestamp now, int64_t cost) const {
   return d;
 }
 
+void LeakyBucket::Refund(State& s, Timestamp /*at*/, Timestamp now, int64_t cost) const {
+  if (cost <= 0 || cost > capacity_) return;
+  Drain(s, ToNanos(now));
+  s.scaled_level = std::max<int64_t>(0, s.scaled_level - cost * d_);
+}
+
 Timestamp LeakyBucket::ReplenishedAt(const State& s) const {
   return FromNanos(s.last_ns + CeilDiv(s.scaled_level, n_));
 }

@@ -73,6 +73,20 @@ Decision SlidingWindowCounter::Decide(State& s, Timestamp now, int64_t cost) con
   return d;
 }
 
+void SlidingWindowCounter::Refund(State& s, Timestamp at, Timestamp /*now*/, int64_t cost) const {
+  if (cost <= 0 || cost > limit_) return;
+  const int64_t w = FloorDiv(ToNanos(at), window_ns_);
+  const auto take = [cost](uint32_t& count) {
+    count = static_cast<uint32_t>(std::max<int64_t>(0, int64_t{count} - cost));
+  };
+  if (w == s.window) {
+    take(s.current);
+  } else if (w + 1 == s.window) {
+    take(s.previous);
+  }
+  // Older: its window no longer weighs in the estimate.
+}
+
 Timestamp SlidingWindowCounter::ReplenishedAt(const State& s) const {
   if (s.current > 0) return FromNanos((s.window + 2) * window_ns_);
   if (s.previous > 0) return FromNanos((s.window + 1) * window_ns_);

@@ -46,6 +46,12 @@ void StampRing::PopFront() {
   if (--size_ == 0) Clear();
 }
 
+void StampRing::Erase(uint32_t first, uint32_t count) {
+  for (uint32_t i = first; i + count < size_; ++i) slot(i) = slot(i + count);
+  size_ -= count;
+  if (size_ == 0) Clear();
+}
+
 void StampRing::Clear() {
   buf_.reset();
   head_ = size_ = cap_ = 0;
@@ -105,6 +111,25 @@ Decision SlidingWindowLog::Decide(State& s, Timestamp now, int64_t cost) const {
   d.remaining = limit_ - s.stamps.size();
   if (!s.stamps.empty()) d.reset_after = leaves_after(s.stamps.back());
   return d;
+}
+
+void SlidingWindowLog::Refund(State& s, Timestamp at, Timestamp /*now*/, int64_t cost) const {
+  if (cost <= 0 || cost > limit_ || s.stamps.size() < cost) return;
+  const int64_t t_at = ToNanos(at);
+  if (t_at > s.last_ns) return;  // the state never decided at `at`: not this request's log
+  // Ages are measured from the state's own time, where every kept stamp is younger than W.
+  const int64_t T = FloorDiv(s.last_ns, quantum_ns_);
+  const int64_t oldest = T - FloorDiv(t_at, quantum_ns_);  // the age of a stamp taken at `at`
+  if (oldest >= window_quanta_) return;                    // left the window: already uncounted
+  const auto T32 = static_cast<uint32_t>(T);
+  // The request was stamped at max(at, the state's time then) >= at. Stamps are in time order,
+  // so its hits lie among those not older than `at`, at the back; removing the first `cost` of
+  // those takes the request's own (equal stamps are interchangeable) or, if the clock stepped
+  // back meanwhile, older ones -- which leaves the log stricter, never looser.
+  uint32_t first = s.stamps.size();
+  while (first > 0 && static_cast<uint32_t>(T32 - s.stamps.at(first - 1)) <= oldest) --first;
+  if (s.stamps.size() - first < cost) return;  // its hits are gone (the key was reset)
+  s.stamps.Erase(first, static_cast<uint32_t>(cost));
 }
 
 size_t SlidingWindowLog::MaxHeapBytes() const {

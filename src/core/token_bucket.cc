@@ -61,6 +61,14 @@ Decision TokenBucket::Decide(State& s, Timestamp now, int64_t cost) const {
   return d;
 }
 
+void TokenBucket::Refund(State& s, Timestamp /*at*/, Timestamp now, int64_t cost) const {
+  if (cost <= 0 || cost > capacity_) return;
+  // Brought up to date first, as Decide does (the order does not matter: refilling and
+  // returning are both additions capped at B), so the result is the bucket as of `now`.
+  Refill(s, ToNanos(now));
+  s.scaled_tokens = std::min(capacity_scaled_, s.scaled_tokens + cost * d_);
+}
+
 Timestamp TokenBucket::ReplenishedAt(const State& s) const {
   return FromNanos(s.last_ns + CeilDiv(capacity_scaled_ - s.scaled_tokens, n_));
 }

@@ -63,6 +63,34 @@ class alignas(64) MemoryShard {
     return d;
   }
 
+  // Gives back an admission (Limiter::Refund). An absent key is already replenished: nothing to
+  // give back. Not a use of the key for LRU: a refund does not make a counter worth keeping.
+  void Refund(const Alg& alg, std::string_view key, uint32_t hash, Timestamp at, Timestamp now,
+              int64_t cost) {
+    std::lock_guard<SpinLock> lock(mu_);
+    const size_t pos = Find(key, hash);
+    if (pos == kNone) return;
+    Entry& e = slots_[pos];
+    if constexpr (kHasHeapState) {
+      const size_t before = Alg::HeapBytes(e.state);
+      alg.Refund(e.state, at, now, cost);
+      heap_bytes_ += Alg::HeapBytes(e.state) - before;  // modular: it only shrinks here
+    } else {
+      alg.Refund(e.state, at, now, cost);
+    }
+    // Given back to full, the counter is a fresh one: keep nothing, as Decide would.
+    if (alg.ReplenishedAt(e.state) <= now) {
+      RemoveAt(pos);
+      ++expirations_;
+    }
+  }
+
+  // Forgets the key's counter (Limiter::Reset).
+  void Reset(std::string_view key, uint32_t hash) {
+    std::lock_guard<SpinLock> lock(mu_);
+    if (const size_t pos = Find(key, hash); pos != kNone) RemoveAt(pos);
+  }
+
   // Starts loading the slot `hash` most likely lives in, before the lock is taken, so the cache
   // miss overlaps with hashing and locking. Reads only the published table hint (relaxed
   // atomics); a stale hint costs a useless prefetch, never a wrong answer.

@@ -60,6 +60,18 @@ class MemoryLimiter final : public Limiter {
     }
   }
 
+  void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
+    if (cost <= 0 || key.size() > max_key_bytes_) return;  // nothing that was admitted
+    const uint64_t h = internal::HashKey(key, seed_);
+    ShardFor(h).Refund(alg_, key, static_cast<uint32_t>(h), at, now, cost);
+  }
+
+  void Reset(std::string_view key) override {
+    if (key.size() > max_key_bytes_) return;
+    const uint64_t h = internal::HashKey(key, seed_);
+    ShardFor(h).Reset(key, static_cast<uint32_t>(h));
+  }
+
   size_t Sweep(Timestamp now) override {
     size_t dropped = 0;
     for (size_t i = 0; i <= shard_mask_; ++i) dropped += shards_[i].shard->Sweep(alg_, now);
