@@ -1,0 +1,163 @@
+// The gRPC front end over the real RateLimitService (memory store, manual clock, a config loaded
+// from YAML), called through the client generated from sluice's .proto as Envoy would call it.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "server/config.h"
+#include "server/grpc_test_util.h"
+#include "server/metrics.h"
+#include "sluice/clock.h"
+
+namespace sluice::server::test {
+namespace {
+
+constexpr char kConfig[] = R"yaml(
+domain: e2e
+descriptors:
+  - key: api_key
+    rate_limit: {name: per_key, unit: minute, requests_per_unit: 3, algorithm: fixed_window}
+  - key: route
+    rate_limit: {name: per_route, unit: hour, requests_per_unit: 10, algorithm: fixed_window}
+  - key: internal
+    rate_limit: {unlimited: true}
+)yaml";
+
+class GrpcEndToEnd : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("grpc-e2e-" + std::to_string(reinterpret_cast<uintptr_t>(this)));
+    std::filesystem::create_directories(dir_);
+    std::ofstream(dir_ / "e2e.yaml") << kConfig;
+    auto config = LoadConfig(dir_ / "e2e.yaml");
+    ASSERT_TRUE(config.has_value()) << config.error().message;
+    ServiceOptions options;
+    options.clock = &clock_;
+    auto service = RateLimitService::Create(*config, options, &metrics_);
+    ASSERT_TRUE(service.has_value()) << service.error().message;
+    service_ = std::move(*service);
+    auto server = GrpcServer::Start("127.0.0.1:0", *service_, HeaderOptions{}, 2);
+    ASSERT_TRUE(server.has_value()) << server.error().message;
+    server_ = std::move(*server);
+    stub_ = rls::RateLimitService::NewStub(grpc::CreateChannel(
+        "127.0.0.1:" + std::to_string(server_->port()), grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override {
+    server_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  rls::RateLimitResponse MustCall(const rls::RateLimitRequest& request) {
+    rls::RateLimitResponse response;
+    grpc::ClientContext ctx;
+    const grpc::Status status = stub_->ShouldRateLimit(&ctx, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+
+  static bool HasHeader(const rls::RateLimitResponse& r, const std::string& key) {
+    for (const auto& h : r.response_headers_to_add()) {
+      if (h.key() == key) return true;
+    }
+    return false;
+  }
+
+  // Minute-aligned, so the fixed windows do not roll over inside a test.
+  ManualClock clock_{FromNanos(int64_t{28'333'333} * 60 * 1'000'000'000)};
+  Metrics metrics_;
+  std::filesystem::path dir_;
+  std::unique_ptr<RateLimitService> service_;
+  std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<rls::RateLimitService::Stub> stub_;
+};
+
+TEST_F(GrpcEndToEnd, CountsThenRejectsWithTheLimitAndHeaders) {
+  for (uint32_t i = 0; i < 3; ++i) {
+    const auto r = MustCall(OneDescriptor("e2e", "api_key", "k1"));
+    ASSERT_EQ(r.overall_code(), rls::RateLimitResponse::OK) << i;
+    ASSERT_EQ(r.statuses_size(), 1);
+    const auto& s = r.statuses(0);
+    EXPECT_EQ(s.code(), rls::RateLimitResponse::OK);
+    EXPECT_EQ(s.current_limit().name(), "per_key");
+    EXPECT_EQ(s.current_limit().requests_per_unit(), 3u);
+    EXPECT_EQ(s.current_limit().unit(), rls::RateLimitResponse::RateLimit::MINUTE);
+    EXPECT_EQ(s.limit_remaining(), 2 - i);
+    EXPECT_EQ(s.duration_until_reset().seconds(), 60);
+    EXPECT_TRUE(HasHeader(r, "RateLimit-Policy"));
+    EXPECT_FALSE(HasHeader(r, "Retry-After"));
+  }
+  const auto over = MustCall(OneDescriptor("e2e", "api_key", "k1"));
+  EXPECT_EQ(over.overall_code(), rls::RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(over.statuses(0).code(), rls::RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(over.statuses(0).limit_remaining(), 0u);
+  EXPECT_TRUE(HasHeader(over, "Retry-After"));
+  // Another value has its own counter.
+  EXPECT_EQ(MustCall(OneDescriptor("e2e", "api_key", "k2")).statuses(0).limit_remaining(), 2u);
+}
+
+TEST_F(GrpcEndToEnd, HitsAddendRequestAndDescriptorLevel) {
+  rls::RateLimitRequest r = OneDescriptor("e2e", "route", "/a");
+  r.set_hits_addend(4);
+  *r.add_descriptors() = r.descriptors(0);
+  r.mutable_descriptors(1)->mutable_entries(0)->set_value("/b");
+  r.mutable_descriptors(1)->mutable_hits_addend()->set_value(7);
+  const auto got = MustCall(r);
+  EXPECT_EQ(got.statuses(0).limit_remaining(), 6u);  // 10 - 4
+  EXPECT_EQ(got.statuses(1).limit_remaining(), 3u);  // 10 - 7
+}
+
+TEST_F(GrpcEndToEnd, RejectedRequestTakesNoQuotaFromItsOtherLimits) {
+  rls::RateLimitRequest r = OneDescriptor("e2e", "route", "/a");
+  auto* d = r.add_descriptors();
+  auto* e = d->add_entries();
+  e->set_key("api_key");
+  e->set_value("k1");
+  d->mutable_hits_addend()->set_value(4);  // over per_key's 3 by itself
+  const auto got = MustCall(r);
+  EXPECT_EQ(got.overall_code(), rls::RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(got.statuses(1).code(), rls::RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(MustCall(OneDescriptor("e2e", "route", "/a")).statuses(0).limit_remaining(), 9u);
+}
+
+TEST_F(GrpcEndToEnd, LimitOverride) {
+  rls::RateLimitRequest r = OneDescriptor("e2e", "api_key", "k9");
+  r.mutable_descriptors(0)->mutable_limit()->set_requests_per_unit(1);
+  r.mutable_descriptors(0)->mutable_limit()->set_unit(envoy::type::v3::SECOND);
+  const auto first = MustCall(r);
+  EXPECT_EQ(first.overall_code(), rls::RateLimitResponse::OK);
+  EXPECT_EQ(first.statuses(0).current_limit().requests_per_unit(), 1u);
+  EXPECT_EQ(first.statuses(0).current_limit().unit(), rls::RateLimitResponse::RateLimit::SECOND);
+  EXPECT_EQ(MustCall(r).overall_code(), rls::RateLimitResponse::OVER_LIMIT);
+}
+
+TEST_F(GrpcEndToEnd, UnlimitedAndUnmatched) {
+  rls::RateLimitRequest r = OneDescriptor("e2e", "internal", "yes");
+  auto* e = r.add_descriptors()->add_entries();
+  e->set_key("nothing");
+  e->set_value("matches");
+  const auto got = MustCall(r);
+  EXPECT_EQ(got.overall_code(), rls::RateLimitResponse::OK);
+  EXPECT_FALSE(got.statuses(0).has_current_limit());
+  EXPECT_EQ(got.statuses(0).limit_remaining(), std::numeric_limits<uint32_t>::max());
+  EXPECT_FALSE(got.statuses(1).has_current_limit());
+  EXPECT_EQ(got.statuses(1).limit_remaining(), 0u);
+}
+
+TEST_F(GrpcEndToEnd, UnknownDomainIsInvalidArgument) {
+  rls::RateLimitResponse response;
+  grpc::ClientContext ctx;
+  const grpc::Status status =
+      stub_->ShouldRateLimit(&ctx, OneDescriptor("nope", "api_key", "k1"), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("nope"), std::string::npos) << status.error_message();
+}
+
+}  // namespace
+}  // namespace sluice::server::test
