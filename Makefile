@@ -2,7 +2,7 @@
 JOBS ?= $(shell nproc)
 CTEST = ctest --output-on-failure -j $(JOBS)
 
-.PHONY: all build deps run test test-release test-asan test-tsan bench format lint clean
+.PHONY: all build deps run demo test test-release test-asan test-tsan bench format lint clean
 
 all: build
 
@@ -13,7 +13,15 @@ build: deps
 	@cmake --preset release >/dev/null
 	@cmake --build build -j $(JOBS)
 
+# Build, then serve examples/sluice.yaml: HTTP on 127.0.0.1:8080, Envoy gRPC on :8081. Ctrl-C
+# stops it (SIGINT: requests in flight finish). docs/server.md is the manual.
 run: build
+	@echo "sluiced: try, from another terminal:"
+	@echo "  curl -i http://127.0.0.1:8080/v1/check -d '{\"domain\":\"api\",\"descriptors\":[{\"entries\":[{\"key\":\"api_key\",\"value\":\"key_live_pro_7f3a\"}]}]}'"
+	build/bin/sluiced --config examples/sluice.yaml
+
+# Every algorithm on the design note's worked example.
+demo: build
 	build/bin/sluice demo
 
 # Lint, then release, ASan+UBSan, and TSan (over the concurrent store) test runs.
@@ -27,11 +35,14 @@ test-asan: deps
 	@cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(CTEST)
 
-# ThreadSanitizer over the concurrent code (the memory store).
+# ThreadSanitizer over the concurrent code: the memory store, DecideAll, the pipelined Redis
+# connections under failure, the metrics registry.
+TSAN_TESTS = store_test redis_failure_test server_metrics_test
 test-tsan: deps
 	@cmake --preset tsan >/dev/null
-	@cmake --build build-tsan -j $(JOBS) --target store_test
-	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 $(CTEST) -R '^Memory'
+	@cmake --build build-tsan -j $(JOBS) --target $(TSAN_TESTS)
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 $(CTEST) \
+	  -R '^(Memory|DecideAll|RedisFailure|MetricsConcurrency)'
 
 bench: build
 	SLUICE_BENCH_DEPS=1 scripts/install-deps

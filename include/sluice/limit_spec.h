@@ -26,6 +26,8 @@ struct LimitSpec {
 
   // The capacity actually used: burst if set, else limit.
   int64_t Capacity() const { return burst > 0 ? burst : limit; }
+
+  bool operator==(const LimitSpec&) const = default;
 };
 
 // Checks the parameters every algorithm shares and the algorithm-specific ones (including the

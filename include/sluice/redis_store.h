@@ -85,6 +85,9 @@ class RedisStore {
   virtual void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
                          std::span<Decision> out) = 0;
 
+  // Whether Redis answers a PING now (readiness checks). Bounded by the command timeout.
+  virtual bool Ping() = 0;
+
   virtual RedisStoreStats Stats() const = 0;
 };
 

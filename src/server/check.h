@@ -13,6 +13,7 @@
 
 #include "server/config.h"
 #include "server/descriptor.h"
+#include "sluice/decision.h"
 #include "sluice/time.h"
 
 namespace sluice::server {
@@ -46,10 +47,10 @@ struct DescriptorStatus {
   // Points into CheckResponse::config or `owned` (an override), which the response keeps alive.
   const Limit* limit = nullptr;
   std::shared_ptr<const Limit> owned;
-  std::string counter_key;   // the store key (for admin views and heavy hitters)
-  int64_t remaining = 0;     // hits that could still pass now
-  Duration reset_after{0};   // until the limit is fully replenished
-  Duration retry_after{0};   // when over: earliest time this many hits could pass
+  std::string counter_key;  // the store key (for admin views and heavy hitters)
+  int64_t remaining = 0;    // hits that could still pass now
+  Duration reset_after{0};  // until the limit is fully replenished
+  Duration retry_after{0};  // when over: earliest time this many hits could pass
   Mode mode = Mode::kEnforce;
   bool over_limit = false;       // the limiter said no (in any mode)
   bool soft_over_limit = false;  // mode soft and over: allowed, flagged

@@ -22,6 +22,7 @@
 #include "server/config.h"
 #include "server/metrics.h"
 #include "sluice/clock.h"
+#include "sluice/limiter.h"
 #include "sluice/status.h"
 
 namespace sluice::server {
@@ -51,8 +52,7 @@ struct CounterState {
 class RateLimitService {
  public:
   static Result<std::unique_ptr<RateLimitService>> Create(std::shared_ptr<const Config> config,
-                                                          ServiceOptions options,
-                                                          Metrics* metrics);
+                                                          ServiceOptions options, Metrics* metrics);
   virtual ~RateLimitService() = default;
 
   // Errors are the caller's: unknown domain, no descriptors, too many, empty entries, sizes
@@ -65,14 +65,17 @@ class RateLimitService {
   virtual Result<void> Reload(std::shared_ptr<const Config> config) = 0;
   virtual std::shared_ptr<const Config> config() const = 0;
 
+  // The store's counters summed over the current config's limits (keys held, evictions,
+  // errors), for the store gauges in /metrics.
+  virtual StoreStats StoreTotals() const = 0;
+
   // Ready to serve: a config is loaded and the store answers (a PING for Redis).
   virtual bool Ready() = 0;
 
   // Admin: one counter, found as Check() would find it (descriptor entries of one request
   // descriptor). State() asks without consuming; Reset() forgets the counter.
-  virtual Result<CounterState> State(std::string_view domain,
-                                     const std::vector<std::pair<std::string, std::string>>&
-                                         entries) = 0;
+  virtual Result<CounterState> State(
+      std::string_view domain, const std::vector<std::pair<std::string, std::string>>& entries) = 0;
   virtual Result<void> Reset(std::string_view domain,
                              const std::vector<std::pair<std::string, std::string>>& entries) = 0;
 };

@@ -21,7 +21,7 @@ struct HeaderOptions {
 };
 
 std::vector<std::pair<std::string, std::string>> RateLimitHeaders(const CheckResponse& response,
-                                                                   const HeaderOptions& options);
+                                                                  const HeaderOptions& options);
 
 }  // namespace sluice::server
 

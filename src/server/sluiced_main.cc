@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "server/config.h"
+#include "server/grpc_server.h"
 #include "server/http_api.h"
 #include "server/http_server.h"
 #include "server/log_setup.h"
@@ -143,6 +144,22 @@ int Run(const Flags& flags) {
                  flags.threads, flags.store, flags.admin_token.empty() ? "off" : "on");
   }
 
+  std::unique_ptr<GrpcServer> grpc;
+  if (!Disabled(flags.grpc)) {
+    auto started = GrpcServer::Start(flags.grpc, **service, headers, flags.threads);
+    if (!started) {
+      spdlog::error("{}", started.error().message);
+      return 1;
+    }
+    grpc = std::move(*started);
+    spdlog::info("grpc: listening on port {} (envoy.service.ratelimit.v3.RateLimitService)",
+                 grpc->port());
+  }
+  metrics.SetStoreGaugesSource([&service] {
+    const sluice::StoreStats s = (*service)->StoreTotals();
+    return StoreGauges{s.keys, s.evictions};
+  });
+
   for (;;) {
     int sig = 0;
     if (sigwait(&signals, &sig) != 0) continue;
@@ -155,6 +172,7 @@ int Run(const Flags& flags) {
     break;
   }
   if (http) http->Stop();
+  if (grpc) grpc->Shutdown();
   spdlog::info("stopped");
   return 0;
 }

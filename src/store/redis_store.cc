@@ -1,6 +1,7 @@
 #include "sluice/redis_store.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <mutex>
 #include <utility>
@@ -48,7 +49,7 @@ class RedisLimiter final : public Limiter {
     args.push_back(std::to_string(cost));
   }
   // `d` after Redis failed to answer: the failure policy, marked degraded.
-  Decision Failed(Decision d, const Error& error) {
+  Decision Failed(const Decision& d, const Error& error) {
     if (internal::IsShortCircuit(error)) {
       short_circuited_.fetch_add(1, std::memory_order_relaxed);
     } else {
@@ -56,6 +57,12 @@ class RedisLimiter final : public Limiter {
     }
     return Degraded(d);
   }
+  // Gives back an admission (see Limiter::Refund). Under Redis's clock the admission time is
+  // taken as Redis's now: the caller's clock may be skewed from it.
+  void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override;
+  // Forgets the key's counter.
+  void Reset(std::string_view key) override;
+
   const RedisStoreImpl* store() const { return store_.get(); }
   int script_id() const { return script_id_; }
 
@@ -108,6 +115,12 @@ class RedisStoreImpl final : public RedisStore,
 
   void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
                  std::span<Decision> out) override;
+
+  bool Ping() override {
+    const std::array<std::string_view, 1> ping = {"PING"};
+    auto reply = transport_->Command("", ping);
+    return reply.has_value() && reply->str == "PONG";
+  }
 
   RedisStoreStats Stats() const override {
     const internal::TransportStats t = transport_->Stats();
@@ -358,6 +371,26 @@ Result<std::unique_ptr<Limiter>> RedisStoreImpl::MakeLimiter(const LimitSpec& sp
   return std::unique_ptr<Limiter>(
       std::make_unique<RedisLimiter>(shared_from_this(), spec, std::string(limit_id), fail_open,
                                      std::move(call->params), *call->script));
+}
+
+void RedisLimiter::Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) {
+  if (cost <= 0 || cost > spec_.Capacity() || key.size() > store_->options().max_key_bytes) return;
+  const RedisStoreOptions& options = store_->options();
+  std::vector<std::string> args = {NowArg(options, now), NowArg(options, at),
+                                   std::to_string(script_id_)};
+  AppendArgs(cost, args);
+  const std::string keys[1] = {RedisKeyFor(options.key_prefix, limit_id_, key)};
+  if (auto reply = store_->transport().Eval(internal::kRefundScript, keys, args); !reply) {
+    Failed(Decision{}, reply.error());
+  }
+}
+
+void RedisLimiter::Reset(std::string_view key) {
+  const std::string redis_key = RedisKeyFor(store_->options().key_prefix, limit_id_, key);
+  const std::array<std::string_view, 2> del = {"DEL", redis_key};
+  if (auto reply = store_->transport().Command(redis_key, del); !reply) {
+    Failed(Decision{}, reply.error());
+  }
 }
 
 void RedisStoreImpl::DecideAll(std::span<const LimitCheck> checks, Timestamp now,

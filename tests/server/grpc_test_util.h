@@ -37,6 +37,7 @@ class FakeService : public RateLimitService {
   Result<void> Reload(std::shared_ptr<const Config>) override { return {}; }
   std::shared_ptr<const Config> config() const override { return nullptr; }
   bool Ready() override { return true; }
+  StoreStats StoreTotals() const override { return {}; }
   Result<CounterState> State(std::string_view,
                              const std::vector<std::pair<std::string, std::string>>&) override {
     return MakeError("not in the fake");

@@ -21,6 +21,7 @@ class FakeService : public RateLimitService {
   Result<void> Reload(std::shared_ptr<const Config>) override { return {}; }
   std::shared_ptr<const Config> config() const override { return config_; }
   bool Ready() override { return ready; }
+  StoreStats StoreTotals() const override { return {}; }
   Result<CounterState> State(std::string_view domain,
                              const std::vector<std::pair<std::string, std::string>>& e) override {
     last_entries = e;

@@ -120,6 +120,16 @@ TEST_F(RedisStore, SameDecisionsAsTheMemoryStore) {
     ExpectParity(spec, Options("parity" + std::to_string(n)), 100 + n);
     ++n;
   }
+  // Whatever the algorithm, no key is left without a TTL: INFO keyspace's db0:keys=N,expires=M.
+  auto c = Client();
+  ASSERT_NE(c, nullptr);
+  auto keyspace = c->Command({"INFO", "keyspace"});
+  ASSERT_TRUE(keyspace.has_value());
+  const std::string& info = keyspace->str;
+  ASSERT_NE(info.find("keys="), std::string::npos) << info;
+  EXPECT_EQ(std::stoll(info.substr(info.find("keys=") + 5)),
+            std::stoll(info.substr(info.find("expires=") + 8)))
+      << info;
 }
 
 TEST_F(RedisStore, EveryKeyHasATtlNoLongerThanItsReplenishTime) {
