@@ -22,6 +22,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,6 +46,7 @@ struct Options {
   int port = 6379;
   Algorithm algorithm = Algorithm::kTokenBucket;
   int callers = 1;
+  int inflight = 0;  // > 0: DecideAsync from one thread with this many decisions in flight
   int connections = 2;
   double seconds = 5;
   double warmup = 1;
@@ -58,12 +61,13 @@ struct Options {
 
 [[noreturn]] void Usage(const char* why) {
   if (why != nullptr) std::fprintf(stderr, "redis_load: %s\n", why);
-  std::fprintf(stderr,
-               "usage: redis_load [--host H] [--port P] [--algorithm ALG] [--callers C]\n"
-               "                  [--connections N] [--seconds S] [--warmup S] [--keys K]\n"
-               "                  [--limit L] [--per-ms MS] [--timeout-ms MS]\n"
-               "       redis_load --print-script ALG | --print-args ALG [--limit L] [--per-ms "
-               "MS]\n");
+  std::fprintf(
+      stderr,
+      "usage: redis_load [--host H] [--port P] [--algorithm ALG] [--callers C | --inflight N]\n"
+      "                  [--connections N] [--seconds S] [--warmup S] [--keys K]\n"
+      "                  [--limit L] [--per-ms MS] [--timeout-ms MS]\n"
+      "       redis_load --print-script ALG | --print-args ALG [--limit L] [--per-ms "
+      "MS]\n");
   std::exit(2);
 }
 
@@ -95,6 +99,8 @@ Options ParseArgs(int argc, char** argv) {
       o.algorithm = algorithm(i);
     } else if (a == "--callers") {
       o.callers = static_cast<int>(number(i));
+    } else if (a == "--inflight") {
+      o.inflight = static_cast<int>(number(i));
     } else if (a == "--connections") {
       o.connections = static_cast<int>(number(i));
     } else if (a == "--seconds") {
@@ -206,9 +212,55 @@ int Run(const Options& o) {
 
   // 0: warm-up (connections made, script loaded, keys created), 1: measured, 2: stop.
   std::atomic<int> phase{0};
-  std::vector<CallerResult> results(static_cast<size_t>(o.callers));
+  const int lanes = o.inflight > 0 ? o.inflight : o.callers;
+  std::vector<CallerResult> results(static_cast<size_t>(lanes));
   std::vector<std::thread> threads;
-  for (int c = 0; c < o.callers; ++c) {
+  // --inflight: no caller threads. Each lane is a chain of DecideAsync calls, the next one
+  // issued from the previous one's callback (on the store's I/O thread), so `inflight`
+  // decisions are always outstanding, as with a Node client's promises.
+  struct Lane {
+    uint64_t x;
+    char buf[24];
+    std::chrono::steady_clock::time_point t0;
+  };
+  std::vector<Lane> lane_state(static_cast<size_t>(o.inflight));
+  std::atomic<int> lanes_running{o.inflight};
+  std::promise<void> lanes_done;
+  std::function<void(int)> issue = [&](int c) {
+    Lane& l = lane_state[static_cast<size_t>(c)];
+    l.x ^= l.x << 13;
+    l.x ^= l.x >> 7;
+    l.x ^= l.x << 17;
+    const auto key = KeyName(static_cast<uint32_t>((l.x >> 32) % o.keys), l.buf);
+    l.t0 = std::chrono::steady_clock::now();
+    lim.DecideAsync(key, FromNanos(0), 1, [&, c](const Decision& d) {
+      const auto t1 = std::chrono::steady_clock::now();
+      const int p = phase.load(std::memory_order_relaxed);
+      CallerResult& r = results[static_cast<size_t>(c)];
+      if (p == 1) {
+        ++r.decisions;
+        if (d.degraded) {
+          ++r.degraded;
+        } else if (!d.allowed) {
+          ++r.rejected;
+        }
+        r.latency_ns.push_back(static_cast<uint32_t>(std::min<int64_t>(
+            UINT32_MAX,
+            std::chrono::nanoseconds(t1 - lane_state[static_cast<size_t>(c)].t0).count())));
+      }
+      if (p == 2) {
+        if (lanes_running.fetch_sub(1) == 1) lanes_done.set_value();
+        return;
+      }
+      issue(c);
+    });
+  };
+  for (int c = 0; c < o.inflight; ++c) {
+    lane_state[static_cast<size_t>(c)].x = 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(c + 1);
+    results[static_cast<size_t>(c)].latency_ns.reserve(1 << 16);
+    issue(c);
+  }
+  for (int c = 0; o.inflight == 0 && c < o.callers; ++c) {
     threads.emplace_back([&, c] {
       CallerResult& r = results[static_cast<size_t>(c)];
       r.latency_ns.reserve(1 << 16);
@@ -246,6 +298,7 @@ int Run(const Options& o) {
   // Decisions begun in the measured phase finish after `end`; their commands are counted in
   // `after`, and the decisions themselves too, so the ratios below stay exact.
   for (auto& t : threads) t.join();
+  if (o.inflight > 0) lanes_done.get_future().wait();
   const RedisStoreStats after = (*store)->Stats();
 
   uint64_t decisions = 0, rejected = 0, degraded = 0;
@@ -269,11 +322,12 @@ int Run(const Options& o) {
   const double p50 = pct(0.50);
   const double p99 = pct(0.99);
   std::printf(
-      "alg=%s callers=%d connections=%d keys=%u seconds=%.2f decisions=%llu "
+      "alg=%s callers=%d inflight=%d connections=%d keys=%u seconds=%.2f decisions=%llu "
       "decisions_per_s=%.0f cmds_per_decision=%.3f pipelining=%.2f p50_us=%.1f p99_us=%.1f "
       "rejected=%llu degraded=%llu\n",
-      std::string(AlgorithmName(o.algorithm)).c_str(), o.callers, o.connections, o.keys, secs,
-      static_cast<unsigned long long>(decisions), static_cast<double>(decisions) / secs,
+      std::string(AlgorithmName(o.algorithm)).c_str(), o.inflight > 0 ? 0 : o.callers, o.inflight,
+      o.connections, o.keys, secs, static_cast<unsigned long long>(decisions),
+      static_cast<double>(decisions) / secs,
       decisions > 0 ? requests / static_cast<double>(decisions) : 0.0,
       batches > 0 ? requests / batches : 0.0, p50, p99, static_cast<unsigned long long>(rejected),
       static_cast<unsigned long long>(degraded));

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string_view>
 
@@ -53,6 +54,18 @@ class Limiter {
   // Decides for `key` at `now`; cost is the request's weight (hits). cost 0 asks without
   // consuming. A negative cost or an over-long key yields kInvalidRequest and changes nothing.
   virtual Decision Decide(std::string_view key, Timestamp now, int64_t cost) = 0;
+
+  using DecisionCallback = std::function<void(const Decision&)>;
+
+  // Decide without waiting on a remote store: `done` gets the decision, possibly on another
+  // thread (a store's I/O thread) and possibly before DecideAsync returns. `done` must not
+  // block (it may call DecideAsync again). The limiter must outlive every call in flight.
+  // Stores that decide in memory answer at once; the Redis store pipelines the call and
+  // answers from its connection's thread, so one thread can keep many decisions in flight.
+  virtual void DecideAsync(std::string_view key, Timestamp now, int64_t cost,
+                           DecisionCallback done) {
+    done(Decide(key, now, cost));
+  }
 
   // Decides requests[i] into out[i] (out.size() >= requests.size()), in order: exactly what
   // calling Decide for each would return, also when keys repeat. Stores override it to overlap

@@ -4,6 +4,7 @@
 #include <sys/time.h>
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -57,24 +58,32 @@ PipelinedConnection::~PipelinedConnection() {
 }
 
 Result<RedisReply> PipelinedConnection::Call(std::string commands, int count) {
-  Op op;
-  op.commands = std::move(commands);
-  op.count = count;
-  std::future<Result<RedisReply>> result = op.done.get_future();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return MakeError(std::string(kConnectionErrorPrefix) + "shutting down");
-    queue_.push_back(&op);
-  }
-  wake_.notify_one();
-  return result.get();
+  std::mutex done_mu;
+  std::condition_variable done_cv;
+  std::optional<Result<RedisReply>> result;
+  CallAsync(std::move(commands), count, [&](Result<RedisReply> reply) {
+    std::lock_guard<std::mutex> lock(done_mu);
+    result = std::move(reply);
+    done_cv.notify_one();
+  });
+  std::unique_lock<std::mutex> lock(done_mu);
+  done_cv.wait(lock, [&] { return result.has_value(); });
+  return std::move(*result);
 }
 
-void PipelinedConnection::Answer(Op& op, Result<RedisReply> result) {
-  // The caller may destroy `op` as soon as the value is set: take the promise out first.
-  std::promise<Result<RedisReply>> done = std::move(op.done);
-  done.set_value(std::move(result));
+void PipelinedConnection::CallAsync(std::string commands, int count, Callback done) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) {
+      queue_.push_back(Op{std::move(commands), count, std::move(done)});
+      wake_.notify_one();
+      return;
+    }
+  }
+  done(MakeError(std::string(kConnectionErrorPrefix) + "shutting down"));
 }
+
+void PipelinedConnection::Answer(Op& op, Result<RedisReply> result) { op.done(std::move(result)); }
 
 void PipelinedConnection::Disconnect() {
   if (ctx_ != nullptr) redisFree(ctx_);
@@ -136,7 +145,7 @@ bool PipelinedConnection::EnsureConnected(std::string& why) {
 }
 
 void PipelinedConnection::Run() {
-  std::vector<Op*> batch;
+  std::vector<Op> batch;
   batch.reserve(kMaxBatch);
   for (;;) {
     bool stopping = false;
@@ -145,25 +154,29 @@ void PipelinedConnection::Run() {
       wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping, and everything answered
       const size_t n = std::min(queue_.size(), kMaxBatch);
-      batch.assign(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
-      queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+      batch.clear();
+      for (size_t i = 0; i < n; ++i) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
       stopping = stopping_;
     }
     std::string why;
     if (stopping) why = std::string(kConnectionErrorPrefix) + "shutting down";
     if (stopping || !EnsureConnected(why)) {
-      for (Op* op : batch) Answer(*op, MakeError(why));
+      for (Op& op : batch) Answer(op, MakeError(why));
       continue;
     }
     // Appending only buffers; the first read below writes the whole batch at once.
-    for (Op* op : batch)
-      redisAppendFormattedCommand(ctx_, op->commands.data(), op->commands.size());
+    for (const Op& op : batch) {
+      redisAppendFormattedCommand(ctx_, op.commands.data(), op.commands.size());
+    }
     batches_sent_.fetch_add(1, std::memory_order_relaxed);
     requests_sent_.fetch_add(batch.size(), std::memory_order_relaxed);
     for (size_t i = 0; i < batch.size(); ++i) {
       Result<RedisReply> result = RedisReply{};
       bool io_failed = false;
-      for (int k = 0; k < batch[i]->count; ++k) {
+      for (int k = 0; k < batch[i].count; ++k) {
         void* raw = nullptr;
         if (redisGetReply(ctx_, &raw) != REDIS_OK) {
           io_failed = true;
@@ -172,7 +185,7 @@ void PipelinedConnection::Run() {
         const auto* r = static_cast<const redisReply*>(raw);
         if (r->type == REDIS_REPLY_ERROR) {
           if (result) result = MakeError(std::string(r->str, r->len));
-        } else if (k == batch[i]->count - 1 && result) {
+        } else if (k == batch[i].count - 1 && result) {
           result = CopyReply(r);
         }
         freeReplyObject(raw);
@@ -181,11 +194,11 @@ void PipelinedConnection::Run() {
         // The stream is out of step (timeout) or gone: fail the rest and start again.
         const std::string message = std::string(kConnectionErrorPrefix) + endpoint_.Name() + ": " +
                                     (ctx_->errstr[0] != '\0' ? ctx_->errstr : "connection lost");
-        for (size_t j = i; j < batch.size(); ++j) Answer(*batch[j], MakeError(message));
+        for (size_t j = i; j < batch.size(); ++j) Answer(batch[j], MakeError(message));
         Disconnect();
         break;
       }
-      Answer(*batch[i], std::move(result));
+      Answer(batch[i], std::move(result));
     }
   }
 }

@@ -15,7 +15,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <future>
+#include <functional>
 #include <mutex>
 #include <span>
 #include <string>
@@ -62,10 +62,18 @@ class PipelinedConnection {
   PipelinedConnection(const PipelinedConnection&) = delete;
   PipelinedConnection& operator=(const PipelinedConnection&) = delete;
 
+  using Callback = std::function<void(Result<RedisReply>)>;
+
   // Sends `commands` (RESP, `count` commands back to back: nothing else is interleaved on this
   // connection, as ASKING + EVALSHA needs) and returns the reply to the last one. A Redis error
   // reply to any of them comes back as an Error with Redis's message.
   Result<RedisReply> Call(std::string commands, int count = 1);
+
+  // The same without waiting: `done` gets the reply on the connection's I/O thread (or at once,
+  // on the caller's thread, when the connection is shutting down). `done` must not block: it
+  // may queue more calls (CallAsync), never wait for one (Call), since the thread it runs on is
+  // the one that would answer.
+  void CallAsync(std::string commands, int count, Callback done);
 
   const RedisEndpoint& endpoint() const { return endpoint_; }
 
@@ -77,7 +85,7 @@ class PipelinedConnection {
   struct Op {
     std::string commands;
     int count = 1;
-    std::promise<Result<RedisReply>> done;
+    Callback done;
   };
 
   void Run();
@@ -88,7 +96,7 @@ class PipelinedConnection {
   const RedisEndpoint endpoint_;
   std::mutex mu_;
   std::condition_variable wake_;
-  std::deque<Op*> queue_;  // guarded by mu_
+  std::deque<Op> queue_;   // guarded by mu_
   bool stopping_ = false;  // guarded by mu_
 
   // Owned by the I/O thread.

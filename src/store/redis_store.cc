@@ -39,6 +39,8 @@ class RedisLimiter final : public Limiter {
         script_(script) {}
 
   Decision Decide(std::string_view key, Timestamp now, int64_t cost) override;
+  void DecideAsync(std::string_view key, Timestamp now, int64_t cost,
+                   DecisionCallback done) override;
 
   // The checks before any I/O: false with `d` filled when the request is decided without Redis
   // (invalid, too costly, or refused by an open breaker); true with the key to use otherwise.
@@ -371,6 +373,30 @@ Result<std::unique_ptr<Limiter>> RedisStoreImpl::MakeLimiter(const LimitSpec& sp
   return std::unique_ptr<Limiter>(
       std::make_unique<RedisLimiter>(shared_from_this(), spec, std::string(limit_id), fail_open,
                                      std::move(call->params), *call->script));
+}
+
+void RedisLimiter::DecideAsync(std::string_view key, Timestamp now, int64_t cost,
+                               DecisionCallback done) {
+  Decision d;
+  std::string redis_key;
+  if (!Prepare(key, cost, d, redis_key)) return done(d);
+  std::vector<std::string> args;
+  args.reserve(params_.size() + 2);
+  args.push_back(NowArg(store_->options(), now));
+  AppendArgs(cost, args);
+  std::vector<std::string> keys;
+  keys.push_back(std::move(redis_key));
+  store_->transport().EvalAsync(
+      script_, std::move(keys), std::move(args),
+      [this, d, done = std::move(done)](Result<RedisReply> reply) mutable {
+        if (!reply) {
+          d = Failed(d, reply.error());
+        } else if (!ReadDecision(*reply, d)) {
+          d = Failed(d, Error{"redis: unexpected reply from the " +
+                              std::string(AlgorithmName(spec_.algorithm)) + " script"});
+        }
+        done(d);
+      });
 }
 
 void RedisLimiter::Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) {

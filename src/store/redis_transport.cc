@@ -34,14 +34,32 @@ class RedisNode {
     }
     const size_t i = next_.fetch_add(1, std::memory_order_relaxed) % connections_.size();
     auto reply = connections_[i]->Call(std::move(commands), count);
-    // A Redis error reply is an answer: the server is alive.
+    Observe(reply);
+    return reply;
+  }
+
+  // A Redis error reply is an answer: the server is alive. Only I/O errors and timeouts count.
+  void Observe(const Result<RedisReply>& reply) {
     if (!reply && IsConnectionError(reply.error())) {
       connection_errors_.fetch_add(1, std::memory_order_relaxed);
       breaker_.OnFailure(clock_.Now());
     } else {
       breaker_.OnSuccess();
     }
-    return reply;
+  }
+
+  void CallAsync(std::string commands, int count, PipelinedConnection::Callback done) {
+    if (!breaker_.Allow(clock_.Now())) {
+      short_circuited_.fetch_add(1, std::memory_order_relaxed);
+      done(MakeError(std::string(kCircuitOpenMessage) + ": " + endpoint_.Name()));
+      return;
+    }
+    const size_t i = next_.fetch_add(1, std::memory_order_relaxed) % connections_.size();
+    connections_[i]->CallAsync(std::move(commands), count,
+                               [this, done = std::move(done)](Result<RedisReply> reply) {
+                                 Observe(reply);
+                                 done(std::move(reply));
+                               });
   }
 
   Result<RedisReply> Command(std::span<const std::string_view> args) {
@@ -73,6 +91,23 @@ class RedisNode {
   std::atomic<uint64_t> connection_errors_{0};
 };
 
+// "<verb> <script or sha> <number of keys> keys... args..." in RESP.
+std::string EvalCommand(std::string_view verb, std::string_view script,
+                        const std::vector<std::string>& keys,
+                        const std::vector<std::string>& args) {
+  std::vector<std::string_view> argv;
+  argv.reserve(3 + keys.size() + args.size());
+  const std::string nkeys = std::to_string(keys.size());
+  argv.push_back(verb);
+  argv.push_back(script);
+  argv.push_back(nkeys);
+  for (const std::string& k : keys) argv.push_back(k);
+  for (const std::string& a : args) argv.push_back(a);
+  std::string resp;
+  AppendCommand(resp, argv);
+  return resp;
+}
+
 // The SHA1 of each script, learnt from SCRIPT LOAD; the same on every node.
 class ScriptRunner {
  public:
@@ -103,7 +138,43 @@ class ScriptRunner {
     }
   }
 
+  // Asynchronous: nothing here may wait for a reply (it may run on an I/O thread). A script
+  // not loaded yet is loaded first (SCRIPT LOAD, then EVALSHA from its callback); a server that
+  // lost it (NOSCRIPT) gets the whole script once by EVAL, which also caches it there.
+  void EvalAsync(RedisNode& node, const LuaScript& script, std::vector<std::string> keys,
+                 std::vector<std::string> args, PipelinedConnection::Callback done) {
+    std::string sha = Known(script);
+    if (sha.empty()) {
+      std::string load;
+      AppendCommand(load, std::array<std::string_view, 3>{"SCRIPT", "LOAD", script.source});
+      node.CallAsync(std::move(load), 1,
+                     [this, &node, &script, keys = std::move(keys), args = std::move(args),
+                      done = std::move(done)](Result<RedisReply> loaded) mutable {
+                       if (!loaded) return done(std::move(loaded));
+                       Remember(script, loaded->str);
+                       EvalAsync(node, script, std::move(keys), std::move(args), std::move(done));
+                     });
+      return;
+    }
+    std::string evalsha = EvalCommand("EVALSHA", sha, keys, args);
+    node.CallAsync(std::move(evalsha), 1,
+                   [&node, &script, keys = std::move(keys), args = std::move(args),
+                    done = std::move(done)](Result<RedisReply> reply) mutable {
+                     if (!reply && reply.error().message.starts_with("NOSCRIPT")) {
+                       node.CallAsync(EvalCommand("EVAL", script.source, keys, args), 1,
+                                      std::move(done));
+                       return;
+                     }
+                     done(std::move(reply));
+                   });
+  }
+
  private:
+  void Remember(const LuaScript& script, const std::string& sha) {
+    std::lock_guard<std::mutex> lock(mu_);
+    sha_[&script] = sha;
+  }
+
   std::string Known(const LuaScript& script) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = sha_.find(&script);
@@ -132,6 +203,10 @@ class StandaloneTransport final : public RedisTransport {
   Result<RedisReply> Eval(const LuaScript& script, std::span<const std::string> keys,
                           std::span<const std::string> args) override {
     return scripts_.Eval(node_, script, keys, args, /*asking=*/false);
+  }
+  void EvalAsync(const LuaScript& script, std::vector<std::string> keys,
+                 std::vector<std::string> args, PipelinedConnection::Callback done) override {
+    scripts_.EvalAsync(node_, script, std::move(keys), std::move(args), std::move(done));
   }
   bool Refuses(std::string_view) override { return node_.Refuses(); }
   Result<RedisReply> Command(std::string_view, std::span<const std::string_view> args) override {

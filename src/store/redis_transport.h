@@ -56,6 +56,16 @@ class RedisTransport {
   virtual Result<RedisReply> Eval(const LuaScript& script, std::span<const std::string> keys,
                                   std::span<const std::string> args) = 0;
 
+  // Eval without waiting: `done` gets the reply, on a connection's I/O thread or on the
+  // caller's (see PipelinedConnection::CallAsync; `done` must not block). The standalone
+  // transport is fully asynchronous. The cluster transport runs Eval on the caller's thread and
+  // then calls `done` there: redirects need the slot map, read synchronously, so never call it
+  // from inside a callback.
+  virtual void EvalAsync(const LuaScript& script, std::vector<std::string> keys,
+                         std::vector<std::string> args, PipelinedConnection::Callback done) {
+    done(Eval(script, keys, args));
+  }
+
   // Whether a call for `key` would be refused by its node's open breaker right now. A read only:
   // lets a caller skip building a request that would not be sent.
   virtual bool Refuses(std::string_view key) = 0;

@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <map>
 #include <memory>
 #include <random>
@@ -370,6 +372,76 @@ TEST_F(RedisStore, DecideAllRefusesALimiterFromElsewhere) {
   EXPECT_EQ(out[1].reason, DecisionReason::kInvalidRequest);
   EXPECT_TRUE(out[0].allowed);
   EXPECT_EQ(out[0].remaining, 10) << "the request was refused, so nothing was kept";
+}
+
+// DecideAsync: the same decisions as Decide, many in flight from one thread, pipelined.
+TEST_F(RedisStore, AsyncDecisionsAreTheSameDecisions) {
+  const LimitSpec spec{Algorithm::kTokenBucket, 3, seconds(1), 5, false};
+  auto memory = MakeMemoryLimiter(spec);
+  auto redis = MakeRedisLimiter(spec, Options("async-parity"));  // a new store: no script known
+  ASSERT_TRUE(memory.has_value() && redis.has_value());
+  const auto trace = Trace(21, 600, 1000, spec.limit);
+  for (size_t i = 0; i < trace.size(); ++i) {
+    const Timestamp now = FromNanos(trace[i].t_ms * 1'000'000);
+    std::promise<Decision> got;
+    (*redis)->DecideAsync(trace[i].key, now, trace[i].cost,
+                          [&got](const Decision& d) { got.set_value(d); });
+    const Decision r = got.get_future().get();
+    const Decision m = (*memory)->Decide(trace[i].key, now, trace[i].cost);
+    ASSERT_FALSE(r.degraded) << "line " << i;
+    ASSERT_EQ(r.allowed, m.allowed) << "line " << i;
+    ASSERT_EQ(r.remaining, m.remaining) << "line " << i;
+    ASSERT_EQ(CeilMs(r.retry_after), CeilMs(m.retry_after)) << "line " << i;
+  }
+}
+
+TEST_F(RedisStore, OneThreadKeepsManyAsyncDecisionsInFlight) {
+  RedisStoreOptions o = Options("inflight");
+  o.connections = 1;
+  auto store = OpenRedisStore(o);
+  ASSERT_TRUE(store.has_value());
+  auto limiter = (*store)->MakeLimiter({Algorithm::kFixedWindow, 100, seconds(60), 0, false},
+                                       "inflight", false);
+  ASSERT_TRUE(limiter.has_value());
+  // The script cache is emptied first: the first calls load it, later ones reload by EVAL.
+  auto c = Client();
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(c->Command({"SCRIPT", "FLUSH"}).has_value());
+  const Timestamp now = FromNanos(int64_t{28'333'333} * 60 * 1'000'000'000);
+  constexpr int kCalls = 1000;
+  std::atomic<int> answered{0}, admitted{0};
+  std::promise<void> all;
+  for (int i = 0; i < kCalls; ++i) {
+    (*limiter)->DecideAsync("one-key", now, 1, [&](const Decision& d) {
+      EXPECT_FALSE(d.degraded);
+      admitted.fetch_add(d.allowed ? 1 : 0);
+      if (answered.fetch_add(1) + 1 == kCalls) all.set_value();
+    });
+  }
+  all.get_future().wait();
+  EXPECT_EQ(admitted.load(), 100) << "exactly the limit, however many were in flight";
+  const RedisStoreStats stats = (*store)->Stats();
+  EXPECT_GT(static_cast<double>(stats.requests) / static_cast<double>(stats.batches), 2.0)
+      << "the calls were pipelined: " << stats.requests << " commands in " << stats.batches
+      << " writes";
+}
+
+TEST(RedisStoreDown, AsyncDecisionsGetTheFailurePolicyWithoutHanging) {
+  testing::RedisServer server;
+  const int port = server.port();
+  server.Stop();
+  RedisStoreOptions o;
+  o.port = port;
+  o.fail_open = false;
+  auto limiter = MakeRedisLimiter({Algorithm::kTokenBucket, 10, seconds(1), 10, false}, o);
+  ASSERT_TRUE(limiter.has_value());
+  for (int i = 0; i < 20; ++i) {
+    std::promise<Decision> got;
+    (*limiter)->DecideAsync("k", {}, 1, [&got](const Decision& d) { got.set_value(d); });
+    const Decision d = got.get_future().get();
+    EXPECT_TRUE(d.degraded);
+    EXPECT_FALSE(d.allowed);
+  }
 }
 
 }  // namespace
