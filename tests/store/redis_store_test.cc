@@ -444,5 +444,31 @@ TEST(RedisStoreDown, AsyncDecisionsGetTheFailurePolicyWithoutHanging) {
   }
 }
 
+// AUTH with a password, and with an ACL user, against servers that require them.
+TEST(RedisAuth, PasswordAndAclUserAreSentAndAWrongOneFailsByPolicy) {
+  testing::RedisServer server(
+      {"--requirepass", "s3cret", "--user", "alice", "on", ">alicepw", "~*", "&*", "+@all"});
+  const LimitSpec spec{Algorithm::kTokenBucket, 10, seconds(1), 10, false};
+  for (const std::string& address :
+       {"redis://:s3cret@127.0.0.1:" + std::to_string(server.port()),
+        "redis://alice:alicepw@127.0.0.1:" + std::to_string(server.port())}) {
+    auto options = ParseRedisAddress(address);
+    ASSERT_TRUE(options.has_value());
+    auto limiter = MakeRedisLimiter(spec, *options);
+    ASSERT_TRUE(limiter.has_value());
+    const Decision d = (*limiter)->Decide("k", {}, 1);
+    EXPECT_FALSE(d.degraded) << address;
+    EXPECT_TRUE(d.allowed);
+  }
+  auto wrong = ParseRedisAddress("redis://alice:nope@127.0.0.1:" + std::to_string(server.port()));
+  ASSERT_TRUE(wrong.has_value());
+  wrong->fail_open = false;
+  auto limiter = MakeRedisLimiter(spec, *wrong);
+  ASSERT_TRUE(limiter.has_value());
+  const Decision d = (*limiter)->Decide("k", {}, 1);
+  EXPECT_TRUE(d.degraded);
+  EXPECT_FALSE(d.allowed);
+}
+
 }  // namespace
 }  // namespace sluice

@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "store/redis_client.h"
 
@@ -23,7 +24,9 @@ namespace sluice::testing {
 
 class RedisServer {
  public:
-  RedisServer() {
+  // extra_args: more redis-server options, e.g. {"--requirepass", "secret"}.
+  explicit RedisServer(std::vector<std::string> extra_args = {})
+      : extra_args_(std::move(extra_args)) {
     // A free port can be taken by someone else before redis binds it: try a few.
     for (int attempt = 0; attempt < 3; ++attempt) {
       if (TryStart(FreePort())) return;
@@ -67,15 +70,34 @@ class RedisServer {
     if (pid_ == 0) {
       prctl(PR_SET_PDEATHSIG, SIGTERM);
       const std::string port = std::to_string(port_);
-      execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning",
-             "--enable-debug-command", "yes", static_cast<char*>(nullptr));
+      std::vector<const char*> argv = {"redis-server",
+                                       "--port",
+                                       port.c_str(),
+                                       "--bind",
+                                       "127.0.0.1",
+                                       "--save",
+                                       "",
+                                       "--appendonly",
+                                       "no",
+                                       "--daemonize",
+                                       "no",
+                                       "--loglevel",
+                                       "warning",
+                                       "--enable-debug-command",
+                                       "yes"};
+      for (const std::string& a : extra_args_) argv.push_back(a.c_str());
+      argv.push_back(nullptr);
+      execvp("redis-server", const_cast<char* const*>(argv.data()));
       _exit(127);  // not installed: scripts/install-deps installs redis-server
     }
     for (int i = 0; i < 200; ++i) {  // up to 10 s
       auto c = internal::RedisClient::Connect("127.0.0.1", port_, std::chrono::milliseconds(200),
                                               std::chrono::milliseconds(500));
-      if (c && (*c)->Command({"PING"})) return true;
+      if (c) {
+        // With a password set, PING answers NOAUTH: the server is up all the same.
+        auto pong = (*c)->Command({"PING"});
+        if (pong || pong.error().message.find("NOAUTH") != std::string::npos) return true;
+      }
       int status = 0;
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;  // exited: port taken, or no redis-server
@@ -99,6 +121,7 @@ class RedisServer {
     return ntohs(addr.sin_port);
   }
 
+  std::vector<std::string> extra_args_;
   int port_ = 0;
   pid_t pid_ = -1;
 };
