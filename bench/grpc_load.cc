@@ -60,15 +60,24 @@ Options Parse(int argc, char** argv) {
     const std::string a = argv[i];
     if (i + 1 >= argc) Usage();
     const char* v = argv[++i];
-    if (a == "--target") o.target = v;
-    else if (a == "--inflight") o.inflight = std::atoi(v);
-    else if (a == "--seconds") o.seconds = std::atof(v);
-    else if (a == "--warmup") o.warmup = std::atof(v);
-    else if (a == "--threads") o.threads = std::atoi(v);
-    else if (a == "--channels") o.channels = std::atoi(v);
-    else if (a == "--seed") o.seed = static_cast<unsigned>(std::atoi(v));
-    else if (a == "--pool") o.pool = std::atoi(v);
-    else Usage();
+    if (a == "--target")
+      o.target = v;
+    else if (a == "--inflight")
+      o.inflight = std::atoi(v);
+    else if (a == "--seconds")
+      o.seconds = std::atof(v);
+    else if (a == "--warmup")
+      o.warmup = std::atof(v);
+    else if (a == "--threads")
+      o.threads = std::atoi(v);
+    else if (a == "--channels")
+      o.channels = std::atoi(v);
+    else if (a == "--seed")
+      o.seed = static_cast<unsigned>(std::atoi(v));
+    else if (a == "--pool")
+      o.pool = std::atoi(v);
+    else
+      Usage();
   }
   if (o.inflight < 1 || o.threads < 1 || o.channels < 1 || o.seconds <= 0 || o.warmup < 0 ||
       o.pool < 1)
@@ -87,8 +96,8 @@ void Entry(rls::RateLimitRequest* r, int descriptor, const std::string& key,
 
 // The mix of bench/wrk/check.lua, weights out of 100.
 rls::RateLimitRequest MakeRequest(std::mt19937& rng) {
-  static const char* const kKnown[] = {"key_live_pro_7f3a", "key_live_ent_19c2",
-                                       "key_test_free_01", "key_test_free_02"};
+  static const char* const kKnown[] = {"key_live_pro_7f3a", "key_live_ent_19c2", "key_test_free_01",
+                                       "key_test_free_02"};
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   auto ip = [](int i) {
     return "10." + std::to_string(1 + (i / 65536) % 200) + "." + std::to_string((i / 256) % 256) +
@@ -166,10 +175,10 @@ void Run(const Shared& shared, int thread_index, int calls, Tally* tally) {
     s->reader->Finish(&s->response, &s->status, s);
   };
   for (size_t i = 0; i < slots.size(); ++i) {
-    slots[i].stub =
-        stubs[(static_cast<size_t>(thread_index) + i * static_cast<size_t>(shared.options->threads)) %
-              stubs.size()]
-            .get();
+    slots[i].stub = stubs[(static_cast<size_t>(thread_index) +
+                           i * static_cast<size_t>(shared.options->threads)) %
+                          stubs.size()]
+                        .get();
     start(&slots[i]);
   }
 
@@ -242,8 +251,8 @@ int main(int argc, char** argv) {
   shared.pool = &pool;
   shared.stubs = &stubs;
   const auto t0 = Clock::now();
-  shared.measure_from = t0 + std::chrono::duration_cast<Clock::duration>(
-                                 std::chrono::duration<double>(o.warmup));
+  shared.measure_from =
+      t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.warmup));
   shared.stop_at = shared.measure_from + std::chrono::duration_cast<Clock::duration>(
                                              std::chrono::duration<double>(o.seconds));
 
@@ -272,10 +281,9 @@ int main(int argc, char** argv) {
       "p999_us=%.0f\n",
       o.inflight, o.threads, o.channels, o.seconds, all.latency_ns.size(), rate,
       static_cast<unsigned long long>(all.ok), static_cast<unsigned long long>(all.over),
-      static_cast<unsigned long long>(all.other_code),
-      static_cast<unsigned long long>(all.errors), Percentile(all.latency_ns, 0.50),
-      Percentile(all.latency_ns, 0.90), Percentile(all.latency_ns, 0.99),
-      Percentile(all.latency_ns, 0.999));
+      static_cast<unsigned long long>(all.other_code), static_cast<unsigned long long>(all.errors),
+      Percentile(all.latency_ns, 0.50), Percentile(all.latency_ns, 0.90),
+      Percentile(all.latency_ns, 0.99), Percentile(all.latency_ns, 0.999));
   if (all.errors > 0) std::fprintf(stderr, "grpc_load: first error: %s\n", all.first_error.c_str());
   return all.errors > 0 && all.ok + all.over == 0 ? 1 : 0;
 }
