@@ -4,6 +4,7 @@
 #include "server/rate_limit_service.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -43,8 +44,11 @@ descriptors:
 class Service : public ::testing::Test {
  protected:
   void SetUp() override {
+    // Unique per process and test: ctest runs tests as parallel processes, where `this` (or a
+    // heap address under ASan) can repeat.
     dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("svc-" + std::to_string(reinterpret_cast<uintptr_t>(this)));
+           ("svc-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
     Write(kConfig);
     auto config = LoadConfig(dir_ / "api.yaml");
