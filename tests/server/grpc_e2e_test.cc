@@ -2,6 +2,7 @@
 // from YAML), called through the client generated from sluice's .proto as Envoy would call it.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -33,7 +34,8 @@ class GrpcEndToEnd : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("grpc-e2e-" + std::to_string(reinterpret_cast<uintptr_t>(this)));
+           ("grpc-e2e-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
     std::ofstream(dir_ / "e2e.yaml") << kConfig;
     auto config = LoadConfig(dir_ / "e2e.yaml");
