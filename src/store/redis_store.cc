@@ -45,6 +45,8 @@ class RedisLimiter final : public Limiter {
   // The checks before any I/O: false with `d` filled when the request is decided without Redis
   // (invalid, too costly, or refused by an open breaker); true with the key to use otherwise.
   bool Prepare(std::string_view key, int64_t cost, Decision& d, std::string& redis_key);
+  // A single-limit script's ARGV: now (empty under Redis's clock), the spec's, then the cost.
+  std::vector<std::string> ScriptArgs(Timestamp now, int64_t cost) const;
   // The script arguments after now: the spec's, then the cost.
   void AppendArgs(int64_t cost, std::vector<std::string>& args) const {
     args.insert(args.end(), params_.begin(), params_.end());
@@ -188,14 +190,19 @@ std::string NowArg(const RedisStoreOptions& options, Timestamp now) {
   return options.use_server_time ? std::string() : std::to_string(ToNanos(now) / kNanosPerMicro);
 }
 
-Decision RedisLimiter::Decide(std::string_view key, Timestamp now, int64_t cost) {
-  Decision d;
-  std::string redis_key;
-  if (!Prepare(key, cost, d, redis_key)) return d;
+std::vector<std::string> RedisLimiter::ScriptArgs(Timestamp now, int64_t cost) const {
   std::vector<std::string> args;
   args.reserve(params_.size() + 2);
   args.push_back(NowArg(store_->options(), now));
   AppendArgs(cost, args);
+  return args;
+}
+
+Decision RedisLimiter::Decide(std::string_view key, Timestamp now, int64_t cost) {
+  Decision d;
+  std::string redis_key;
+  if (!Prepare(key, cost, d, redis_key)) return d;
+  std::vector<std::string> args = ScriptArgs(now, cost);
   const std::string keys[1] = {std::move(redis_key)};
   auto reply = store_->transport().Eval(script_, keys, args);
   if (!reply) return Failed(d, reply.error());
@@ -380,10 +387,7 @@ void RedisLimiter::DecideAsync(std::string_view key, Timestamp now, int64_t cost
   Decision d;
   std::string redis_key;
   if (!Prepare(key, cost, d, redis_key)) return done(d);
-  std::vector<std::string> args;
-  args.reserve(params_.size() + 2);
-  args.push_back(NowArg(store_->options(), now));
-  AppendArgs(cost, args);
+  std::vector<std::string> args = ScriptArgs(now, cost);
   std::vector<std::string> keys;
   keys.push_back(std::move(redis_key));
   store_->transport().EvalAsync(

@@ -93,8 +93,7 @@ class RedisNode {
 
 // "<verb> <script or sha> <number of keys> keys... args..." in RESP.
 std::string EvalCommand(std::string_view verb, std::string_view script,
-                        const std::vector<std::string>& keys,
-                        const std::vector<std::string>& args) {
+                        std::span<const std::string> keys, std::span<const std::string> args) {
   std::vector<std::string_view> argv;
   argv.reserve(3 + keys.size() + args.size());
   const std::string nkeys = std::to_string(keys.size());
@@ -121,17 +120,9 @@ class ScriptRunner {
       sha = std::move(*loaded);
     }
     for (int attempt = 0;; ++attempt) {
-      std::vector<std::string_view> argv;
-      argv.reserve(3 + keys.size() + args.size());
-      const std::string nkeys = std::to_string(keys.size());
-      argv.push_back("EVALSHA");
-      argv.push_back(sha);
-      argv.push_back(nkeys);
-      for (const std::string& k : keys) argv.push_back(k);
-      for (const std::string& a : args) argv.push_back(a);
       std::string resp;
       if (asking) AppendCommand(resp, std::array<std::string_view, 1>{"ASKING"});
-      AppendCommand(resp, argv);
+      resp += EvalCommand("EVALSHA", sha, keys, args);
       auto reply = node.Call(std::move(resp), asking ? 2 : 1);
       if (reply || attempt > 0 || !reply.error().message.starts_with("NOSCRIPT")) return reply;
       if (auto loaded = Load(node, script); !loaded) return std::unexpected(loaded.error());
