@@ -345,6 +345,60 @@ TEST(ReplayTest, LargeOutputIsWrittenCompletely) {
   EXPECT_EQ(run.result->admitted + run.result->rejected, static_cast<uint64_t>(kLines));
 }
 
+// Replay decides lines in batches; the decisions must be those of one Decide per line, in
+// order, also when a key repeats inside a batch.
+TEST(ReplayTest, BatchedDecisionsMatchOneDecidePerLine) {
+  std::mt19937_64 rng(7);
+  std::string trace;
+  struct Line {
+    int64_t t_ms;
+    std::string key;
+    int64_t cost;
+  };
+  std::vector<Line> lines;
+  int64_t t = 0;
+  for (int i = 0; i < 3000; ++i) {
+    t += static_cast<int64_t>(rng() % 3);
+    Line line{t, fmt::format("k{}", rng() % 23), 1 + static_cast<int64_t>(rng() % 3)};
+    trace += fmt::format("{},{},{}\n", line.t_ms, line.key, line.cost);
+    lines.push_back(std::move(line));
+  }
+  for (const Algorithm a :
+       {Algorithm::kTokenBucket, Algorithm::kLeakyBucket, Algorithm::kFixedWindow,
+        Algorithm::kSlidingWindowLog, Algorithm::kSlidingWindowCounter, Algorithm::kGcra}) {
+    SCOPED_TRACE(AlgorithmName(a));
+    const LimitSpec spec = Spec(a, 20, 1s);
+    const ReplayRun run = DoReplay(spec, trace, ReplayOutput::kJsonl);
+    ASSERT_TRUE(run.result) << run.result.error().message;
+    ASSERT_EQ(run.lines.size(), lines.size());
+    auto reference = MakeMemoryLimiter(spec);
+    ASSERT_TRUE(reference);
+    int rejected = 0;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const Decision d =
+          (*reference)->Decide(lines[i].key, FromNanos(lines[i].t_ms * 1'000'000), lines[i].cost);
+      rejected += !d.allowed;
+      const json& j = run.lines[i];
+      ASSERT_EQ(j.at("key"), lines[i].key) << "line " << i + 1;
+      ASSERT_EQ(j.at("allowed"), d.allowed) << "line " << i + 1;
+      ASSERT_EQ(j.at("remaining"), d.remaining) << "line " << i + 1;
+      ASSERT_EQ(j.at("retry_after_ms"), CeilMillis(d.retry_after)) << "line " << i + 1;
+    }
+    EXPECT_GT(rejected, 100) << "the trace should exercise rejections";
+  }
+}
+
+TEST(ReplayTest, BadLineInALaterBatchWritesEveryEarlierDecision) {
+  std::string trace;
+  for (int i = 0; i < 36; ++i) trace += fmt::format("{},key-{}\n", i, i % 5);
+  trace += "36,key-0,-1\n37,key-1\n";
+  const ReplayRun run = DoReplay(Spec(Algorithm::kTokenBucket, 5, 1s), trace, ReplayOutput::kJsonl);
+  ASSERT_FALSE(run.result);
+  EXPECT_EQ(run.result.error().message.rfind("line 37: ", 0), 0u) << run.result.error().message;
+  ASSERT_EQ(run.lines.size(), 36u) << run.text;
+  for (int i = 0; i < 36; ++i) EXPECT_EQ(run.lines[i].at("t_ms"), i);
+}
+
 // ---- Summary ----
 
 TEST(ReplaySummaryTest, HandWorkedFixedWindowEdge) {
