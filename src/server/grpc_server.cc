@@ -63,14 +63,27 @@ class Call {
   void Answer() {
     Result<CheckRequest> request = FromEnvoyRequest(request_);
     if (!request) return Fail(request.error());
+    // As in envoyproxy/ratelimit, a domain the config does not have limits nothing: every
+    // descriptor is OK with no limit. An error would make Envoy either fail every request of a
+    // domain rolled out before sluiced's config has it, or count errors for each one.
+    if (const auto config = shared_->service->config();
+        config != nullptr && config->FindDomain(request->domain) == nullptr) {
+      CheckResponse unlimited;
+      unlimited.statuses.resize(request->descriptors.size());
+      return Reply(unlimited);
+    }
     Result<CheckResponse> decision = shared_->service->Check(*request);
     if (!decision) return Fail(decision.error());
+    Reply(*decision);
+  }
+
+  void Reply(const CheckResponse& decision) {
     rls::RateLimitResponse response;
-    ToEnvoyResponse(*decision, shared_->headers, &response);
+    ToEnvoyResponse(decision, shared_->headers, &response);
     responder_.Finish(response, grpc::Status::OK, this);
   }
 
-  // The service's errors are the caller's (unknown domain, sizes, ...), as are ours.
+  // The service's errors are the caller's (sizes, empty entries, ...), as are ours.
   void Fail(const Error& error) {
     responder_.FinishWithError(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, error.message),
                                this);

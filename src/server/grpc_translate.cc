@@ -1,5 +1,7 @@
 #include "server/grpc_translate.h"
 
+#include <openssl/sha.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -64,11 +66,31 @@ uint32_t ClampU32(int64_t v) {
   return static_cast<uint32_t>(std::clamp<int64_t>(v, 0, std::numeric_limits<uint32_t>::max()));
 }
 
+// Envoy fills descriptor values from the client's request (a path, a header), so a long value
+// is the client's choice. Refusing it would fail the whole call, and Envoy (with the usual
+// failure_mode_deny: false) would let the request through unlimited by every other descriptor
+// too: a bypass. So a value over the bound is counted under its SHA-256 instead. A
+// cryptographic digest, not a seeded hash: sluiced instances sharing a Redis must all derive
+// the same key, and a client must not be able to make its value collide with another's.
+std::string ValueForCounting(const std::string& value, size_t max_value_bytes) {
+  if (value.size() <= max_value_bytes) return value;
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(value.data()), value.size(), digest);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = kLongValuePrefix;
+  for (const unsigned char byte : digest) {
+    out += kHex[byte >> 4];
+    out += kHex[byte & 0xf];
+  }
+  return out;
+}
+
 rls::RateLimitResponse::Code ToEnvoyCode(Code code) {
   return code == Code::kOverLimit ? rls::RateLimitResponse::OVER_LIMIT : rls::RateLimitResponse::OK;
 }
 
-Result<CheckDescriptor> FromEnvoyDescriptor(const EnvoyDescriptor& in, int index) {
+Result<CheckDescriptor> FromEnvoyDescriptor(const EnvoyDescriptor& in, int index,
+                                            size_t max_value_bytes) {
   if (in.entries_size() == 0) {
     return MakeError(Where(index) + ": a descriptor needs at least one entry");
   }
@@ -79,7 +101,7 @@ Result<CheckDescriptor> FromEnvoyDescriptor(const EnvoyDescriptor& in, int index
     if (entry.key().empty()) {
       return MakeError(Where(index) + ".entries[" + std::to_string(j) + "].key must not be empty");
     }
-    out.entries.emplace_back(entry.key(), entry.value());
+    out.entries.emplace_back(entry.key(), ValueForCounting(entry.value(), max_value_bytes));
   }
   if (in.has_hits_addend()) {
     const uint64_t hits = in.hits_addend().value();
@@ -102,7 +124,7 @@ Result<CheckDescriptor> FromEnvoyDescriptor(const EnvoyDescriptor& in, int index
 
 }  // namespace
 
-Result<CheckRequest> FromEnvoyRequest(const rls::RateLimitRequest& in) {
+Result<CheckRequest> FromEnvoyRequest(const rls::RateLimitRequest& in, size_t max_value_bytes) {
   if (in.domain().empty()) return MakeError("domain must not be empty");
   if (in.descriptors_size() == 0) return MakeError("at least one descriptor is required");
   CheckRequest out;
@@ -110,7 +132,7 @@ Result<CheckRequest> FromEnvoyRequest(const rls::RateLimitRequest& in) {
   out.hits = in.hits_addend() == 0 ? 1 : in.hits_addend();
   out.descriptors.reserve(in.descriptors_size());
   for (int i = 0; i < in.descriptors_size(); ++i) {
-    Result<CheckDescriptor> d = FromEnvoyDescriptor(in.descriptors(i), i);
+    Result<CheckDescriptor> d = FromEnvoyDescriptor(in.descriptors(i), i, max_value_bytes);
     if (!d) return std::unexpected(std::move(d.error()));
     out.descriptors.push_back(std::move(*d));
   }
@@ -128,6 +150,10 @@ void ToEnvoyResponse(const CheckResponse& in, const HeaderOptions& headers,
       status->set_limit_remaining(std::numeric_limits<uint32_t>::max());
       continue;
     }
+    // Dropped by another limit's `replaces`: not checked, so reported as if no rule matched, as
+    // envoyproxy/ratelimit does. Envoy's X-RateLimit headers take the lowest limit_remaining
+    // among statuses with a current_limit; a replaced one must not show up there as 0.
+    if (s.replaced) continue;
     rls::RateLimitResponse::RateLimit* limit = status->mutable_current_limit();
     limit->set_name(s.limit->name);
     limit->set_requests_per_unit(ClampU32(s.limit->requests_per_unit));

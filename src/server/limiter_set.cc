@@ -100,6 +100,12 @@ Result<std::shared_ptr<const LimiterSet>> LimiterSet::Install(std::shared_ptr<co
       set->limiters_.emplace(limit.id, Entry{limit.spec, limit.failure_mode, std::move(*limiter)});
     }
   }
+  // Override limits do not depend on the config (their id is the domain and the rate), so
+  // their counters carry over whole.
+  if (previous != nullptr) {
+    std::lock_guard<std::mutex> lock(previous->overrides_mu_);
+    set->overrides_ = previous->overrides_;
+  }
   set->config_ = std::move(config);
   return std::shared_ptr<const LimiterSet>(std::move(set));
 }

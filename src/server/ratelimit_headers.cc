@@ -31,6 +31,12 @@ std::string SfString(std::string_view text) {
   return out;
 }
 
+// A Structured Field Integer (RFC 9651 3.3.1) has at most 15 digits; a larger count (a huge
+// burst) is reported as the largest one rather than as a field parsers reject.
+std::string SfInteger(int64_t v) {
+  return std::to_string(std::clamp<int64_t>(v, 0, 999'999'999'999'999));
+}
+
 // The policy's name: the limit's name, else its metric key, else its id.
 std::string_view PolicyName(const Limit& limit) {
   if (!limit.name.empty()) return limit.name;
@@ -51,11 +57,10 @@ std::vector<std::pair<std::string, std::string>> RateLimitHeaders(const CheckRes
     const std::string name = SfString(PolicyName(limit));
     const int64_t window = CeilSeconds(UnitDuration(limit.unit));
     if (!policy.empty()) policy += ", ";
-    policy +=
-        name + ";q=" + std::to_string(limit.requests_per_unit) + ";w=" + std::to_string(window);
+    policy += name + ";q=" + SfInteger(limit.requests_per_unit) + ";w=" + SfInteger(window);
     if (!current.empty()) current += ", ";
-    current += name + ";r=" + std::to_string(std::max<int64_t>(0, s.remaining)) +
-               ";t=" + std::to_string(CeilSeconds(s.reset_after));
+    current +=
+        name + ";r=" + SfInteger(s.remaining) + ";t=" + SfInteger(CeilSeconds(s.reset_after));
     if (tightest == nullptr || s.remaining < tightest->remaining) tightest = &s;
     if (s.code == Code::kOverLimit) {
       // A request that can never pass this limit (its hits exceed the capacity, or a blocking

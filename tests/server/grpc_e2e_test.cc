@@ -28,6 +28,22 @@ descriptors:
     rate_limit: {name: per_route, unit: hour, requests_per_unit: 10, algorithm: fixed_window}
   - key: internal
     rate_limit: {unlimited: true}
+  - key: path
+    rate_limit: {name: per_path, unit: minute, requests_per_unit: 1, algorithm: fixed_window}
+  - key: category
+    value: read
+    descriptors:
+      - key: user
+        rate_limit: {name: user_reads, unit: minute, requests_per_unit: 4, algorithm: fixed_window}
+  - key: endpoint
+    value: report
+    descriptors:
+      - key: user
+        rate_limit:
+          replaces: [{name: user_reads}]
+          requests_per_unit: 9
+          unit: minute
+          algorithm: fixed_window
 )yaml";
 
 class GrpcEndToEnd : public ::testing::Test {
@@ -152,13 +168,66 @@ TEST_F(GrpcEndToEnd, UnlimitedAndUnmatched) {
   EXPECT_EQ(got.statuses(1).limit_remaining(), 0u);
 }
 
-TEST_F(GrpcEndToEnd, UnknownDomainIsInvalidArgument) {
-  rls::RateLimitResponse response;
-  grpc::ClientContext ctx;
-  const grpc::Status status =
-      stub_->ShouldRateLimit(&ctx, OneDescriptor("nope", "api_key", "k1"), &response);
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(status.error_message().find("nope"), std::string::npos) << status.error_message();
+TEST_F(GrpcEndToEnd, UnknownDomainLimitsNothing) {
+  rls::RateLimitRequest r = OneDescriptor("nope", "api_key", "k1");
+  r.mutable_descriptors(0)->mutable_limit()->set_requests_per_unit(1);
+  r.mutable_descriptors(0)->mutable_limit()->set_unit(envoy::type::v3::SECOND);
+  *r.add_descriptors() = OneDescriptor("nope", "route", "/a").descriptors(0);
+  for (int i = 0; i < 3; ++i) {
+    const auto got = MustCall(r);
+    EXPECT_EQ(got.overall_code(), rls::RateLimitResponse::OK);
+    ASSERT_EQ(got.statuses_size(), 2);
+    for (const auto& s : got.statuses()) {
+      EXPECT_EQ(s.code(), rls::RateLimitResponse::OK);
+      EXPECT_FALSE(s.has_current_limit());
+      EXPECT_EQ(s.limit_remaining(), 0u);
+    }
+    EXPECT_EQ(got.response_headers_to_add_size(), 0);
+  }
+}
+
+// README Example 7: the endpoint limit replaces the category limit; the replaced descriptor is
+// reported as unmatched (no current_limit), not as a limit with 0 remaining.
+TEST_F(GrpcEndToEnd, AReplacedLimitIsReportedWithoutALimit) {
+  rls::RateLimitRequest r;
+  r.set_domain("e2e");
+  for (const char* first : {"category", "endpoint"}) {
+    auto* d = r.add_descriptors();
+    auto* e = d->add_entries();
+    e->set_key(first);
+    e->set_value(std::string(first) == "category" ? "read" : "report");
+    e = d->add_entries();
+    e->set_key("user");
+    e->set_value("carol");
+  }
+  for (uint32_t i = 0; i < 5; ++i) {
+    const auto got = MustCall(r);
+    ASSERT_EQ(got.statuses_size(), 2);
+    EXPECT_EQ(got.overall_code(), rls::RateLimitResponse::OK) << "user_reads (4) is replaced";
+    EXPECT_FALSE(got.statuses(0).has_current_limit());
+    EXPECT_EQ(got.statuses(0).limit_remaining(), 0u);
+    EXPECT_EQ(got.statuses(1).current_limit().requests_per_unit(), 9u);
+    EXPECT_EQ(got.statuses(1).limit_remaining(), 8 - i);
+  }
+}
+
+// A client-sized value (a path) over the value bound must not fail the call -- that would skip
+// every other limit in it -- but is counted under its digest.
+TEST_F(GrpcEndToEnd, AnOverlongValueIsStillCountedAndDoesNotFailTheCall) {
+  const std::string long_path(5000, 'p');
+  rls::RateLimitRequest r = OneDescriptor("e2e", "path", long_path);
+  *r.add_descriptors() = OneDescriptor("e2e", "api_key", "long-1").descriptors(0);
+  const auto first = MustCall(r);
+  EXPECT_EQ(first.overall_code(), rls::RateLimitResponse::OK);
+  EXPECT_EQ(first.statuses(1).limit_remaining(), 2u);
+  const auto second = MustCall(r);
+  EXPECT_EQ(second.overall_code(), rls::RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(second.statuses(0).code(), rls::RateLimitResponse::OVER_LIMIT);
+  // Another long value is another counter; so is the same value one byte shorter.
+  EXPECT_EQ(MustCall(OneDescriptor("e2e", "path", std::string(5000, 'q'))).overall_code(),
+            rls::RateLimitResponse::OK);
+  EXPECT_EQ(MustCall(OneDescriptor("e2e", "path", std::string(4999, 'p'))).overall_code(),
+            rls::RateLimitResponse::OK);
 }
 
 }  // namespace

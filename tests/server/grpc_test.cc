@@ -47,6 +47,19 @@ TEST_F(GrpcServerTest, RequestFieldsReachTheService) {
   }
 }
 
+TEST_F(GrpcServerTest, AValueAtTheBoundReachesTheServiceAsIs) {
+  const CheckRequest at_bound = Translate(OneDescriptor("api", "path", std::string(1024, 'a')));
+  EXPECT_EQ(at_bound.descriptors[0].entries, (Entries{{"path", std::string(1024, 'a')}}));
+}
+
+TEST_F(GrpcServerTest, AValueOverTheBoundReachesTheServiceAsItsSha256) {
+  // sha256 of 1025 'a' bytes, computed independently (Python's hashlib).
+  const CheckRequest over = Translate(OneDescriptor("api", "path", std::string(1025, 'a')));
+  EXPECT_EQ(over.descriptors[0].entries,
+            (Entries{{"path",
+                      "sha256:4a82297889eb505cf6b5cbdf69977afab4632d6557539782f657bd7dc78091a5"}}));
+}
+
 TEST_F(GrpcServerTest, RequestHitsAddendZeroMeansOne) {
   rls::RateLimitRequest r = OneDescriptor("api", "k", "v");
   r.set_hits_addend(0);
@@ -264,6 +277,17 @@ bool HasHeader(const rls::RateLimitResponse& got, std::string_view name) {
     }
   }
   return false;
+}
+
+// RFC 9651 integers have at most 15 digits: larger counts are reported as the largest.
+TEST(RateLimitHeadersTest, CountsBeyondAStructuredFieldIntegerAreClamped) {
+  CheckResponse decision;
+  decision.statuses.push_back(StatusOf(MakeLimit("vast", int64_t{1} << 60, Unit::kSecond),
+                                       Code::kOk, int64_t{1} << 59, milliseconds(1)));
+  const auto headers = RateLimitHeaders(decision, HeaderOptions{});
+  ASSERT_EQ(headers.size(), 2u);
+  EXPECT_EQ(headers[0].second, "\"vast\";q=999999999999999;w=1");
+  EXPECT_EQ(headers[1].second, "\"vast\";r=999999999999999;t=1");
 }
 
 TEST_F(GrpcServerTest, ResponseHeadersAreTheRateLimitHeaders) {

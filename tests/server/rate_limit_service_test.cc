@@ -202,6 +202,21 @@ TEST_F(Service, ReloadKeepsTheCountersOfUnchangedLimits) {
   EXPECT_EQ(r.statuses[1].limit->requests_per_unit, 20);
 }
 
+// Envoy's per-request `limit` overrides are not in the config, so a reload must not forget
+// their counters either.
+TEST_F(Service, ReloadKeepsTheCountersOfLimitOverrides) {
+  CheckRequest r = Request({{{"api_key", "o"}}});
+  r.descriptors[0].limit_override = LimitOverride{5, Unit::kHour};
+  for (int i = 0; i < 3; ++i) MustCheck(r);
+  auto config = LoadConfig(dir_ / "api.yaml");
+  ASSERT_TRUE(config.has_value()) << config.error().message;
+  ASSERT_TRUE(service_->Reload(*config).has_value());
+  const CheckResponse after = MustCheck(r);
+  ASSERT_NE(after.statuses[0].limit, nullptr);
+  EXPECT_EQ(after.statuses[0].limit->requests_per_unit, 5);
+  EXPECT_EQ(after.statuses[0].remaining, 1) << "3 before the reload, 1 after";
+}
+
 TEST_F(Service, TheRateLimitHeadersHaveTheDraftSyntax) {
   for (int i = 0; i < 2; ++i) MustCheck(Request({{{"route", "/h"}}}));
   clock_.Advance(seconds(15));
