@@ -112,6 +112,41 @@ void BM_Decide(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// The sharing-free ceiling for BM_Decide's two-thread figures: the same traffic, but each
+// thread owns a whole store, so no cache line is ever written by both threads. The gap between
+// the two is what sharing the store's lines costs (see BENCHMARKS.md).
+void BM_DecideStorePerThread(benchmark::State& state) {
+  const auto alg = static_cast<Algorithm>(state.range(0));
+  const int64_t nkeys = state.range(1);
+  const int64_t per_thread = std::max<int64_t>(1, nkeys / state.threads());
+  const int64_t base = state.thread_index() * per_thread;
+  MemoryStoreOptions options;
+  options.max_bytes = size_t{4} << 30;
+  auto limiter = std::move(*MakeMemoryLimiter(SpecFor(alg), options));
+  char buf[24];
+  for (int64_t i = 0; i < per_thread; ++i) {
+    limiter->Decide(KeyName(static_cast<uint32_t>(base + i), buf), FromNanos(kStart), 1);
+  }
+  std::mt19937_64 rng(state.thread_index() + 1);
+  std::vector<uint32_t> order(1 << 16);
+  for (auto& o : order) o = static_cast<uint32_t>(base + rng() % per_thread);
+  int64_t now = kStart;
+  size_t i = 0;
+  for (auto _ : state) {
+    now += 1000;
+    const std::string_view key = KeyName(order[i++ & (order.size() - 1)], buf);
+    benchmark::DoNotOptimize(limiter->Decide(key, FromNanos(now), 1));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_DecideStorePerThread)
+    ->ArgsProduct({{0, 5}, {10'000}})
+    ->ArgNames({"alg", "keys"})
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime()
+    ->MinTime(0.3);
+
 // The same traffic through DecideBatch, 16 requests at a time: cache misses overlap.
 void BM_DecideBatch(benchmark::State& state) {
   const auto alg = static_cast<Algorithm>(state.range(0));
