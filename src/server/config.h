@@ -86,8 +86,9 @@ struct Domain {
 
 class Config {
  public:
-  explicit Config(std::map<std::string, Domain, std::less<>> domains)
-      : domains_(std::move(domains)) {}
+  explicit Config(std::map<std::string, Domain, std::less<>> domains,
+                  std::vector<std::string> warnings = {})
+      : domains_(std::move(domains)), warnings_(std::move(warnings)) {}
 
   const Domain* FindDomain(std::string_view name) const {
     const auto it = domains_.find(name);
@@ -96,9 +97,13 @@ class Config {
   // By name, for listing the loaded config (/v1/limits).
   const std::map<std::string, Domain, std::less<>>& domains() const { return domains_; }
   size_t limit_count() const;
+  // What loaded but has no effect ("file:line:col: what"), e.g. a field envoyproxy/ratelimit
+  // accepts that sluice ignores; sluiced logs these at load and reload.
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
  private:
   std::map<std::string, Domain, std::less<>> domains_;
+  std::vector<std::string> warnings_;
 };
 
 // Loads `path`: one YAML file holding one domain, or a directory whose *.yaml and *.yml files
@@ -107,8 +112,11 @@ class Config {
 // column, and what is wrong; nothing throws.
 Result<std::shared_ptr<const Config>> LoadConfig(const std::filesystem::path& path);
 
-// For --check-config: loads and discards. On success, a one-line summary
-// ("2 domains, 9 limits, 3 plans").
+// A one-line summary of a loaded config ("2 domains, 9 limits, 3 plans").
+std::string ConfigSummary(const Config& config);
+
+// For --check-config: loads and discards. On success, ConfigSummary (warnings are in
+// LoadConfig's result; sluiced prints them).
 Result<std::string> CheckConfig(const std::filesystem::path& path);
 
 }  // namespace sluice::server

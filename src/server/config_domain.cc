@@ -42,7 +42,8 @@ struct Path {
 
 class DomainParser {
  public:
-  DomainParser(const std::string& file, Domain& domain) : file_(file), domain_(domain) {}
+  DomainParser(const std::string& file, Domain& domain, Warnings& warnings)
+      : file_(file), domain_(domain), warnings_(warnings) {}
 
   Result<void> ParseTree(const YAML::Node& list, DescriptorTree& tree, const std::string& plan) {
     plan_ = plan;
@@ -55,19 +56,18 @@ class DomainParser {
     return ParseList(list, tree, DescriptorTree::kRoot, path);
   }
 
-  // Every name in a `replaces` must be the name of some rate_limit in this domain: a typo
-  // there would silently replace nothing.
-  Result<void> CheckReplaces() const {
+  // A `replaces` name that no rate_limit of the domain has replaces nothing. ratelimit loads
+  // it silently; it is most likely a typo, so say so.
+  void CheckReplaces() const {
     for (const PendingReplace& r : replaces_) {
       bool found = false;
       for (const Limit& l : domain_.limits) found = found || l.name == r.name;
       if (!found) {
-        return ErrorAt(file_, r.node,
-                       "replaces names '" + r.name + "', but no rate_limit in domain '" +
-                           domain_.name + "' has that name");
+        WarnAt(warnings_, file_, r.node,
+               "replaces names '" + r.name + "', but no rate_limit in domain '" + domain_.name +
+                   "' has that name; it replaces nothing");
       }
     }
-    return {};
   }
 
  private:
@@ -81,7 +81,9 @@ class DomainParser {
       return ErrorAt(file_, list,
                      "descriptors nest deeper than " + std::to_string(kMaxDepth) + " levels");
     }
-    for (const YAML::Node& item : list) {
+    for (size_t i = 0; i < list.size(); ++i) {
+      const YAML::Node item = list[i];
+      if (item.IsNull()) return EmptyItemError(file_, list, i, "a descriptor with a 'key'");
       if (auto ok = ParseDescriptor(item, tree, parent, path); !ok) return ok;
     }
     return {};
@@ -91,8 +93,9 @@ class DomainParser {
                                DescriptorTree::NodeId parent, const Path& path) {
     auto fields =
         Fields::Of(file_, node, "a descriptor",
-                   {"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric"},
-                   {"quota_mode", "value_to_metric", "share_threshold", "metadata"});
+                   {"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric",
+                    "quota_mode", "share_threshold", "value_to_metric", "metadata"},
+                   &warnings_);
     if (!fields) return std::unexpected(fields.error());
     if (++descriptors_ > kMaxDescriptorsPerDomain) {
       return ErrorAt(file_, node,
@@ -100,23 +103,18 @@ class DomainParser {
                          std::to_string(kMaxDescriptorsPerDomain) + " descriptors");
     }
     const auto key_node = fields->Get("key");
-    if (!key_node) return ErrorAt(file_, node, "descriptor has no 'key'");
+    if (!key_node) {
+      if (fields->Present("key")) return ErrorAt(file_, fields->KeyOf("key"), "empty 'key'");
+      return ErrorAt(file_, node, "descriptor has no 'key'");
+    }
     auto key = ReadString(file_, *key_node, "key", kMaxNameBytes);
     if (!key) return std::unexpected(key.error());
-    std::optional<std::string> value;
-    if (const auto v = fields->Get("value")) {
-      auto text = ReadString(file_, *v, "value", kMaxValueBytes);
-      if (!text) {
-        if (v->IsScalar() && v->Scalar().empty()) {
-          return ErrorAt(file_, *v, "value must not be empty; omit it to match any value");
-        }
-        return std::unexpected(text.error());
-      }
-      value = std::move(*text);
-    }
+    auto value = ReadValue(*fields);
+    if (!value) return std::unexpected(value.error());
+    if (auto ok = CheckUpstreamOnly(*fields); !ok) return ok;
 
-    const auto added = tree.AddChild(parent, *key, value);
-    const std::string shown = "key '" + *key + "'" + (value ? " value '" + *value + "'" : "");
+    const auto added = tree.AddChild(parent, *key, *value);
+    const std::string shown = "key '" + *key + "'" + (*value ? " value '" + **value + "'" : "");
     if (!added.inserted) {
       return ErrorAt(file_, node,
                      "duplicate descriptor " + shown + " (first at " + origins_[added.node] +
@@ -126,35 +124,24 @@ class DomainParser {
     origins_[added.node] = Where(file_, node);
 
     Path here{path.id + "|" + Escaped(*key), path.metric + "." + *key, path.depth + 1};
-    if (value) {
-      here.id += "=" + EscapedValue(*value);
-      here.metric += "_" + *value;
+    if (*value) {
+      here.id += "=" + EscapedValue(**value);
+      here.metric += "_" + **value;
     }
 
-    bool shadow = false;
-    bool detailed = false;
-    for (std::string_view flag : {"shadow_mode", "detailed_metric"}) {
-      const auto f = fields->Get(flag);
-      if (!f) continue;
-      auto b = ReadBool(file_, *f, flag);
-      if (!b) return std::unexpected(b.error());
-      if (*b && !fields->Get("rate_limit")) {
-        return ErrorAt(file_, fields->KeyOf(flag),
-                       std::string(flag) +
-                           " applies to this descriptor's own rate_limit, and it has none "
-                           "(nested descriptors do not inherit it)");
-      }
-      (flag == "shadow_mode" ? shadow : detailed) = *b;
-    }
+    const auto shadow = ReadDescriptorFlag(*fields, "shadow_mode");
+    if (!shadow) return std::unexpected(shadow.error());
+    const auto detailed = ReadDescriptorFlag(*fields, "detailed_metric");
+    if (!detailed) return std::unexpected(detailed.error());
 
     if (const auto rl = fields->Get("rate_limit")) {
-      auto limit = ParseRateLimit(*rl, shadow);
+      auto limit = ParseRateLimit(*rl, *shadow);
       if (!limit) return std::unexpected(limit.error());
       limit->id = here.id;
       limit->domain = domain_.name;
       limit->plan = plan_;
       limit->metric_name = limit->name.empty() ? here.metric : limit->name;
-      limit->detailed_metric = detailed;
+      limit->detailed_metric = *detailed;
       limit->origin = origins_[added.node];
       tree.SetLimit(added.node, static_cast<int32_t>(domain_.limits.size()));
       domain_.limits.push_back(std::move(*limit));
@@ -165,10 +152,73 @@ class DomainParser {
     return {};
   }
 
+  // ratelimit reads an empty or null `value` as no value (config_impl.go: the key alone is the
+  // descriptor's key), so both make a key-only rule.
+  Result<std::optional<std::string>> ReadValue(const Fields& fields) const {
+    const auto v = fields.Get("value");
+    if (!v || (v->IsScalar() && v->Scalar().empty())) return std::nullopt;
+    auto text = ReadString(file_, *v, "value", kMaxValueBytes);
+    if (!text) return std::unexpected(text.error());
+    return std::optional<std::string>(std::move(*text));
+  }
+
+  // shadow_mode and detailed_metric belong to the descriptor's own rate_limit; without one they
+  // do nothing (nested descriptors do not inherit them), which ratelimit accepts silently.
+  Result<bool> ReadDescriptorFlag(const Fields& fields, std::string_view flag) const {
+    const auto f = fields.Get(flag);
+    if (!f) return false;
+    auto b = ReadBool(file_, *f, flag);
+    if (!b) return std::unexpected(b.error());
+    if (*b && !fields.Get("rate_limit")) {
+      WarnAt(warnings_, file_, fields.KeyOf(flag),
+             std::string(flag) +
+                 " has no effect: this descriptor has no rate_limit, and nested descriptors do "
+                 "not inherit it");
+    }
+    return *b;
+  }
+
+  // ratelimit fields sluice does not implement. Each is read with ratelimit's type; a
+  // `false` (the default) changes nothing and loads, a `true` would change decisions in ways
+  // sluice cannot honour and is refused. value_to_metric only changes metric names and
+  // metadata only annotates responses, so they load and are ignored.
+  Result<void> CheckUpstreamOnly(const Fields& fields) const {
+    for (std::string_view flag : {"quota_mode", "share_threshold"}) {
+      const auto f = fields.Get(flag);
+      if (!f) continue;
+      auto b = ReadBool(file_, *f, flag);
+      if (!b) return std::unexpected(b.error());
+      if (*b) {
+        return ErrorAt(file_, fields.KeyOf(flag),
+                       "'" + std::string(flag) +
+                           "' is an envoyproxy/ratelimit field sluice does not support; remove "
+                           "it (it would change decisions)");
+      }
+    }
+    if (const auto f = fields.Get("value_to_metric")) {
+      auto b = ReadBool(file_, *f, "value_to_metric");
+      if (!b) return std::unexpected(b.error());
+      if (*b) {
+        WarnAt(warnings_, file_, fields.KeyOf("value_to_metric"),
+               "value_to_metric is ignored: metrics keep the rule's key (use detailed_metric for "
+               "per-value metrics)");
+      }
+    }
+    if (const auto m = fields.Get("metadata")) {
+      if (!m->IsMap()) {
+        return ErrorAt(file_, *m, "metadata must be a mapping, not " + std::string(Describe(*m)));
+      }
+      WarnAt(warnings_, file_, fields.KeyOf("metadata"),
+             "metadata is ignored: sluice does not return descriptor metadata");
+    }
+    return {};
+  }
+
   Result<Limit> ParseRateLimit(const YAML::Node& node, bool shadow_mode) {
     auto fields = Fields::Of(file_, node, "rate_limit",
                              {"unit", "requests_per_unit", "name", "replaces", "unlimited",
-                              "algorithm", "burst", "shaper", "mode", "failure_mode"});
+                              "algorithm", "burst", "shaper", "mode", "failure_mode"},
+                             &warnings_);
     if (!fields) return std::unexpected(fields.error());
     Limit limit;
     if (const auto n = fields->Get("name")) {
@@ -180,6 +230,18 @@ class DomainParser {
     if (auto ok = ParseModes(*fields, shadow_mode, limit); !ok) {
       return std::unexpected(ok.error());
     }
+    // ratelimit decodes requests_per_unit as a uint32 even where it then ignores it.
+    std::optional<int64_t> rpu;
+    if (const auto r = fields->Get("requests_per_unit")) {
+      auto n = ReadInt(file_, *r, "requests_per_unit", &warnings_);
+      if (!n) return std::unexpected(n.error());
+      if (*n < 0 || *n > kMaxRequestsPerUnit) {
+        return ErrorAt(
+            file_, *r,
+            "requests_per_unit must be between 0 and 4294967295 (got " + std::to_string(*n) + ")");
+      }
+      rpu = *n;
+    }
 
     bool unlimited = false;
     if (const auto u = fields->Get("unlimited")) {
@@ -187,20 +249,12 @@ class DomainParser {
       if (!b) return std::unexpected(b.error());
       unlimited = *b;
     }
-    if (unlimited) {
-      for (std::string_view f : {"unit", "requests_per_unit", "algorithm", "burst", "shaper"}) {
-        if (fields->Get(f)) {
-          return ErrorAt(file_, fields->KeyOf(f),
-                         "an unlimited rate_limit takes no '" + std::string(f) + "'");
-        }
-      }
-      limit.kind = LimitKind::kUnlimited;
-      return limit;
-    }
+    if (unlimited) return ParseUnlimited(*fields, std::move(limit));
 
     const auto unit_node = fields->Get("unit");
     if (!unit_node) {
-      return ErrorAt(file_, node, "rate_limit needs a 'unit' (or 'unlimited: true')");
+      const YAML::Node at = fields->Present("unit") ? fields->KeyOf("unit") : node;
+      return ErrorAt(file_, at, "rate_limit needs a 'unit' (or 'unlimited: true')");
     }
     auto unit_text = ReadString(file_, *unit_node, "unit", kMaxNameBytes);
     if (!unit_text) return std::unexpected(unit_text.error());
@@ -212,19 +266,15 @@ class DomainParser {
     }
     limit.unit = *unit;
 
-    const auto rpu_node = fields->Get("requests_per_unit");
-    if (!rpu_node) return ErrorAt(file_, node, "rate_limit needs 'requests_per_unit'");
-    auto rpu = ReadInt(file_, *rpu_node, "requests_per_unit");
-    if (!rpu) return std::unexpected(rpu.error());
-    if (*rpu < 0 || *rpu > kMaxRequestsPerUnit) {
-      return ErrorAt(
-          file_, *rpu_node,
-          "requests_per_unit must be between 0 and 4294967295 (got " + std::to_string(*rpu) + ")");
+    if (!rpu) {
+      WarnAt(warnings_, file_, node,
+             "rate_limit has no requests_per_unit, so it is 0 and blocks every request (as in "
+             "envoyproxy/ratelimit); write requests_per_unit: 0 to say so");
     }
-    limit.requests_per_unit = *rpu;
-    if (*rpu == 0) {
+    limit.requests_per_unit = rpu.value_or(0);
+    if (limit.requests_per_unit == 0) {
       for (std::string_view f : {"algorithm", "burst", "shaper"}) {
-        if (fields->Get(f)) {
+        if (fields->Present(f)) {
           return ErrorAt(file_, fields->KeyOf(f),
                          "requests_per_unit: 0 blocks every request; '" + std::string(f) +
                              "' has no meaning there");
@@ -234,6 +284,34 @@ class DomainParser {
       return limit;
     }
     return ParseSpec(*fields, node, std::move(limit));
+  }
+
+  // ratelimit refuses `unlimited: true` only together with a valid unit; requests_per_unit and
+  // a unit it does not know are ignored there, so they load here with a warning. sluice's own
+  // algorithm parameters mean nothing without a limit and stay errors.
+  Result<Limit> ParseUnlimited(const Fields& fields, Limit limit) {
+    for (std::string_view f : {"algorithm", "burst", "shaper"}) {
+      if (fields.Present(f)) {
+        return ErrorAt(file_, fields.KeyOf(f),
+                       "an unlimited rate_limit takes no '" + std::string(f) + "'");
+      }
+    }
+    if (const auto u = fields.Get("unit")) {
+      if (!u->IsScalar()) {
+        return ErrorAt(file_, *u, "unit must be a string, not " + std::string(Describe(*u)));
+      }
+      if (ParseUnit(u->Scalar())) {
+        return ErrorAt(file_, fields.KeyOf("unit"), "an unlimited rate_limit takes no 'unit'");
+      }
+      WarnAt(warnings_, file_, fields.KeyOf("unit"),
+             "unit '" + u->Scalar() + "' is ignored: the rate_limit is unlimited");
+    }
+    if (fields.Get("requests_per_unit")) {
+      WarnAt(warnings_, file_, fields.KeyOf("requests_per_unit"),
+             "requests_per_unit is ignored: the rate_limit is unlimited");
+    }
+    limit.kind = LimitKind::kUnlimited;
+    return limit;
   }
 
   // algorithm, burst, shaper, then ValidateLimitSpec for the exact-arithmetic ranges.
@@ -288,8 +366,10 @@ class DomainParser {
       return ErrorAt(file_, *list,
                      "replaces must be a list of {name: ...}, not " + std::string(Describe(*list)));
     }
-    for (const YAML::Node& item : *list) {
-      auto f = Fields::Of(file_, item, "a replaces entry", {"name"});
+    for (size_t i = 0; i < list->size(); ++i) {
+      const YAML::Node item = (*list)[i];
+      if (item.IsNull()) return EmptyItemError(file_, *list, i, "{name: ...}");
+      auto f = Fields::Of(file_, item, "a replaces entry", {"name"}, &warnings_);
       if (!f) return std::unexpected(f.error());
       const auto n = f->Get("name");
       if (!n) return ErrorAt(file_, item, "a replaces entry needs a 'name'");
@@ -343,6 +423,7 @@ class DomainParser {
 
   const std::string& file_;
   Domain& domain_;
+  Warnings& warnings_;
   std::string plan_;
   std::vector<std::string> origins_;  // "file:line:col" per node of the tree being parsed
   size_t descriptors_ = 0;
@@ -373,12 +454,13 @@ Result<void> ParsePlans(const std::string& file, const Fields& root, DomainParse
         file, *plans,
         "plans must map plan names to descriptor lists, not " + std::string(Describe(*plans)));
   }
-  for (auto it = plans->begin(); it != plans->end(); ++it) {
-    auto name = ReadString(file, it->first, "plan name", kMaxNameBytes);
+  auto entries = MappingEntries(file, *plans, "plans", "plan");
+  if (!entries) return std::unexpected(entries.error());
+  for (const auto& [plan_name, rules] : *entries) {
+    auto name = ReadString(file, plan_name, "plan name", kMaxNameBytes);
     if (!name) return std::unexpected(name.error());
-    auto [tree, inserted] = domain.plans.try_emplace(*name);
-    if (!inserted) return ErrorAt(file, it->first, "plan '" + *name + "' is defined twice");
-    if (auto ok = parser.ParseTree(it->second, tree->second, *name); !ok) return ok;
+    auto tree = domain.plans.try_emplace(*name).first;
+    if (auto ok = parser.ParseTree(rules, tree->second, *name); !ok) return ok;
   }
   if (!domain.plans.contains("default")) {
     return ErrorAt(file, *plans, "plans must include 'default': identities without a plan get it");
@@ -390,29 +472,35 @@ Result<void> ParsePlans(const std::string& file, const Fields& root, DomainParse
 
 std::optional<std::string> PeekPlanSource(const YAML::Node& root) {
   if (!root.IsMap()) return std::nullopt;
-  for (auto it = root.begin(); it != root.end(); ++it) {
-    if (it->first.IsScalar() && it->first.Scalar() == "plan_source" && it->second.IsScalar() &&
-        it->second.Scalar().starts_with("file:")) {
-      return it->second.Scalar().substr(5);
+  auto entries = MappingEntries("", root, "a domain file", "field");
+  if (!entries) return std::nullopt;
+  for (const auto& [key, value] : *entries) {
+    if (key.Scalar() == "plan_source" && value.IsScalar() && value.Scalar().starts_with("file:")) {
+      return value.Scalar().substr(5);
     }
   }
   return std::nullopt;
 }
 
-Result<ParsedDomain> ParseDomain(const std::string& file, const YAML::Node& root) {
-  auto fields = Fields::Of(file, root, "a domain file",
-                           {"domain", "descriptors", "plans", "plan_key", "plan_source"});
+Result<ParsedDomain> ParseDomain(const std::string& file, const YAML::Node& root,
+                                 Warnings& warnings) {
+  auto fields =
+      Fields::Of(file, root, "a domain file",
+                 {"domain", "descriptors", "plans", "plan_key", "plan_source"}, &warnings);
   if (!fields) return std::unexpected(fields.error());
   ParsedDomain parsed;
   Domain& domain = parsed.domain;
   const auto name = fields->Get("domain");
-  if (!name) return ErrorAt(file, root, "no 'domain'");
+  if (!name) {
+    if (fields->Present("domain")) return ErrorAt(file, fields->KeyOf("domain"), "empty 'domain'");
+    return ErrorAt(file, root, "no 'domain'");
+  }
   auto text = ReadString(file, *name, "domain", kMaxNameBytes);
   if (!text) return std::unexpected(text.error());
   domain.name = std::move(*text);
   domain.origin = Where(file, *name);
 
-  DomainParser parser(file, domain);
+  DomainParser parser(file, domain, warnings);
   if (const auto list = fields->Get("descriptors")) {
     if (auto ok = parser.ParseTree(*list, domain.descriptors, ""); !ok) {
       return std::unexpected(ok.error());
@@ -421,7 +509,7 @@ Result<ParsedDomain> ParseDomain(const std::string& file, const YAML::Node& root
   if (auto ok = ParsePlans(file, *fields, parser, domain); !ok) {
     return std::unexpected(ok.error());
   }
-  if (auto ok = parser.CheckReplaces(); !ok) return std::unexpected(ok.error());
+  parser.CheckReplaces();
 
   if (const auto source = fields->Get("plan_source")) {
     auto src = ReadString(file, *source, "plan_source", kMaxValueBytes);

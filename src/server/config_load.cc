@@ -42,8 +42,8 @@ Result<SourceFile> ReadSource(const std::string& name, size_t max_bytes) {
   return SourceFile{name, *root};
 }
 
-Result<Domain> BuildDomain(const SourceFile& source) {
-  auto parsed = internal::ParseDomain(source.name, source.root);
+Result<Domain> BuildDomain(const SourceFile& source, internal::Warnings& warnings) {
+  auto parsed = internal::ParseDomain(source.name, source.root, warnings);
   if (!parsed) return std::unexpected(parsed.error());
   if (parsed->plan_source.empty()) return std::move(parsed->domain);
   const std::string plan_file = PlanPath(source.name, parsed->plan_source).string();
@@ -103,8 +103,9 @@ Result<std::shared_ptr<const Config>> Load(const fs::path& path) {
                   [&](const SourceFile& s) { return plan_files.contains(Canonical(s.name)); });
   }
   std::map<std::string, Domain, std::less<>> domains;
+  internal::Warnings warnings;
   for (const SourceFile& s : sources) {
-    auto domain = BuildDomain(s);
+    auto domain = BuildDomain(s, warnings);
     if (!domain) return std::unexpected(domain.error());
     if (const auto it = domains.find(domain->name); it != domains.end()) {
       return MakeError(domain->origin + ": domain '" + domain->name + "' is already defined at " +
@@ -113,7 +114,7 @@ Result<std::shared_ptr<const Config>> Load(const fs::path& path) {
     std::string name = domain->name;
     domains.emplace(std::move(name), std::move(*domain));
   }
-  return std::make_shared<const Config>(std::move(domains));
+  return std::make_shared<const Config>(std::move(domains), std::move(warnings));
 }
 
 }  // namespace
@@ -157,14 +158,18 @@ Result<std::shared_ptr<const Config>> LoadConfig(const std::filesystem::path& pa
   }
 }
 
+std::string ConfigSummary(const Config& config) {
+  size_t plans = 0;
+  for (const auto& [name, domain] : config.domains()) plans += domain.plans.size();
+  const size_t domains = config.domains().size();
+  return std::to_string(domains) + (domains == 1 ? " domain, " : " domains, ") +
+         std::to_string(config.limit_count()) + " limits, " + std::to_string(plans) + " plans";
+}
+
 Result<std::string> CheckConfig(const std::filesystem::path& path) {
   auto config = LoadConfig(path);
   if (!config) return std::unexpected(config.error());
-  size_t plans = 0;
-  for (const auto& [name, domain] : (*config)->domains()) plans += domain.plans.size();
-  const size_t domains = (*config)->domains().size();
-  return std::to_string(domains) + (domains == 1 ? " domain, " : " domains, ") +
-         std::to_string((*config)->limit_count()) + " limits, " + std::to_string(plans) + " plans";
+  return ConfigSummary(**config);
 }
 
 }  // namespace sluice::server

@@ -17,7 +17,9 @@ struct ParsedDomain {
   std::string plan_source;  // the text after "file:", relative to the config file
   YAML::Node plan_source_node;
 };
-Result<ParsedDomain> ParseDomain(const std::string& file, const YAML::Node& root);
+// Findings that do not fail the load go to `warnings`.
+Result<ParsedDomain> ParseDomain(const std::string& file, const YAML::Node& root,
+                                 Warnings& warnings);
 
 // The plan_source path in `root`, if root is a mapping that has a well-formed one; used to
 // tell plan files apart from domain files in a directory. Errors are left to ParseDomain.

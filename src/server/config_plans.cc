@@ -12,9 +12,9 @@ namespace sluice::server::internal {
 Result<void> ParsePlanFile(const std::string& file, const YAML::Node& root, Domain& domain) {
   auto fields = Fields::Of(file, root, "a plan file", {"identities"});
   if (!fields) return std::unexpected(fields.error());
+  if (!fields->Present("identities")) return ErrorAt(file, root, "no 'identities'");
   const auto identities = fields->Get("identities");
-  if (!identities) return ErrorAt(file, root, "no 'identities'");
-  if (identities->IsNull()) return {};
+  if (!identities) return {};
   if (!identities->IsMap()) {
     return ErrorAt(file, *identities,
                    "identities must map identity values to plan names, not " +
@@ -24,22 +24,31 @@ Result<void> ParsePlanFile(const std::string& file, const YAML::Node& root, Doma
     return ErrorAt(file, *identities,
                    "more than " + std::to_string(kMaxIdentities) + " identities");
   }
-  domain.identity_plans.reserve(identities->size());
-  for (auto it = identities->begin(); it != identities->end(); ++it) {
-    auto identity = ReadString(file, it->first, "identity", kMaxValueBytes);
+  // A repeated identity is refused by MappingEntries; one from a merge (<<) replaces.
+  auto entries = MappingEntries(file, *identities, "identities", "identity");
+  if (!entries) return std::unexpected(entries.error());
+  if (entries->size() > kMaxIdentities) {
+    return ErrorAt(file, *identities,
+                   "more than " + std::to_string(kMaxIdentities) + " identities");
+  }
+  domain.identity_plans.reserve(entries->size());
+  for (const auto& [identity_node, plan_node] : *entries) {
+    auto identity = ReadString(file, identity_node, "identity", kMaxValueBytes);
     if (!identity) return std::unexpected(identity.error());
-    auto plan = ReadString(file, it->second, "plan name", kMaxNameBytes);
+    // A null plan's own mark is the next line's; the identity is where it is missing.
+    if (plan_node.IsNull()) {
+      return ErrorAt(file, identity_node, "identity '" + *identity + "' has no plan");
+    }
+    auto plan = ReadString(file, plan_node, "plan name", kMaxNameBytes);
     if (!plan) return std::unexpected(plan.error());
     if (!domain.plans.contains(*plan)) {
       std::string known;
       for (const auto& [name, tree] : domain.plans) known += (known.empty() ? "" : ", ") + name;
-      return ErrorAt(file, it->second,
+      return ErrorAt(file, plan_node,
                      "unknown plan '" + *plan + "' for identity '" + *identity + "' (domain '" +
                          domain.name + "' has: " + known + ")");
     }
-    if (!domain.identity_plans.emplace(*identity, std::move(*plan)).second) {
-      return ErrorAt(file, it->first, "identity '" + *identity + "' is listed twice");
-    }
+    domain.identity_plans.emplace(std::move(*identity), std::move(*plan));
   }
   return {};
 }

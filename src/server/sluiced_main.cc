@@ -60,6 +60,10 @@ std::string Summary(const Config& config) {
          std::to_string(config.limit_count()) + " limits";
 }
 
+void LogWarnings(const Config& config) {
+  for (const std::string& w : config.warnings()) spdlog::warn("config: {}", w);
+}
+
 // SIGHUP: load everything again; anything wrong keeps the running config.
 void Reload(const std::string& path, RateLimitService& service, Metrics& metrics) {
   auto config = LoadConfig(path);
@@ -68,6 +72,7 @@ void Reload(const std::string& path, RateLimitService& service, Metrics& metrics
     metrics.RecordReload(false);
     return;
   }
+  LogWarnings(**config);
   const std::string summary = Summary(**config);
   // The service counts the outcome of its own Reload; only a config that never reached it is
   // counted here.
@@ -80,12 +85,15 @@ void Reload(const std::string& path, RateLimitService& service, Metrics& metrics
 
 int Run(const Flags& flags) {
   if (flags.check_config) {
-    auto summary = CheckConfig(flags.config);
-    if (!summary) {
-      std::fprintf(stderr, "%s\n", summary.error().message.c_str());
+    auto checked = LoadConfig(flags.config);
+    if (!checked) {
+      std::fprintf(stderr, "%s\n", checked.error().message.c_str());
       return 1;
     }
-    std::printf("%s: ok, %s\n", flags.config.c_str(), summary->c_str());
+    for (const std::string& w : (*checked)->warnings()) {
+      std::fprintf(stderr, "warning: %s\n", w.c_str());
+    }
+    std::printf("%s: ok, %s\n", flags.config.c_str(), ConfigSummary(**checked).c_str());
     return 0;
   }
 
@@ -105,6 +113,7 @@ int Run(const Flags& flags) {
     spdlog::error("cannot load the config: {}", config.error().message);
     return 1;
   }
+  LogWarnings(**config);
   spdlog::info("config loaded from {}: {}", flags.config, Summary(**config));
 
   Metrics metrics;

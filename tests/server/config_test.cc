@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "server/descriptor.h"
 #include "server/server_test_util.h"
@@ -294,6 +296,148 @@ TEST(Directory, LoadsEveryYamlFileSkipsDotfilesOtherExtensionsAndPlanFiles) {
   ASSERT_NE(beta, nullptr);
   EXPECT_EQ(beta->PlanFor("u1"), "big");
   EXPECT_EQ(config->limit_count(), 3u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configs envoyproxy/ratelimit accepts load unchanged, with its meaning (docs/configuration.md,
+// "Compatibility").
+
+// The limit a one-entry-per-level descriptor reaches, or null.
+const Limit* LimitFor(const Config& config, std::string_view domain,
+                      std::initializer_list<test::Entry> entries) {
+  return MustMatch(config, domain, entries).limit;
+}
+
+// The warning at "fixture:line:" that mentions `says`, or "" if there is none.
+std::string WarningAt(const Config& config, const std::string& file, int line,
+                      std::string_view says) {
+  const std::string where = file + ":" + std::to_string(line) + ":";
+  for (const std::string& w : config.warnings()) {
+    if (w.starts_with(where) && w.find(says) != std::string::npos) return w;
+  }
+  return "";
+}
+
+TEST(MergeKeys, ResolvedAsYamlV2Does) {
+  auto config = MustLoad(Fixture("merge_keys.yaml"));
+  ASSERT_NE(config, nullptr);
+  EXPECT_TRUE(config->warnings().empty());
+  const Limit* b = LimitFor(*config, "merged", {{"b", "x"}});
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->name, "per_b");  // the explicit name wins over the merged one
+  EXPECT_EQ(b->unit, Unit::kMinute);
+  EXPECT_EQ(b->requests_per_unit, 5);
+  EXPECT_EQ(b->spec.period, minutes(1));
+  // In a list of mappings the earlier one wins: unit hour, not second.
+  const Limit* c = LimitFor(*config, "merged", {{"c", "x"}});
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->name, "per_c");
+  EXPECT_EQ(c->unit, Unit::kHour);
+  EXPECT_EQ(c->requests_per_unit, 7);
+  // A whole descriptor merged, its value replaced.
+  const Limit* d_two = LimitFor(*config, "merged", {{"d", "two"}});
+  ASSERT_NE(d_two, nullptr);
+  EXPECT_EQ(d_two->unit, Unit::kDay);
+  EXPECT_EQ(d_two->requests_per_unit, 3);
+  EXPECT_EQ(d_two->id, "merged|d=two");
+  ASSERT_NE(LimitFor(*config, "merged", {{"d", "one"}}), nullptr);
+  // yaml.v2 applies keys in order: a merge written after an explicit key replaces it.
+  const Limit* e = LimitFor(*config, "merged", {{"e", "x"}});
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->requests_per_unit, 9);
+}
+
+TEST(Upstream, LenientFormsLoadWithRatelimitsMeaning) {
+  const std::string file = Fixture("upstream_lenient.yaml");
+  auto config = MustLoad(file);
+  ASSERT_NE(config, nullptr);
+  const auto limit = [&](std::initializer_list<test::Entry> entries) {
+    return LimitFor(*config, "lenient", entries);
+  };
+  // shadow_mode / detailed_metric without a rate_limit: no effect, not inherited.
+  const Limit* child = limit({{"parent", "p"}, {"child", "c"}});
+  ASSERT_NE(child, nullptr);
+  EXPECT_EQ(child->mode, Mode::kEnforce);
+  EXPECT_FALSE(child->detailed_metric);
+  EXPECT_EQ(limit({{"parent", "p"}}), nullptr);
+  // value: "" and a null value are key-only rules.
+  const Limit* empty = limit({{"empty_value", "anything"}});
+  ASSERT_NE(empty, nullptr);
+  EXPECT_EQ(empty->requests_per_unit, 2);
+  EXPECT_EQ(empty->id, "lenient|empty_value");
+  const Limit* null_value = limit({{"null_value", "anything"}});
+  ASSERT_NE(null_value, nullptr);
+  EXPECT_EQ(null_value->requests_per_unit, 3);
+  // A null rate_limit is none.
+  EXPECT_EQ(limit({{"null_rate_limit", "x"}}), nullptr);
+  // unlimited with requests_per_unit, or with a unit ratelimit does not know.
+  const Limit* unlimited = limit({{"unlimited", "x"}});
+  ASSERT_NE(unlimited, nullptr);
+  EXPECT_EQ(unlimited->kind, LimitKind::kUnlimited);
+  const Limit* unknown_unit = limit({{"unlimited_unknown_unit", "x"}});
+  ASSERT_NE(unknown_unit, nullptr);
+  EXPECT_EQ(unknown_unit->kind, LimitKind::kUnlimited);
+  // No requests_per_unit reads as 0: blocks everything.
+  const Limit* missing = limit({{"missing_requests_per_unit", "x"}});
+  ASSERT_NE(missing, nullptr);
+  EXPECT_EQ(missing->kind, LimitKind::kBlocked);
+  EXPECT_EQ(missing->unit, Unit::kMinute);
+  // replaces naming nothing loads.
+  const Limit* replaces = limit({{"replaces_nothing", "x"}});
+  ASSERT_NE(replaces, nullptr);
+  EXPECT_EQ(replaces->replaces, std::vector<std::string>{"no_such"});
+  // YAML 1.1 booleans.
+  const Limit* bools = limit({{"yaml11_bools", "x"}});
+  ASSERT_NE(bools, nullptr);
+  EXPECT_EQ(bools->mode, Mode::kShadow);
+  EXPECT_EQ(bools->kind, LimitKind::kLimited);
+  // ratelimit fields out of place are ignored.
+  const Limit* misplaced = limit({{"misplaced", "x"}});
+  ASSERT_NE(misplaced, nullptr);
+  EXPECT_EQ(misplaced->requests_per_unit, 6);
+  EXPECT_EQ(limit({{"misplaced", "x"}, {"ignored", "x"}}), nullptr);
+  // value_to_metric and metadata load and change nothing; quota_mode/share_threshold false.
+  const Limit* upstream_only = limit({{"upstream_only", "x"}});
+  ASSERT_NE(upstream_only, nullptr);
+  EXPECT_EQ(upstream_only->metric_name, "lenient.upstream_only");
+  EXPECT_EQ(upstream_only->requests_per_unit, 7);
+  // YAML 1.1 integers, as yaml.v2 reads them.
+  const auto rpu = [&](const char* key) {
+    const Limit* l = limit({{"ints", "i"}, {key, "x"}});
+    return l == nullptr ? -1 : l->requests_per_unit;
+  };
+  EXPECT_EQ(rpu("octal"), 8);
+  EXPECT_EQ(rpu("hex"), 16);
+  EXPECT_EQ(rpu("underscores"), 1000);
+  EXPECT_EQ(rpu("binary"), 5);
+  EXPECT_EQ(rpu("plus"), 12);
+}
+
+TEST(Upstream, WarningsNameFileAndLine) {
+  const std::string file = Fixture("upstream_lenient.yaml");
+  auto config = MustLoad(file);
+  ASSERT_NE(config, nullptr);
+  for (const auto& [line, says] : std::vector<std::pair<int, std::string>>{
+           {6, "shadow_mode has no effect"},
+           {7, "detailed_metric has no effect"},
+           {22, "requests_per_unit is ignored: the rate_limit is unlimited"},
+           {24, "unit 'fortnight' is ignored"},
+           {26, "no requests_per_unit, so it is 0 and blocks every request"},
+           {28, "replaces names 'no_such'"},
+           {33, "field 'unit' has no meaning in a descriptor; ignored"},
+           {37, "field 'key' has no meaning in rate_limit"},
+           {38, "field 'descriptors' has no meaning in rate_limit"},
+           {40, "value_to_metric is ignored"},
+           {41, "metadata is ignored"},
+           {47, "reads it as octal: 8"},
+       }) {
+    EXPECT_NE(WarningAt(*config, file, line, says), "") << "no warning at line " << line;
+  }
+  EXPECT_EQ(config->warnings().size(), 12u);
+  // A config without anything to warn about has no warnings.
+  auto clean = MustLoad(Fixture("readme_example1.yaml"));
+  ASSERT_NE(clean, nullptr);
+  EXPECT_TRUE(clean->warnings().empty());
 }
 
 // The server swaps configs by pointer; readers must only ever see a const Config.
