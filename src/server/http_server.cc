@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <boost/asio/dispatch.hpp>
@@ -11,8 +12,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <charconv>
 #include <optional>
 #include <string_view>
@@ -21,20 +20,25 @@
 #include <utility>
 #include <vector>
 
+#include "server/http_request_parser.h"
+#include "server/http_response.h"
+
 namespace sluice::server {
 namespace {
 
 namespace net = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
 using tcp = net::ip::tcp;
+using error_code = boost::system::error_code;
+using SteadyClock = std::chrono::steady_clock;
 
 // After an error reply the client may still be sending (a 2 MiB body we refused): closing with
 // unread data makes the kernel send a reset, which can destroy our reply before the client
 // reads it. So we stop sending, read and discard for a short while, then close.
 constexpr std::chrono::milliseconds kLingerTime{1000};
 
-std::string_view ToStd(beast::string_view s) { return {s.data(), s.size()}; }
+// A connection's receive buffer starts at this size and grows (up to the request limits) only
+// for large requests.
+constexpr size_t kInitialBufferBytes = 8192;
 
 Result<tcp::endpoint> ParseEndpoint(std::string_view address) {
   std::string_view host;
@@ -76,10 +80,13 @@ std::string FormatEndpoint(const tcp::endpoint& e) {
 
 class Connection;
 
-// One thread and its io_context. `connections` is touched only on that thread.
+// One thread and its io_context. `connections` (the open ones) is touched only on that thread.
+// Deadlines are not one timer per connection: a periodic sweep closes the connections whose
+// deadline has passed, so that a request costs a store to a field instead of two timer updates.
 struct Worker {
-  std::unordered_set<Connection*> connections;  // destroyed after ioc (which owns handlers)
+  std::unordered_set<Connection*> connections;
   net::io_context ioc{1};
+  std::optional<net::steady_timer> sweep;  // destroyed before ioc
   std::optional<net::executor_work_guard<net::io_context::executor_type>> guard;
   std::thread thread;
 };
@@ -97,148 +104,250 @@ struct HttpServer::Impl {
   std::optional<net::steady_timer> accept_retry;
   tcp::endpoint bound;
   size_t next_worker = 0;
+  std::chrono::milliseconds sweep_every{100};
 
   void Accept();
-  void OnAccept(const beast::error_code& ec, tcp::socket socket, Worker* worker);
+  void OnAccept(const error_code& ec, tcp::socket socket, Worker* worker);
   void Refuse(tcp::socket socket);
+  void Sweep(Worker& worker);
 };
 
 namespace {
 
-class Connection : public std::enable_shared_from_this<Connection> {
+class Connection final : public std::enable_shared_from_this<Connection>, public HttpDeferral {
  public:
   Connection(HttpServer::Impl& server, Worker& worker, tcp::socket socket)
-      : server_(server), worker_(worker), stream_(std::move(socket)) {
+      : server_(server),
+        worker_(worker),
+        socket_(std::move(socket)),
+        parser_({server.options.max_header_bytes, server.options.max_body_bytes}) {
     server_.active.fetch_add(1, std::memory_order_relaxed);
   }
-  ~Connection() {
-    worker_.connections.erase(this);
-    server_.active.fetch_sub(1, std::memory_order_relaxed);
-  }
+  // May run on another thread than the worker's (the last owner can be a deferred reply's
+  // callback): touches nothing but the atomic count. Close() took it out of the worker's set.
+  ~Connection() { server_.active.fetch_sub(1, std::memory_order_relaxed); }
 
   // On the worker's thread.
   void Start() {
     worker_.connections.insert(this);
     if (server_.stopping.load()) return Close();
-    Read();
+    error_code ec;
+    socket_.set_option(tcp::no_delay(true), ec);  // each response is one write: send it now
+    WaitForRequest();
   }
 
   // On the worker's thread, when the server stops: an idle connection (waiting for a request
   // that has not begun) is closed now; any other finishes its request and closes after.
   void OnStop() {
     stopping_ = true;
-    if (reading_ && buffer_.size() == 0 && !parser_->got_some()) stream_.cancel();
+    if (reading_ && HttpRequestParser::Idle(Received())) Close();
+  }
+
+  // On the worker's thread, from the sweep.
+  bool Expired(SteadyClock::time_point now) const { return now >= deadline_; }
+
+  void Close() {
+    if (closed_) return;
+    closed_ = true;
+    deadline_ = SteadyClock::time_point::max();
+    worker_.connections.erase(this);
+    error_code ec;
+    socket_.shutdown(tcp::socket::shutdown_both, ec);
+    socket_.close(ec);
+  }
+
+  // HttpDeferral: the handler answers later, from any thread. The callback hands its hold on
+  // the connection to the reply it posts, so the connection is released on its own thread.
+  HttpReplyCallback Defer() override {
+    return [self = shared_from_this()](HttpReply reply) mutable {
+      net::io_context& ioc = self->worker_.ioc;
+      net::post(ioc, [self = std::move(self), reply = std::move(reply)]() mutable {
+        if (self->closed_) return;
+        self->Respond(reply);
+      });
+    };
   }
 
  private:
+  std::string_view Received() const { return {buffer_.data() + begin_, end_ - begin_}; }
+
+  void Arm(std::chrono::milliseconds timeout) { deadline_ = SteadyClock::now() + timeout; }
+
+  // A new request's clock starts now; it may already be in the buffer (pipelined).
+  void WaitForRequest() {
+    Arm(server_.options.request_timeout);
+    Process();
+  }
+
+  void Process() {
+    const ParseOutcome parsed = parser_.Parse(Received());
+    switch (parsed.status) {
+      case ParseStatus::kComplete:
+        return Handle(parsed);
+      case ParseStatus::kIncomplete:
+        return Read();
+      case ParseStatus::kBadRequest:
+        return ReplyAndClose(
+            ErrorReply(400, "malformed HTTP request: " + std::string(parsed.error)));
+      case ParseStatus::kHeadersTooLarge:
+        return ReplyAndClose(HeadersTooLarge());
+      case ParseStatus::kBodyTooLarge:
+        return ReplyAndClose(BodyTooLarge());
+    }
+  }
+
+  HttpReply BodyTooLarge() const {
+    return ErrorReply(413, "the body is over the limit of " +
+                               std::to_string(server_.options.max_body_bytes) + " bytes");
+  }
+  HttpReply HeadersTooLarge() const {
+    return ErrorReply(431, "the request headers are over the limit of " +
+                               std::to_string(server_.options.max_header_bytes) + " bytes");
+  }
+
   void Read() {
-    parser_.emplace();
-    parser_->header_limit(static_cast<uint32_t>(server_.options.max_header_bytes));
-    parser_->body_limit(server_.options.max_body_bytes);
-    stream_.expires_after(server_.options.request_timeout);
+    if (!MakeRoom()) return ReplyAndClose(BodyTooLarge());
     reading_ = true;
-    http::async_read(
-        stream_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+    socket_.async_read_some(net::buffer(buffer_.data() + end_, buffer_.size() - end_),
+                            [self = shared_from_this()](const error_code& ec, size_t n) {
+                              self->reading_ = false;
+                              if (ec || self->closed_)
+                                return self->Close();  // end of stream, reset, deadline
+                              self->end_ += n;
+                              self->Process();
+                            });
   }
 
-  void OnRead(beast::error_code ec) {
-    reading_ = false;
-    if (ec == http::error::body_limit) {
-      return ReplyAndClose(ErrorReply(413, "the body is over the limit of " +
-                                               std::to_string(server_.options.max_body_bytes) +
-                                               " bytes"));
+  // Space after end_ to read into: moves the unconsumed bytes to the front, or grows the
+  // buffer. False when a request would need more than the limits allow (a chunked body's
+  // framing can outgrow its decoded size; a plain one is refused by the parser first).
+  bool MakeRoom() {
+    if (buffer_.empty()) buffer_.resize(kInitialBufferBytes);
+    if (end_ < buffer_.size()) return true;
+    if (begin_ > 0) {
+      std::copy(buffer_.begin() + static_cast<std::ptrdiff_t>(begin_),
+                buffer_.begin() + static_cast<std::ptrdiff_t>(end_), buffer_.begin());
+      end_ -= begin_;
+      begin_ = 0;
+      return true;
     }
-    if (ec == http::error::header_limit) {
-      return ReplyAndClose(ErrorReply(431, "the request headers are over the limit of " +
-                                               std::to_string(server_.options.max_header_bytes) +
-                                               " bytes"));
-    }
-    if (ec && ec.category() == http::make_error_code(http::error::bad_target).category() &&
-        ec != http::error::end_of_stream && ec != http::error::partial_message) {
-      return ReplyAndClose(ErrorReply(400, "malformed HTTP request: " + ec.message()));
-    }
-    if (ec) return Close();  // end of stream, timeout, reset, or stopped while idle
+    const size_t cap =
+        server_.options.max_header_bytes + 2 * server_.options.max_body_bytes + kInitialBufferBytes;
+    if (buffer_.size() >= cap) return false;
+    buffer_.resize(std::min(cap, buffer_.size() * 2));
+    return true;
+  }
 
-    const auto& req = parser_->get();
-    const HttpRequestView view{ToStd(req.method_string()), ToStd(req.target()),
-                               ToStd(req[http::field::authorization]), req.body()};
+  void Handle(const ParseOutcome& parsed) {
+    const ParsedRequest& req = parsed.request;
+    consumed_ = parsed.consumed;
+    version_ = req.version;
+    keep_alive_ = req.keep_alive;
+    const HttpRequestView view{req.method, req.target, req.authorization, req.body, this};
     HttpReply reply = server_.handler(view);
+    if (reply.deferred) {
+      // Defer()'s callback calls Respond. The request is in: its clock no longer runs.
+      deadline_ = SteadyClock::time_point::max();
+      return;
+    }
+    Respond(reply);
+  }
+
+  void Respond(const HttpReply& reply) {
+    begin_ += consumed_;
+    consumed_ = 0;
+    if (begin_ == end_) begin_ = end_ = 0;
     // Decided after the handler: a stop that came while it ran closes this connection.
-    const bool keep_alive = req.keep_alive() && !stopping_ && !server_.stopping.load();
-    Write(std::move(reply), req.version(), keep_alive);
+    const bool keep_alive = keep_alive_ && !stopping_ && !server_.stopping.load();
+    out_.clear();
+    AppendHttpResponse(out_, reply, version_, keep_alive);
+    Write(keep_alive);
   }
 
-  void Write(HttpReply reply, unsigned version, bool keep_alive) {
-    response_.emplace(static_cast<http::status>(reply.status), version);
-    response_->set(http::field::content_type, reply.content_type);
-    for (auto& [name, value] : reply.headers) response_->insert(name, value);
-    response_->keep_alive(keep_alive);
-    response_->body() = std::move(reply.body);
-    response_->prepare_payload();
-    stream_.expires_after(server_.options.request_timeout);
-    http::async_write(stream_, *response_,
-                      [self = shared_from_this(), keep_alive](beast::error_code ec, size_t) {
-                        if (ec) return self->Close();
-                        if (!keep_alive || self->stopping_) return self->Linger();
-                        self->response_.reset();
-                        self->Read();
-                      });
+  void ReplyAndClose(const HttpReply& reply) {
+    begin_ = end_ = 0;
+    version_ = 11;
+    out_.clear();
+    AppendHttpResponse(out_, reply, version_, /*keep_alive=*/false);
+    Write(false);
   }
 
-  void ReplyAndClose(HttpReply reply) { Write(std::move(reply), 11, /*keep_alive=*/false); }
+  void Write(bool keep_alive) {
+    Arm(server_.options.request_timeout);
+    net::async_write(socket_, net::buffer(out_),
+                     [self = shared_from_this(), keep_alive](const error_code& ec, size_t) {
+                       if (ec || self->closed_) return self->Close();
+                       if (!keep_alive || self->stopping_) return self->Linger();
+                       self->WaitForRequest();
+                     });
+  }
 
   void Linger() {
-    beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    error_code ec;
+    socket_.shutdown(tcp::socket::shutdown_send, ec);
     if (ec) return Close();
-    drain_ = std::make_unique<std::array<char, 4096>>();
-    stream_.expires_after(kLingerTime);
+    Arm(kLingerTime);
+    begin_ = end_ = 0;
+    if (buffer_.empty()) buffer_.resize(kInitialBufferBytes);
     Drain();
   }
 
   void Drain() {
-    stream_.async_read_some(net::buffer(*drain_),
-                            [self = shared_from_this()](beast::error_code ec, size_t) {
-                              if (ec) return self->Close();
+    socket_.async_read_some(net::buffer(buffer_),
+                            [self = shared_from_this()](const error_code& ec, size_t) {
+                              if (ec || self->closed_) return self->Close();
                               self->Drain();
                             });
   }
 
-  void Close() {
-    beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-    stream_.close();
-  }
-
   HttpServer::Impl& server_;
   Worker& worker_;
-  beast::tcp_stream stream_;
-  beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
-  std::optional<http::response<http::string_body>> response_;
-  std::unique_ptr<std::array<char, 4096>> drain_;
+  tcp::socket socket_;
+  HttpRequestParser parser_;
+  std::vector<char> buffer_;  // received bytes: [begin_, end_) not yet consumed
+  size_t begin_ = 0;
+  size_t end_ = 0;
+  size_t consumed_ = 0;  // the request being answered, from begin_
+  std::string out_;      // the response being written; reused
+  SteadyClock::time_point deadline_ = SteadyClock::time_point::max();
+  unsigned version_ = 11;
+  bool keep_alive_ = true;
   bool reading_ = false;
   bool stopping_ = false;
+  bool closed_ = false;
 };
 
 }  // namespace
 
+void HttpServer::Impl::Sweep(Worker& worker) {
+  worker.sweep->expires_after(sweep_every);
+  worker.sweep->async_wait([this, &worker](const error_code& ec) {
+    if (ec) return;
+    const auto now = SteadyClock::now();
+    std::vector<Connection*> expired;
+    for (Connection* c : worker.connections) {
+      if (c->Expired(now)) expired.push_back(c);
+    }
+    for (Connection* c : expired) c->Close();
+    Sweep(worker);
+  });
+}
+
 void HttpServer::Impl::Accept() {
   Worker* worker = workers[next_worker].get();
   next_worker = (next_worker + 1) % workers.size();
-  acceptor->async_accept(worker->ioc, [this, worker](beast::error_code ec, tcp::socket socket) {
+  acceptor->async_accept(worker->ioc, [this, worker](error_code ec, tcp::socket socket) {
     OnAccept(ec, std::move(socket), worker);
   });
 }
 
-void HttpServer::Impl::OnAccept(const beast::error_code& ec, tcp::socket socket, Worker* worker) {
+void HttpServer::Impl::OnAccept(const error_code& ec, tcp::socket socket, Worker* worker) {
   if (ec == net::error::operation_aborted || !acceptor->is_open()) return;  // stopping
   if (ec) {
     // Out of file descriptors (or another transient failure): back off instead of spinning.
     spdlog::warn("http: accept failed: {}; retrying in 100 ms", ec.message());
     accept_retry->expires_after(std::chrono::milliseconds(100));
-    accept_retry->async_wait([this](beast::error_code wait_ec) {
+    accept_retry->async_wait([this](error_code wait_ec) {
       if (!wait_ec) Accept();
     });
     return;
@@ -260,7 +369,7 @@ void HttpServer::Impl::Refuse(tcp::socket socket) {
            std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
   }();
   spdlog::debug("http: refused a connection: {} open", options.max_connections);
-  beast::error_code ec;
+  error_code ec;
   socket.non_blocking(true, ec);  // a fresh socket's send buffer takes it; never wait here
   net::write(socket, net::buffer(kReply.data(), kReply.size()), ec);
   socket.shutdown(tcp::socket::shutdown_both, ec);
@@ -287,7 +396,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options,
   Worker& first = *impl->workers[0];
   impl->acceptor.emplace(first.ioc);
   impl->accept_retry.emplace(first.ioc);
-  beast::error_code ec;
+  error_code ec;
   impl->acceptor->open(endpoint->protocol(), ec);
   if (!ec) impl->acceptor->set_option(net::socket_base::reuse_address(true), ec);
   if (!ec) impl->acceptor->bind(*endpoint, ec);
@@ -297,8 +406,13 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options,
   }
   impl->bound = impl->acceptor->local_endpoint(ec);
 
+  // Deadlines are checked this often: a tenth of the timeout, within [5 ms, 250 ms].
+  impl->sweep_every = std::clamp(impl->options.request_timeout / 10, std::chrono::milliseconds(5),
+                                 std::chrono::milliseconds(250));
   impl->Accept();
   for (auto& worker : impl->workers) {
+    worker->sweep.emplace(worker->ioc);
+    impl->Sweep(*worker);
     worker->guard.emplace(worker->ioc.get_executor());
     worker->thread = std::thread([w = worker.get()] { w->ioc.run(); });
   }
@@ -317,7 +431,7 @@ void HttpServer::Stop() {
   s.stopped = true;
   s.stopping.store(true);
   net::post(s.workers[0]->ioc, [&s] {
-    beast::error_code ec;
+    error_code ec;
     s.acceptor->close(ec);
     s.accept_retry->cancel();
   });

@@ -1,5 +1,6 @@
-// An HTTP/1.1 server for the HTTP API (Boost.Beast, kept inside http_server.cc so that this
-// header stays cheap to include).
+// An HTTP/1.1 server for the HTTP API (Boost.Asio sockets, kept inside http_server.cc so that
+// this header stays cheap to include; requests parsed by http_request_parser.h, responses written
+// by http_response.h, each in one buffer per connection).
 //
 //   auto server = HttpServer::Start({.address = "127.0.0.1:8080", .threads = 2},
 //                                   [&api](const HttpRequestView& r) { return api.Handle(r); });
@@ -15,8 +16,11 @@
 // - A body over `max_body_bytes` is answered 413, headers over `max_header_bytes` 431, and
 //   a malformed request 400; each then closes the connection.
 // - At most `max_connections` are open at once; one more is answered 503 and closed.
+// - A client has `request_timeout` to read each response too; deadlines are checked every
+//   tenth of the timeout (5-250 ms), so they are that much late at most.
 // - The handler runs on the I/O thread: it must not block for long (the memory store does
-//   not; the Redis store waits for Redis).
+//   not). A handler that waits for a remote store defers its reply (HttpRequestView::deferral):
+//   the connection reads nothing more until the reply comes, from any thread, and is sent.
 #ifndef SLUICE_SERVER_HTTP_SERVER_H_
 #define SLUICE_SERVER_HTTP_SERVER_H_
 

@@ -1,6 +1,5 @@
 // The few JSON writing helpers the HTTP API needs on its hot path (a check response is
-// rendered per request; nlohmann::json would allocate a tree for it). Parsing stays with
-// nlohmann::json.
+// rendered per request; nlohmann::json would allocate a tree for it). Parsing: flat_json.h.
 #ifndef SLUICE_SERVER_JSON_TEXT_H_
 #define SLUICE_SERVER_JSON_TEXT_H_
 
