@@ -14,6 +14,7 @@
 #define SLUICE_REDIS_STORE_H_
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -84,6 +85,17 @@ class RedisStore {
   // come from this store's MakeLimiter; any other gets kInvalidRequest.
   virtual void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
                          std::span<Decision> out) = 0;
+
+  using DecideAllCallback = std::function<void(std::span<const Decision>)>;
+
+  // DecideAll without waiting: the same verdicts, all-or-nothing give-backs and failure policy,
+  // delivered to `done` (one decision per check, in order) on a Redis connection's I/O thread,
+  // or on the caller's thread before DecideAllAsync returns when nothing needs Redis (every
+  // check decided at once, or refused by an open breaker) or the store is a cluster (its
+  // transport is synchronous, see docs/redis.md). `checks` and their keys are read before
+  // DecideAllAsync returns. `done` must not block; it may call DecideAllAsync again.
+  virtual void DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
+                              DecideAllCallback done) = 0;
 
   // Whether Redis answers a PING now (readiness checks). Bounded by the command timeout.
   virtual bool Ping() = 0;

@@ -145,7 +145,19 @@ HttpReply HttpApi::Check(const HttpRequestView& request) const {
   }
   auto parsed = ParseCheckRequest(request.body, options_.limits);
   if (!parsed) return ErrorReply(400, parsed.error().message);
-  auto response = service_->Check(*parsed);
+  // A store that answers over the network (Redis) must not hold this I/O thread: the reply
+  // is sent when the store answers.
+  if (request.deferral != nullptr && service_->ChecksAsynchronously()) {
+    service_->CheckAsync(
+        *parsed, [this, send = request.deferral->Defer()](Result<CheckResponse> response) mutable {
+          send(CheckReply(response));
+        });
+    return DeferredReply();
+  }
+  return CheckReply(service_->Check(*parsed));
+}
+
+HttpReply HttpApi::CheckReply(const Result<CheckResponse>& response) const {
   if (!response) return ErrorReply(400, response.error().message);
 
   HttpReply reply;

@@ -16,6 +16,9 @@
 //   GET    /v1/top?domain=D&n=20           the identities most often rejected or near a limit
 // Unknown paths are 404, known paths with another method 405 (with Allow).
 //
+// With a store that answers over the network (RateLimitService::ChecksAsynchronously), a check
+// whose request carries an HttpDeferral is answered through it, from the store's I/O thread.
+//
 // Thread-safe: Handle() may run on every server thread at once.
 #ifndef SLUICE_SERVER_HTTP_API_H_
 #define SLUICE_SERVER_HTTP_API_H_
@@ -56,6 +59,7 @@ class HttpApi {
 
  private:
   HttpReply Check(const HttpRequestView& request) const;
+  HttpReply CheckReply(const Result<CheckResponse>& response) const;
   HttpReply Limits() const;
   HttpReply State(const HttpRequestView& request, bool reset) const;
   HttpReply Top(const HttpRequestView& request) const;

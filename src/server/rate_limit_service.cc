@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <span>
 #include <utility>
 
 #include "server/limiter_set.h"
@@ -10,8 +11,7 @@ namespace sluice::server {
 namespace {
 
 // The part of a counter key after the limit id: the limiter is already per limit.
-std::string_view IdentityOf(const MatchResult& m) {
-  const std::string_view key = m.counter_key;
+std::string_view IdentityOf(std::string_view key) {
   const size_t hash = key.find('#');
   return hash == std::string_view::npos ? key : key.substr(hash + 1);
 }
@@ -81,6 +81,8 @@ class Service final : public RateLimitService {
   }
 
   Result<CheckResponse> Check(const CheckRequest& request) override;
+  bool ChecksAsynchronously() const override { return factory_->redis() != nullptr; }
+  void CheckAsync(const CheckRequest& request, CheckCallback done) override;
 
   Result<void> Reload(std::shared_ptr<const Config> config) override {
     auto installed = Install(std::move(config));
@@ -99,7 +101,8 @@ class Service final : public RateLimitService {
       const std::vector<std::pair<std::string, std::string>>& entries) override {
     auto found = Find(domain, entries);
     if (!found) return std::unexpected(found.error());
-    const Decision d = found->limiter->Decide(IdentityOf(found->match), clock_->Now(), 0);
+    const Decision d =
+        found->limiter->Decide(IdentityOf(found->match.counter_key), clock_->Now(), 0);
     CounterState state;
     state.counter_key = found->match.counter_key;
     state.limit = found->match.limit;
@@ -113,7 +116,7 @@ class Service final : public RateLimitService {
                      const std::vector<std::pair<std::string, std::string>>& entries) override {
     auto found = Find(domain, entries);
     if (!found) return std::unexpected(found.error());
-    found->limiter->Reset(IdentityOf(found->match));
+    found->limiter->Reset(IdentityOf(found->match.counter_key));
     return {};
   }
 
@@ -142,12 +145,16 @@ class Service final : public RateLimitService {
     return found;
   }
 
-  void Record(const CheckRequest& request, const DescriptorStatus& s) {
+  void Record(std::string_view domain, const DescriptorStatus& s) {
     if (metrics_ == nullptr || s.limit == nullptr || s.replaced) return;
-    std::string label = s.limit->metric_name;
+    std::string_view label = s.limit->metric_name;
+    std::string detailed;
     if (s.limit->detailed_metric) {
       const size_t hash = s.counter_key.find('#');
-      if (hash != std::string::npos) label += "." + s.counter_key.substr(hash + 1);
+      if (hash != std::string::npos) {
+        detailed = s.limit->metric_name + "." + s.counter_key.substr(hash + 1);
+        label = detailed;
+      }
     }
     const int64_t capacity = s.limit->kind == LimitKind::kLimited ? s.limit->spec.Capacity() : 0;
     const double used =
@@ -156,13 +163,21 @@ class Service final : public RateLimitService {
                   static_cast<double>(capacity)
             : (s.over_limit ? 1.0 : 0.0);
     const DecisionResult result = ResultOf(s);
-    metrics_->RecordDecision(request.domain, label, result, used);
+    metrics_->RecordDecision(domain, label, result, used);
     const bool near = !s.over_limit && used >= metrics_->near_limit_ratio();
     if (s.over_limit || near) {
-      metrics_->RecordHeavyHitter(request.domain, s.counter_key, s.over_limit, near);
+      metrics_->RecordHeavyHitter(domain, s.counter_key, s.over_limit, near);
     }
     if (s.degraded) metrics_->RecordStoreError();
   }
+
+  struct Checking;
+  // A check up to the store: validated, matched, the limits to decide collected.
+  Result<void> Prepare(const CheckRequest& request, Checking& c);
+  // The enforced decisions in, then the shadow and soft limits observed.
+  static void ApplyEnforced(Checking& c, std::span<const Decision> out);
+  void Observe(Checking& c);
+  CheckResponse Finish(Checking& c);
 
   const ServiceOptions options_;
   Metrics* const metrics_;
@@ -176,7 +191,7 @@ class Service final : public RateLimitService {
 struct Pending {
   size_t status;
   Limiter* limiter;
-  std::string_view identity;
+  std::string_view identity;  // in the status's counter_key
   int64_t hits;
 };
 
@@ -193,14 +208,28 @@ void Apply(DescriptorStatus& s, const Decision& d) {
   }
 }
 
-Result<CheckResponse> Service::Check(const CheckRequest& request) {
-  const Timestamp started = clock_->Now();
+// One check between its phases (synchronous, or across asynchronous store calls).
+struct Service::Checking {
+  Timestamp started;
+  Timestamp now;
+  std::string domain;
+  std::shared_ptr<const LimiterSet> set;  // keeps the limiters alive
+  CheckResponse response;
+  std::vector<Pending> enforced;   // decided together, all or nothing
+  std::vector<Pending> observing;  // shadow and soft: only observe
+  bool rejected = false;
+  std::vector<LimitCheck> checks;  // of `enforced`
+};
+
+Result<void> Service::Prepare(const CheckRequest& request, Checking& c) {
+  c.started = clock_->Now();
   if (auto valid = Validate(request, options_.limits); !valid) {
     return std::unexpected(valid.error());
   }
-  const std::shared_ptr<const LimiterSet> set = current_.load();
-  CheckResponse response;
-  response.config = set->config();
+  c.set = current_.load();
+  const LimiterSet& set = *c.set;
+  CheckResponse& response = c.response;
+  response.config = set.config();
   response.statuses.resize(request.descriptors.size());
   std::vector<MatchResult> matches(request.descriptors.size());
   std::vector<const Limit*> matched(request.descriptors.size(), nullptr);
@@ -210,22 +239,19 @@ Result<CheckResponse> Service::Check(const CheckRequest& request) {
     view.clear();
     for (const auto& [k, v] : d.entries) view.push_back({k, v});
     const LimitOverride* override = d.limit_override ? &*d.limit_override : nullptr;
-    auto m = Match(*set->config(), request.domain, view, override);
+    auto m = Match(*set.config(), request.domain, view, override);
     if (!m) return std::unexpected(m.error());
     matches[i] = std::move(*m);
     matched[i] = matches[i].limit;
   }
   const std::vector<bool> replaced = ReplacedLimits(matched);
 
-  // Enforced limits are decided together, all or nothing; shadow and soft ones only observe.
-  std::vector<Pending> enforced, observing;
-  bool rejected = false;
   for (size_t i = 0; i < matches.size(); ++i) {
     DescriptorStatus& s = response.statuses[i];
-    const MatchResult& m = matches[i];
+    MatchResult& m = matches[i];
     s.limit = m.limit;
-    s.owned = m.owned;
-    s.counter_key = m.counter_key;
+    s.owned = std::move(m.owned);
+    s.counter_key = std::move(m.counter_key);
     if (m.limit == nullptr) continue;
     s.mode = m.limit->mode;
     s.replaced = replaced[i];
@@ -235,42 +261,102 @@ Result<CheckResponse> Service::Check(const CheckRequest& request) {
       Decision blocked;
       blocked.retry_after = kNever;
       Apply(s, blocked);
-      rejected = rejected || s.code == Code::kOverLimit;
+      c.rejected = c.rejected || s.code == Code::kOverLimit;
       continue;
     }
-    auto limiter = set->For(*m.limit);
+    auto limiter = set.For(*m.limit);
     if (!limiter) return std::unexpected(limiter.error());
-    (s.mode == Mode::kEnforce ? enforced : observing).push_back({i, *limiter, IdentityOf(m), hits});
+    (s.mode == Mode::kEnforce ? c.enforced : c.observing)
+        .push_back({i, *limiter, IdentityOf(s.counter_key), hits});
   }
+  c.domain = request.domain;
+  c.now = clock_->Now();
+  c.checks.reserve(c.enforced.size());
+  for (const Pending& p : c.enforced) c.checks.push_back({p.limiter, p.identity, p.hits});
+  return {};
+}
 
-  const Timestamp now = clock_->Now();
-  if (!enforced.empty()) {
-    std::vector<LimitCheck> checks;
-    for (const Pending& p : enforced) checks.push_back({p.limiter, p.identity, p.hits});
-    std::vector<Decision> out(checks.size());
-    factory_->DecideAll(checks, now, out);
-    for (size_t k = 0; k < enforced.size(); ++k) {
-      Apply(response.statuses[enforced[k].status], out[k]);
-      rejected = rejected || !out[k].allowed;
-    }
+void Service::ApplyEnforced(Checking& c, std::span<const Decision> out) {
+  for (size_t k = 0; k < c.enforced.size(); ++k) {
+    Apply(c.response.statuses[c.enforced[k].status], out[k]);
+    c.rejected = c.rejected || !out[k].allowed;
   }
-  // A rejected request never reaches the backend, so shadow and soft limits only look (cost 0:
-  // nothing is counted) at whether it would have fit.
-  for (const Pending& p : observing) {
-    DescriptorStatus& s = response.statuses[p.status];
-    if (rejected) {
-      Decision d = p.limiter->Decide(p.identity, now, 0);
+}
+
+// A rejected request never reaches the backend, so shadow and soft limits only look (cost 0:
+// nothing is counted) at whether it would have fit.
+void Service::Observe(Checking& c) {
+  for (const Pending& p : c.observing) {
+    DescriptorStatus& s = c.response.statuses[p.status];
+    if (c.rejected) {
+      Decision d = p.limiter->Decide(p.identity, c.now, 0);
       d.allowed = d.allowed && d.remaining >= p.hits;
       Apply(s, d);
     } else {
-      Apply(s, p.limiter->Decide(p.identity, now, p.hits));
+      Apply(s, p.limiter->Decide(p.identity, c.now, p.hits));
     }
   }
+}
 
-  response.overall = rejected ? Code::kOverLimit : Code::kOk;
-  for (const DescriptorStatus& s : response.statuses) Record(request, s);
-  if (metrics_ != nullptr) metrics_->RecordDuration(clock_->Now() - started);
-  return response;
+CheckResponse Service::Finish(Checking& c) {
+  c.response.overall = c.rejected ? Code::kOverLimit : Code::kOk;
+  for (const DescriptorStatus& s : c.response.statuses) Record(c.domain, s);
+  if (metrics_ != nullptr) metrics_->RecordDuration(clock_->Now() - c.started);
+  return std::move(c.response);
+}
+
+Result<CheckResponse> Service::Check(const CheckRequest& request) {
+  Checking c;
+  if (auto prepared = Prepare(request, c); !prepared) return std::unexpected(prepared.error());
+  if (!c.checks.empty()) {
+    std::vector<Decision> out(c.checks.size());
+    factory_->DecideAll(c.checks, c.now, out);
+    ApplyEnforced(c, out);
+  }
+  Observe(c);
+  return Finish(c);
+}
+
+// The same phases as Check, each store call asynchronous: the enforced limits with
+// RedisStore::DecideAllAsync, then the observing ones with Limiter::DecideAsync (all at once;
+// the last answer finishes the check). Whatever thread answers last runs `done`.
+void Service::CheckAsync(const CheckRequest& request, CheckCallback done) {
+  RedisStore* redis = factory_->redis();
+  if (redis == nullptr) return done(Check(request));
+  struct Async {
+    Checking c;
+    CheckCallback done;
+    std::atomic<size_t> observing{0};
+  };
+  auto state = std::make_shared<Async>();
+  if (auto prepared = Prepare(request, state->c); !prepared) {
+    return done(std::unexpected(prepared.error()));
+  }
+  state->done = std::move(done);
+
+  auto observe = [this, state] {
+    Checking& c = state->c;
+    if (c.observing.empty()) return state->done(Finish(c));
+    state->observing.store(c.observing.size());
+    for (const Pending& p : c.observing) {
+      const int64_t cost = c.rejected ? 0 : p.hits;
+      p.limiter->DecideAsync(p.identity, c.now, cost, [this, state, &p](const Decision& decision) {
+        Checking& check = state->c;
+        Decision d = decision;
+        if (check.rejected) d.allowed = d.allowed && d.remaining >= p.hits;
+        Apply(check.response.statuses[p.status], d);  // each answer writes its own status
+        if (state->observing.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+          state->done(Finish(check));
+        }
+      });
+    }
+  };
+  if (state->c.checks.empty()) return observe();
+  redis->DecideAllAsync(state->c.checks, state->c.now,
+                        [state, observe](std::span<const Decision> out) {
+                          ApplyEnforced(state->c, out);
+                          observe();
+                        });
 }
 
 }  // namespace

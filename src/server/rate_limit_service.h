@@ -12,6 +12,7 @@
 #ifndef SLUICE_SERVER_RATE_LIMIT_SERVICE_H_
 #define SLUICE_SERVER_RATE_LIMIT_SERVICE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -59,6 +60,19 @@ class RateLimitService {
   // over CheckLimits, negative hits. Store failures are not errors: they are decided by each
   // limit's failure_mode and marked degraded.
   virtual Result<CheckResponse> Check(const CheckRequest& request) = 0;
+
+  using CheckCallback = std::function<void(Result<CheckResponse>)>;
+
+  // Whether the store answers over the network (Redis): then CheckAsync keeps a thread free
+  // while the store works, and front ends should use it. The memory store decides in well
+  // under a microsecond, so Check is its fast path.
+  virtual bool ChecksAsynchronously() const { return false; }
+
+  // Check without waiting for the store: `done` gets what Check would return, on the store's
+  // I/O thread or on the caller's (before CheckAsync returns: invalid requests, nothing to ask
+  // the store, a cluster store, or a service that decides synchronously). `request` is read
+  // before CheckAsync returns. `done` must not block.
+  virtual void CheckAsync(const CheckRequest& request, CheckCallback done) { done(Check(request)); }
 
   // Swaps in a new config (already validated by LoadConfig). Counters of limits whose id and
   // spec are unchanged carry over.

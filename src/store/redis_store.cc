@@ -99,6 +99,26 @@ class RedisLimiter final : public Limiter {
   std::atomic<uint64_t> short_circuited_{0};
 };
 
+// One check of a multi-limit decision, in its hash slot's group.
+struct SlotCheck {
+  size_t index;  // into the checks and decisions
+  RedisLimiter* limiter;
+  std::string key;
+  int64_t cost;
+};
+
+struct SlotGroup {
+  int slot;
+  std::vector<SlotCheck> checks;
+};
+
+// What one group's multi-limit script said.
+struct GroupOutcome {
+  bool rejected = false;  // some check of the group was not allowed
+  bool admitted = false;  // the group's admissions stand (unless another group rejects)
+  int64_t at_us = 0;      // the script's now, for refunds
+};
+
 class RedisStoreImpl final : public RedisStore,
                              public std::enable_shared_from_this<RedisStoreImpl> {
  public:
@@ -119,6 +139,8 @@ class RedisStoreImpl final : public RedisStore,
 
   void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
                  std::span<Decision> out) override;
+  void DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
+                      DecideAllCallback done) override;
 
   bool Ping() override {
     const std::array<std::string_view, 1> ping = {"PING"};
@@ -139,6 +161,19 @@ class RedisStoreImpl final : public RedisStore,
   internal::RedisTransport& transport() { return *transport_; }
 
  private:
+  struct AsyncAll;
+
+  // The pieces DecideAll and DecideAllAsync share, so that both decide alike.
+  std::vector<SlotGroup> Group(std::span<const LimitCheck> checks, std::span<Decision> out,
+                               bool& rejected) const;
+  void MultiCall(const SlotGroup& group, Timestamp now, std::vector<std::string>& keys,
+                 std::vector<std::string>& args) const;
+  GroupOutcome ReadGroup(const SlotGroup& group, const Result<RedisReply>& reply,
+                         std::span<Decision> out) const;
+  std::vector<std::string> RefundArgs(const SlotCheck& c, Timestamp now, int64_t at_us) const;
+  void CountRefund(bool given_back, const SlotCheck& c, Decision& d);
+  static void RefundAsync(const std::shared_ptr<AsyncAll>& state);
+
   const RedisStoreOptions options_;
   MonotonicClock own_clock_;
   const Clock* clock_;
@@ -423,17 +458,12 @@ void RedisLimiter::Reset(std::string_view key) {
   }
 }
 
-void RedisStoreImpl::DecideAll(std::span<const LimitCheck> checks, Timestamp now,
-                               std::span<Decision> out) {
-  struct Pending {
-    size_t index;
-    RedisLimiter* limiter;
-    std::string key;
-  };
-  // Grouped by hash slot, in order of first appearance; a standalone server is one group.
-  std::vector<std::pair<int, std::vector<Pending>>> groups;
+// One request's checks grouped by hash slot, in order of first appearance (a standalone server
+// is one group); checks decided without Redis are already in `out`.
+std::vector<SlotGroup> RedisStoreImpl::Group(std::span<const LimitCheck> checks,
+                                             std::span<Decision> out, bool& rejected) const {
+  std::vector<SlotGroup> groups;
   const bool cluster = !options_.cluster_seeds.empty();
-  bool rejected = false;
   for (size_t i = 0; i < checks.size(); ++i) {
     auto* limiter = dynamic_cast<RedisLimiter*>(checks[i].limiter);
     if (limiter == nullptr || limiter->store() != this) {
@@ -450,60 +480,174 @@ void RedisStoreImpl::DecideAll(std::span<const LimitCheck> checks, Timestamp now
     }
     const int slot = cluster ? internal::RedisHashSlot(key) : 0;
     auto group = std::find_if(groups.begin(), groups.end(),
-                              [slot](const auto& g) { return g.first == slot; });
-    if (group == groups.end()) group = groups.insert(groups.end(), {slot, {}});
-    group->second.push_back({i, limiter, std::move(key)});
+                              [slot](const SlotGroup& g) { return g.slot == slot; });
+    if (group == groups.end()) group = groups.insert(groups.end(), SlotGroup{slot, {}});
+    group->checks.push_back({i, limiter, std::move(key), checks[i].cost});
   }
+  return groups;
+}
 
+void RedisStoreImpl::MultiCall(const SlotGroup& group, Timestamp now,
+                               std::vector<std::string>& keys,
+                               std::vector<std::string>& args) const {
+  args.push_back(NowArg(options_, now));
+  for (const SlotCheck& c : group.checks) {
+    keys.push_back(c.key);
+    args.push_back(std::to_string(c.limiter->script_id()));
+    const size_t count_at = args.size();
+    args.emplace_back();
+    c.limiter->AppendArgs(c.cost, args);
+    args[count_at] = std::to_string(args.size() - count_at - 1);
+  }
+}
+
+GroupOutcome RedisStoreImpl::ReadGroup(const SlotGroup& group, const Result<RedisReply>& reply,
+                                       std::span<Decision> out) const {
+  GroupOutcome outcome;
+  const bool ok = reply && reply->type == RedisReply::Type::kArray && reply->elements.size() == 3 &&
+                  reply->elements[1].elements.size() == group.checks.size();
+  const bool rolled_back = ok && reply->elements[2].integer == 1;
+  for (size_t k = 0; k < group.checks.size(); ++k) {
+    const SlotCheck& c = group.checks[k];
+    Decision& d = out[c.index];
+    if (!ok || !ReadDecision(reply->elements[1].elements[k], d)) {
+      d = c.limiter->Failed(d,
+                            reply ? Error{"redis: unexpected multi-limit reply"} : reply.error());
+    } else if (d.allowed && rolled_back) {
+      d.remaining = std::min(d.limit, d.remaining + c.cost);
+    }
+    outcome.rejected = outcome.rejected || !d.allowed;
+  }
+  outcome.admitted = ok && !rolled_back;
+  if (outcome.admitted) outcome.at_us = reply->elements[0].integer;
+  return outcome;
+}
+
+std::vector<std::string> RedisStoreImpl::RefundArgs(const SlotCheck& c, Timestamp now,
+                                                    int64_t at_us) const {
+  std::vector<std::string> args = {NowArg(options_, now), std::to_string(at_us),
+                                   std::to_string(c.limiter->script_id())};
+  c.limiter->AppendArgs(c.cost, args);
+  return args;
+}
+
+void RedisStoreImpl::CountRefund(bool given_back, const SlotCheck& c, Decision& d) {
+  if (given_back) {
+    d.remaining = std::min(d.limit, d.remaining + c.cost);
+    refunds_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    refund_failures_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void RedisStoreImpl::DecideAll(std::span<const LimitCheck> checks, Timestamp now,
+                               std::span<Decision> out) {
+  bool rejected = false;
+  const std::vector<SlotGroup> groups = Group(checks, out, rejected);
   // Groups whose admissions stand unless another group rejects, with the script's now.
-  std::vector<std::pair<const std::vector<Pending>*, int64_t>> admitted;
-  for (const auto& [slot, group] : groups) {
+  std::vector<std::pair<const SlotGroup*, int64_t>> admitted;
+  for (const SlotGroup& group : groups) {
     std::vector<std::string> keys;
-    std::vector<std::string> args = {NowArg(options_, now)};
-    for (const Pending& p : group) {
-      keys.push_back(p.key);
-      args.push_back(std::to_string(p.limiter->script_id()));
-      const size_t count_at = args.size();
-      args.emplace_back();
-      p.limiter->AppendArgs(checks[p.index].cost, args);
-      args[count_at] = std::to_string(args.size() - count_at - 1);
-    }
-    auto reply = transport_->Eval(internal::kMultiScript, keys, args);
-    const bool ok = reply && reply->type == RedisReply::Type::kArray &&
-                    reply->elements.size() == 3 &&
-                    reply->elements[1].elements.size() == group.size();
-    const bool rolled_back = ok && reply->elements[2].integer == 1;
-    for (size_t k = 0; k < group.size(); ++k) {
-      const Pending& p = group[k];
-      Decision& d = out[p.index];
-      if (!ok || !ReadDecision(reply->elements[1].elements[k], d)) {
-        d = p.limiter->Failed(d,
-                              reply ? Error{"redis: unexpected multi-limit reply"} : reply.error());
-      } else if (d.allowed && rolled_back) {
-        d.remaining = std::min(d.limit, d.remaining + checks[p.index].cost);
-      }
-      rejected = rejected || !d.allowed;
-    }
-    if (ok && !rolled_back) admitted.emplace_back(&group, reply->elements[0].integer);
+    std::vector<std::string> args;
+    MultiCall(group, now, keys, args);
+    const GroupOutcome outcome =
+        ReadGroup(group, transport_->Eval(internal::kMultiScript, keys, args), out);
+    rejected = rejected || outcome.rejected;
+    if (outcome.admitted) admitted.emplace_back(&group, outcome.at_us);
   }
   if (!rejected) return;
 
   // Another slot rejected: give back what these admitted.
   for (const auto& [group, at_us] : admitted) {
-    for (const Pending& p : *group) {
-      Decision& d = out[p.index];
+    for (const SlotCheck& c : group->checks) {
+      Decision& d = out[c.index];
       if (!d.allowed || d.degraded) continue;
-      std::vector<std::string> args = {NowArg(options_, now), std::to_string(at_us),
-                                       std::to_string(p.limiter->script_id())};
-      p.limiter->AppendArgs(checks[p.index].cost, args);
-      const std::string keys[1] = {p.key};
-      if (transport_->Eval(internal::kRefundScript, keys, args)) {
-        d.remaining = std::min(d.limit, d.remaining + checks[p.index].cost);
-        refunds_.fetch_add(1, std::memory_order_relaxed);
-      } else {
-        refund_failures_.fetch_add(1, std::memory_order_relaxed);
+      const std::string keys[1] = {c.key};
+      CountRefund(
+          transport_->Eval(internal::kRefundScript, keys, RefundArgs(c, now, at_us)).has_value(), c,
+          d);
+    }
+  }
+}
+
+// The state of one DecideAllAsync: its groups' replies may come on different connections'
+// threads, so it is shared and locked; the last reply (or refund) completes it.
+struct RedisStoreImpl::AsyncAll {
+  std::shared_ptr<RedisStoreImpl> store;
+  Timestamp now;
+  std::vector<Decision> out;
+  std::vector<SlotGroup> groups;
+  DecideAllCallback done;
+  std::mutex mu;
+  size_t pending = 0;  // replies (then refunds) still to come
+  bool rejected = false;
+  std::vector<std::pair<const SlotGroup*, int64_t>> admitted;
+};
+
+void RedisStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
+                                    DecideAllCallback done) {
+  auto state = std::make_shared<AsyncAll>();
+  state->store = shared_from_this();
+  state->now = now;
+  state->out.resize(checks.size());
+  state->done = std::move(done);
+  state->groups = Group(checks, state->out, state->rejected);
+  if (state->groups.empty()) return state->done(state->out);
+  state->pending = state->groups.size();
+  for (const SlotGroup& group : state->groups) {
+    std::vector<std::string> keys;
+    std::vector<std::string> args;
+    MultiCall(group, now, keys, args);
+    transport_->EvalAsync(internal::kMultiScript, std::move(keys), std::move(args),
+                          [state, &group](Result<RedisReply> reply) {
+                            bool last = false;
+                            {
+                              std::lock_guard<std::mutex> lock(state->mu);
+                              const GroupOutcome outcome =
+                                  state->store->ReadGroup(group, reply, state->out);
+                              state->rejected = state->rejected || outcome.rejected;
+                              if (outcome.admitted)
+                                state->admitted.emplace_back(&group, outcome.at_us);
+                              last = --state->pending == 0;
+                            }
+                            if (last) RefundAsync(state);
+                          });
+  }
+}
+
+// After every group answered: done, or first give back what the admitted groups took.
+void RedisStoreImpl::RefundAsync(const std::shared_ptr<AsyncAll>& state) {
+  std::vector<const SlotCheck*> refunds;
+  std::vector<int64_t> at;
+  if (state->rejected) {
+    for (const auto& [group, at_us] : state->admitted) {
+      for (const SlotCheck& c : group->checks) {
+        const Decision& d = state->out[c.index];
+        if (!d.allowed || d.degraded) continue;
+        refunds.push_back(&c);
+        at.push_back(at_us);
       }
     }
+  }
+  if (refunds.empty()) return state->done(state->out);
+  {
+    std::lock_guard<std::mutex> lock(state->mu);
+    state->pending = refunds.size();
+  }
+  for (size_t i = 0; i < refunds.size(); ++i) {
+    const SlotCheck& c = *refunds[i];
+    std::vector<std::string> keys = {c.key};
+    state->store->transport_->EvalAsync(
+        internal::kRefundScript, std::move(keys), state->store->RefundArgs(c, state->now, at[i]),
+        [state, &c](Result<RedisReply> reply) {
+          bool last = false;
+          {
+            std::lock_guard<std::mutex> lock(state->mu);
+            state->store->CountRefund(reply.has_value(), c, state->out[c.index]);
+            last = --state->pending == 0;
+          }
+          if (last) state->done(state->out);
+        });
   }
 }
 
