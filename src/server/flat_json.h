@@ -1,9 +1,11 @@
 // A JSON document as one flat vector of nodes, for parsing small request bodies on the hot path
 // without a tree of allocations (nlohmann::json makes a map node per member and a string per
-// long value). nlohmann's own SAX parser reads the text, so exactly the documents
-// nlohmann::json::parse accepts are accepted, and numbers are classified the same way (integer,
-// unsigned, float). Like nlohmann::json, a later member of an object replaces an earlier one of
-// the same name.
+// long value) and without a general-purpose lexer. It accepts exactly the documents
+// nlohmann::json::parse accepts (strict RFC 8259, UTF-8 validated, a leading byte order mark
+// skipped, a number beyond a double's range refused), classifies numbers the same way (unsigned,
+// integer, float), and, like nlohmann::json, lets a later member of an object replace an earlier
+// one of the same name: the API's errors stay what they were (tests/server/flat_json_test.cc
+// compares the two).
 //
 //   FlatJson doc;
 //   if (!doc.Parse(body)) return MakeError("not JSON");
@@ -53,7 +55,6 @@ class FlatJson {
   // Moves a string node's text out (the document is read once, then dropped).
   std::string Take(const Node& node) { return std::move(nodes_[Index(node)].text); }
 
-  struct Builder;
 
  private:
   const Node* Live(uint32_t index) const;
