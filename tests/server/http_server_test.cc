@@ -6,8 +6,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "server/http_test_client.h"
 
@@ -116,6 +118,93 @@ TEST(HttpServer, StopFinishesTheRequestInFlightAndClosesIdleOnes) {
   EXPECT_EQ(server->connections(), 0u);
   HttpClient after(server->port());
   EXPECT_FALSE(after.connected() && after.Request("GET", "/").has_value());
+}
+
+TEST(HttpServer, ChunkedBodiesHttp10AndOversizedHeaders) {
+  HttpServerOptions o;
+  o.max_header_bytes = 1024;
+  auto server = StartEcho(o);
+  ASSERT_TRUE(server);
+  HttpClient c(server->port());
+  ASSERT_TRUE(
+      c.Send("POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n1\r\nc\r\n"
+             "0\r\n\r\n"));
+  const auto chunked = c.Read();
+  ASSERT_TRUE(chunked.has_value());
+  EXPECT_EQ(chunked->body, "POST /c abc");
+
+  HttpClient old(server->port());
+  ASSERT_TRUE(old.Send("GET /old HTTP/1.0\r\n\r\n"));
+  const auto r10 = old.Read();
+  ASSERT_TRUE(r10.has_value());
+  EXPECT_EQ(r10->body, "GET /old ");
+  EXPECT_TRUE(old.ClosedByPeer(2s)) << "HTTP/1.0 closes unless asked to keep alive";
+  HttpClient kept(server->port());
+  ASSERT_TRUE(kept.Send("GET /k HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
+  const auto k = kept.Read();
+  ASSERT_TRUE(k.has_value());
+  EXPECT_EQ(k->Header("Connection"), "keep-alive");
+  ASSERT_TRUE(kept.Send("GET /k2 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
+  EXPECT_EQ(kept.Read()->body, "GET /k2 ");
+
+  HttpClient big(server->port());
+  const auto r431 = big.Request("GET", "/h", "", {"X-Big: " + std::string(2000, 'x')});
+  ASSERT_TRUE(r431.has_value());
+  EXPECT_EQ(r431->status, 431);
+  EXPECT_EQ(r431->Header("Connection"), "close");
+  EXPECT_TRUE(big.ClosedByPeer(3s));
+}
+
+// A handler that defers: answered from another thread, in order behind pipelined requests, and
+// a stop waits for the deferred reply.
+TEST(HttpServer, DeferredRepliesComeFromAnyThreadInOrder) {
+  std::vector<std::thread> answering;
+  std::mutex mu;
+  HttpServerOptions o;
+  o.address = "127.0.0.1:0";
+  auto started = HttpServer::Start(o, [&](const HttpRequestView& r) {
+    if (r.target != "/later") {
+      HttpReply reply;
+      reply.body = "now";
+      return reply;
+    }
+    HttpReplyCallback send = r.deferral->Defer();
+    std::lock_guard<std::mutex> lock(mu);
+    answering.emplace_back([send = std::move(send)]() mutable {
+      std::this_thread::sleep_for(100ms);
+      HttpReply reply;
+      reply.status = 429;
+      reply.body = "later";
+      send(std::move(reply));
+    });
+    return DeferredReply();
+  });
+  ASSERT_TRUE(started.has_value());
+  auto server = std::move(*started);
+  HttpClient c(server->port());
+  ASSERT_TRUE(c.Send(HttpClient::Format("GET", "/later") + HttpClient::Format("GET", "/now") +
+                     HttpClient::Format("GET", "/later")));
+  const auto a = c.Read();
+  const auto b = c.Read();
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->status, 429);
+  EXPECT_EQ(a->body, "later");
+  EXPECT_EQ(b->body, "now");
+  // The third is deferred when Stop comes: it is still answered, then the connection closes.
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (answering.size() == 2) break;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  server->Stop();
+  const auto d = c.Read(3s);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->body, "later");
+  EXPECT_EQ(d->Header("Connection"), "close");
+  EXPECT_EQ(server->connections(), 0u);
+  for (auto& t : answering) t.join();
 }
 
 }  // namespace
