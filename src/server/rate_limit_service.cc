@@ -5,6 +5,7 @@
 #include <span>
 #include <utility>
 
+#include "server/limit_unit.h"
 #include "server/limiter_set.h"
 
 namespace sluice::server {
@@ -260,6 +261,10 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c) {
     if (m.limit->kind == LimitKind::kBlocked) {
       Decision blocked;
       blocked.retry_after = kNever;
+      // Nothing replenishes a block; like envoyproxy/ratelimit, report the end of the current
+      // unit window (epoch-aligned) rather than 0, which reads as "retry now" to a client.
+      const int64_t unit_ns = UnitDuration(m.limit->unit).count();
+      blocked.reset_after = Duration(unit_ns - c.started.time_since_epoch().count() % unit_ns);
       Apply(s, blocked);
       c.rejected = c.rejected || s.code == Code::kOverLimit;
       continue;

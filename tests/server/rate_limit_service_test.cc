@@ -151,6 +151,11 @@ TEST_F(Service, AShadowLimitCountsNothingForARejectedRequest) {
 TEST_F(Service, BlockedUnlimitedAndUnmatchedDescriptors) {
   const CheckResponse blocked = MustCheck(Request({{{"ip", "203.0.113.66"}}}));
   EXPECT_EQ(blocked.overall, Code::kOverLimit);
+  // The rule is per second; the clock starts minute-aligned: a whole second to the unit's end.
+  EXPECT_EQ(blocked.statuses[0].reset_after, seconds(1));
+  clock_.Advance(milliseconds(300));
+  EXPECT_EQ(MustCheck(Request({{{"ip", "203.0.113.66"}}})).statuses[0].reset_after,
+            milliseconds(700));
   const CheckResponse other_ip = MustCheck(Request({{{"ip", "198.51.100.1"}}}));
   EXPECT_EQ(other_ip.overall, Code::kOk);
   EXPECT_EQ(other_ip.statuses[0].limit, nullptr) << "no rule for other addresses";
