@@ -42,6 +42,36 @@ TEST(MemoryStoreConcurrency, SharedKeyAdmitsExactlyTheCapacity) {
   }
 }
 
+// Decisions on keys already present race with new keys that grow and rebuild the same table:
+// a shared key must stay exact through every rehash, and every thread's own keys keep their
+// counts.
+TEST(MemoryStoreConcurrency, SharedDecisionsStayExactWhileNewKeysGrowTheTable) {
+  for (Algorithm a : kAllAlgorithms) {
+    const bool bucket = HasBurst(a);
+    MemoryStoreOptions options;
+    options.shards = 1;  // one table: every insert rehashes under the shared deciders
+    auto limiter = MustMake({a, 2000, hours(1), bucket ? 2000 : 0, false}, options);
+    std::atomic<int> admitted{0};
+    std::vector<int> own_admitted(kThreads, 0);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        const std::string own = "own-" + std::to_string(t);
+        for (int i = 0; i < 3000; ++i) {
+          if (limiter->Decide("shared", FromNanos(kStart), 1).allowed) admitted.fetch_add(1);
+          if (limiter->Decide(own, FromNanos(kStart), 1).allowed) ++own_admitted[t];
+          limiter->Decide("new-" + std::to_string(t) + "-" + std::to_string(i), FromNanos(kStart),
+                          1);
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(admitted.load(), 2000) << AlgorithmName(a);
+    for (int t = 0; t < kThreads; ++t) EXPECT_EQ(own_admitted[t], 2000) << AlgorithmName(a);
+    EXPECT_EQ(limiter->Stats().keys, size_t{1 + kThreads + kThreads * 3000}) << AlgorithmName(a);
+  }
+}
+
 TEST(MemoryStoreConcurrency, DistinctKeysPerThreadEachGetTheirOwnAllowance) {
   auto limiter = MustMake({Algorithm::kTokenBucket, 10, hours(1), 50, false});
   std::vector<int> admitted(kThreads * 100, 0);
