@@ -55,7 +55,6 @@ class FlatJson {
   // Moves a string node's text out (the document is read once, then dropped).
   std::string Take(const Node& node) { return std::move(nodes_[Index(node)].text); }
 
-
  private:
   const Node* Live(uint32_t index) const;
   size_t Index(const Node& node) const { return static_cast<size_t>(&node - nodes_.data()); }
