@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -112,6 +114,15 @@ bool WaitForClusterOk(seconds limit) {
     std::this_thread::sleep_for(milliseconds(100));
   }
   return false;
+}
+
+RedisStoreOptions RedisClusterOptions() {
+  RedisStoreOptions o;
+  o.cluster_seeds = {"127.0.0.1:" + std::to_string(Ports().front())};
+  o.use_server_time = false;
+  o.command_timeout = milliseconds(1000);
+  o.fail_open = false;
+  return o;
 }
 
 class RedisCluster : public ::testing::Test {
@@ -339,9 +350,21 @@ TEST_F(RedisCluster, AMasterKilledMidRunCostsTheFailurePolicyUntilItsReplicaTake
 
 // Limits whose keys live in different slots cannot share a script: each slot decides on its own,
 // and when one rejects, the others' admissions are given back.
-TEST_F(RedisCluster, LimitsInDifferentSlotsAreGivenBackWhenOneRejects) {
-  auto store = OpenRedisStore(Options("unused"));
+// Through DecideAll, or DecideAllAsync (answered on the caller's thread: the cluster transport is
+// synchronous), with limit ids of their own.
+void GivenBackWhenOneRejects(bool async, const std::string& prefix) {
+  auto store = OpenRedisStore(RedisClusterOptions());
   ASSERT_TRUE(store.has_value());
+  const auto decide_all = [&](std::span<const LimitCheck> checks, Timestamp now,
+                              std::span<Decision> out) {
+    if (!async) return (*store)->DecideAll(checks, now, out);
+    bool answered = false;
+    (*store)->DecideAllAsync(checks, now, [&](std::span<const Decision> decisions) {
+      std::copy(decisions.begin(), decisions.end(), out.begin());
+      answered = true;
+    });
+    ASSERT_TRUE(answered) << "a cluster answers before DecideAllAsync returns";
+  };
   const std::vector<LimitSpec> specs = {
       {Algorithm::kFixedWindow, 3, seconds(60), 0, false},  // the one that will say no
       {Algorithm::kTokenBucket, 1, seconds(60), 10, false},
@@ -354,7 +377,7 @@ TEST_F(RedisCluster, LimitsInDifferentSlotsAreGivenBackWhenOneRejects) {
   std::vector<std::unique_ptr<Limiter>> limiters;
   std::set<int> slots;
   for (size_t i = 0; i < specs.size(); ++i) {
-    const std::string id = "cross" + std::to_string(i);
+    const std::string id = prefix + std::to_string(i);
     auto l = (*store)->MakeLimiter(specs[i], id, false);
     ASSERT_TRUE(l.has_value());
     limiters.push_back(std::move(*l));
@@ -367,10 +390,10 @@ TEST_F(RedisCluster, LimitsInDifferentSlotsAreGivenBackWhenOneRejects) {
   const Timestamp now = FromNanos(int64_t{28'333'333} * 60 * 1'000'000'000);
   std::vector<Decision> out(checks.size());
   for (int n = 0; n < 3; ++n) {
-    (*store)->DecideAll(checks, now, out);
+    decide_all(checks, now, out);
     for (const Decision& d : out) ASSERT_TRUE(d.allowed && !d.degraded) << "request " << n;
   }
-  (*store)->DecideAll(checks, now, out);
+  decide_all(checks, now, out);
   EXPECT_FALSE(out[0].allowed);
   for (size_t i = 1; i < out.size(); ++i) {
     EXPECT_TRUE(out[i].allowed) << i;
@@ -383,6 +406,14 @@ TEST_F(RedisCluster, LimitsInDifferentSlotsAreGivenBackWhenOneRejects) {
     EXPECT_EQ(limiters[i]->Decide("alice", now, 0).remaining, 7)
         << AlgorithmName(specs[i].algorithm) << ": the rejected request kept quota";
   }
+}
+
+TEST_F(RedisCluster, LimitsInDifferentSlotsAreGivenBackWhenOneRejects) {
+  GivenBackWhenOneRejects(/*async=*/false, "cross");
+}
+
+TEST_F(RedisCluster, LimitsInDifferentSlotsAreGivenBackWhenOneRejectsAsynchronously) {
+  GivenBackWhenOneRejects(/*async=*/true, "across");
 }
 
 // `sluice replay --store redis+cluster://...` prints what the memory store prints.
