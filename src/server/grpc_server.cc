@@ -1,6 +1,6 @@
 // The async gRPC API with one completion queue and one thread per `threads`, rather than the
-// sync server or the callback API: Check() runs to the end on the thread that took the call
-// (it may wait on Redis, which the callback API's shared threads must not do), exactly
+// sync server or the callback API: a memory-store Check() runs to the end on the thread that
+// took the call, a Redis one is answered from the store's I/O thread (CheckAsync), exactly
 // `threads` threads serve (the sync server grows its pool per call, or answers
 // RESOURCE_EXHAUSTED once a thread quota is reached), and calls beyond that wait in gRPC's
 // queue instead of failing.
@@ -71,6 +71,16 @@ class Call {
       CheckResponse unlimited;
       unlimited.statuses.resize(request->descriptors.size());
       return Reply(unlimited);
+    }
+    // With Redis the answer comes on the store's I/O thread and this queue's thread goes back
+    // to taking calls: many checks in flight per thread, not one. Finish may be called from
+    // any thread; the queue hands this call back only after it.
+    if (shared_->service->ChecksAsynchronously()) {
+      shared_->service->CheckAsync(*request, [this](Result<CheckResponse> decision) {
+        if (!decision) return Fail(decision.error());
+        Reply(*decision);
+      });
+      return;
     }
     Result<CheckResponse> decision = shared_->service->Check(*request);
     if (!decision) return Fail(decision.error());

@@ -25,9 +25,9 @@ namespace sluice::server {
 class GrpcServer {
  public:
   // Listens on `address` ("host:port"; port 0 picks a free one, see port()) without TLS and
-  // serves with `threads` handler threads (at least 1), each of which runs Check() to the end:
-  // a Check() that waits on Redis holds its thread, so size `threads` for that. `service` must
-  // outlive the server. Fails if the address cannot be bound.
+  // serves with `threads` handler threads (at least 1). A service that checks asynchronously
+  // (Redis) answers from its own I/O thread, so a handler thread never waits on the store.
+  // `service` must outlive the server. Fails if the address cannot be bound.
   static Result<std::unique_ptr<GrpcServer>> Start(const std::string& address,
                                                    RateLimitService& service, HeaderOptions headers,
                                                    int threads);
