@@ -2,6 +2,9 @@
 
 #include <charconv>
 #include <cstring>
+#include <memory>
+#include <string>
+#include <unordered_map>
 #include <utility>
 
 namespace sluice::server {
@@ -80,9 +83,15 @@ class Reader {
   }
 
  private:
+  // Objects with more members than this look names up in a map: a linear scan per member would
+  // make a 1 MiB body of 100k members cost tens of seconds of an I/O thread.
+  static constexpr uint32_t kScanLimit = 16;
+
   struct Open {
     uint32_t index;
     uint32_t last = FlatJson::kNone;
+    uint32_t members = 0;                                                     // live or replaced
+    std::unique_ptr<std::unordered_map<std::string, uint32_t>> live_by_name;  // past kScanLimit
   };
 
   void SkipSpace() {
@@ -101,7 +110,8 @@ class Reader {
         case '[': {
           ++i_;
           const bool object = c == '{';
-          open_.push_back({Add(object ? FlatJson::Kind::kObject : FlatJson::Kind::kArray)});
+          open_.push_back({Add(object ? FlatJson::Kind::kObject : FlatJson::Kind::kArray),
+                           FlatJson::kNone, 0, nullptr});
           SkipSpace();
           if (i_ < s_.size() && s_[i_] == (object ? '}' : ']')) {
             ++i_;
@@ -135,13 +145,30 @@ class Reader {
     SkipSpace();
     if (i_ >= s_.size() || s_[i_] != ':') return false;
     ++i_;
-    FlatJson::Node& object = nodes_[open_.back().index];
-    for (uint32_t c = object.first; c != FlatJson::kNone; c = nodes_[c].next) {
-      if (nodes_[c].live && nodes_[c].name == name_) {
-        nodes_[c].live = false;
-        --object.size;
-        break;
+    Open& open = open_.back();
+    FlatJson::Node& object = nodes_[open.index];
+    if (open.live_by_name == nullptr && open.members >= kScanLimit) {
+      open.live_by_name = std::make_unique<std::unordered_map<std::string, uint32_t>>();
+      for (uint32_t c = object.first; c != FlatJson::kNone; c = nodes_[c].next) {
+        if (nodes_[c].live) (*open.live_by_name)[nodes_[c].name] = c;
       }
+    }
+    uint32_t replaced = FlatJson::kNone;
+    if (open.live_by_name != nullptr) {
+      if (auto it = open.live_by_name->find(name_); it != open.live_by_name->end()) {
+        replaced = it->second;
+      }
+    } else {
+      for (uint32_t c = object.first; c != FlatJson::kNone; c = nodes_[c].next) {
+        if (nodes_[c].live && nodes_[c].name == name_) {
+          replaced = c;
+          break;
+        }
+      }
+    }
+    if (replaced != FlatJson::kNone) {
+      nodes_[replaced].live = false;
+      --object.size;
     }
     return true;
   }
@@ -332,7 +359,11 @@ class Reader {
     if (!open_.empty()) {
       Open& parent = open_.back();
       FlatJson::Node& p = nodes_[parent.index];
-      if (p.kind == FlatJson::Kind::kObject) node.name = std::move(name_);
+      if (p.kind == FlatJson::Kind::kObject) {
+        ++parent.members;
+        if (parent.live_by_name != nullptr) (*parent.live_by_name)[name_] = index;
+        node.name = std::move(name_);
+      }
       if (parent.last == FlatJson::kNone) {
         p.first = index;
       } else {
