@@ -219,8 +219,8 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   }
 
   // Space after end_ to read into: moves the unconsumed bytes to the front, or grows the
-  // buffer. False when a request would need more than the limits allow (a chunked body's
-  // framing can outgrow its decoded size; a plain one is refused by the parser first).
+  // buffer. False when a request would need more than the limits allow (the parser refuses
+  // first: a chunked body's framing and trailers have limits of their own, counted here).
   bool MakeRoom() {
     if (buffer_.empty()) buffer_.resize(kInitialBufferBytes);
     if (end_ < buffer_.size()) return true;
@@ -231,8 +231,8 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
       begin_ = 0;
       return true;
     }
-    const size_t cap =
-        server_.options.max_header_bytes + 2 * server_.options.max_body_bytes + kInitialBufferBytes;
+    const size_t cap = 2 * server_.options.max_header_bytes + server_.options.max_body_bytes +
+                       HttpParseLimits{}.max_chunk_framing_bytes + kInitialBufferBytes;
     if (buffer_.size() >= cap) return false;
     buffer_.resize(std::min(cap, buffer_.size() * 2));
     return true;

@@ -4,12 +4,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <string_view>
 
 #include "server/http_response.h"
 
 namespace sluice::server {
 namespace {
+
+using namespace std::string_view_literals;
 
 constexpr HttpParseLimits kLimits{.max_header_bytes = 256, .max_body_bytes = 16};
 
@@ -102,6 +106,93 @@ TEST(HttpRequestParser, RefusesWhatIsOverTheLimitsAsSoonAsItIsKnown) {
             ParseStatus::kHeadersTooLarge);
   EXPECT_EQ(StatusOf("GET / HTTP/1.1\r\nX: " + std::string(300, 'x') + "\r\n\r\n"),
             ParseStatus::kHeadersTooLarge);
+}
+
+// 1-byte chunks arriving a few at a time: each call resumes where the last stopped, so the
+// bytes examined stay proportional to the request (decoding again from the body's start made
+// this quadratic: seconds of CPU for one request of 1 MiB).
+TEST(HttpRequestParser, DecodesAChunkedBodyIncrementally) {
+  std::string data = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 3000; ++i) data += "1\r\nx\r\n";
+  data += "0\r\n\r\n";
+  HttpRequestParser p(
+      {.max_header_bytes = 256, .max_body_bytes = 4096, .max_chunk_framing_bytes = 16 << 10});
+  ParseOutcome r;
+  for (size_t n = 50;; n += 50) {
+    r = p.Parse(std::string_view(data).substr(0, std::min(n, data.size())));
+    if (r.status != ParseStatus::kIncomplete || n >= data.size()) break;
+  }
+  ASSERT_EQ(r.status, ParseStatus::kComplete);
+  EXPECT_EQ(r.request.body, std::string(3000, 'x'));
+  EXPECT_EQ(r.consumed, data.size());
+  EXPECT_LE(p.examined(), 2 * data.size());
+}
+
+// Chunk-size lines are framing the body limit does not see: they have their own.
+TEST(HttpRequestParser, BoundsChunkFraming) {
+  const HttpParseLimits limits{
+      .max_header_bytes = 256, .max_body_bytes = 4096, .max_chunk_framing_bytes = 100};
+  const std::string head = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+  std::string tiny = head;
+  for (int i = 0; i < 30; ++i) tiny += "1\r\nx\r\n";  // 150 bytes of framing for 30 of body
+  HttpRequestParser p(limits);
+  EXPECT_EQ(p.Parse(tiny).status, ParseStatus::kBadRequest);
+  const ParseOutcome r =
+      HttpRequestParser(limits).Parse(head + "1;" + std::string(200, 'e') + "\r\n");
+  EXPECT_EQ(r.status, ParseStatus::kBadRequest);
+  EXPECT_NE(r.error.find("chunk"), std::string_view::npos);
+  HttpRequestParser ok(limits);
+  EXPECT_EQ(ok.Parse(head + "3;a=b\r\nabc\r\n0\r\n\r\n").status, ParseStatus::kComplete);
+}
+
+// RFC 9112 2.2: a few empty lines before a request are ignored; a stream of them is refused
+// at once rather than buffered until the header limit.
+TEST(HttpRequestParser, IgnoresOnlyAFewLeadingEmptyLines) {
+  std::string lines;
+  for (size_t i = 0; i < kMaxLeadingEmptyLines; ++i) lines += "\r\n";
+  const std::string request = "GET / HTTP/1.1\r\n\r\n";
+  HttpRequestParser p(kLimits);
+  const ParseOutcome r = p.Parse(lines + request);
+  ASSERT_EQ(r.status, ParseStatus::kComplete);
+  EXPECT_EQ(r.consumed, lines.size() + request.size()) << "consumed with the request";
+  EXPECT_EQ(StatusOf(lines + "\r\n" + request), ParseStatus::kBadRequest);
+  EXPECT_EQ(StatusOf(lines + "\r\n"), ParseStatus::kBadRequest) << "before a request begins";
+}
+
+// Chunk lines and trailers read the same by every parser or refused ("funky chunks").
+TEST(HttpRequestParser, RefusesAmbiguousChunkFraming) {
+  const std::string head = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string_view bad[] = {
+      " 1\r\nx\r\n0\r\n\r\n",               // whitespace before the size
+      "\t1\r\nx\r\n0\r\n\r\n",              //
+      "1 \r\nx\r\n0\r\n\r\n",               // whitespace and no extension
+      "1;a\rb\r\nx\r\n0\r\n\r\n",           // bare CR in an extension
+      "1;a\nb\r\nx\r\n0\r\n\r\n",           // bare LF in an extension
+      "1\nx\r\n0\r\n\r\n",                  // a chunk line ended by a bare LF
+      "1;\r\nx\r\n0\r\n\r\n",               // no extension name
+      "1;a=\r\nx\r\n0\r\n\r\n",             // no value
+      "1;a=b c\r\nx\r\n0\r\n\r\n",          // junk after the value
+      "1;a=\"b\r\nx\r\n0\r\n\r\n",          // an open quoted string
+      "1;a=\"\x01\"\r\nx\r\n0\r\n\r\n",     // a control in a quoted string
+      "1;a\x00\r\nx\r\n0\r\n\r\n"sv,        // NUL
+      "1x\r\nx\r\n0\r\n\r\n",               // junk after the size
+      "1\r\nx\n0\r\n\r\n",                  // a bare LF after the data
+      "1\r\nx\r\n0\r\nA: b\r\n c\r\n\r\n",  // a folded trailer
+      "1\r\nx\r\n0\r\n A: b\r\n\r\n",       // a trailer starting with a space
+      "1\r\nx\r\n0\r\nA: b\rc\r\n\r\n",     // bare CR in a trailer
+      "1\r\nx\r\n0\r\nA: b\x00\r\n\r\n"sv,  // NUL in a trailer
+      "1\r\nx\r\n0\r\nA b: c\r\n\r\n",      // a bad trailer name
+      "1\r\nx\r\n0\r\nA\r\n\r\n",           // no colon
+  };
+  for (std::string_view body : bad) {
+    EXPECT_EQ(StatusOf(head + std::string(body)), ParseStatus::kBadRequest) << body;
+  }
+  const char* good[] = {
+      "1;a\r\nx\r\n0\r\n\r\n",
+      "1 ; a = b ;c=\"q \\\" \"\r\nx\r\n0\r\n\r\n",
+      "1;a=b\r\nx\r\n0;z\r\nT: v\r\nU:\r\n\r\n",
+  };
+  for (const char* body : good) EXPECT_EQ(StatusOf(head + body), ParseStatus::kComplete) << body;
 }
 
 TEST(HttpResponse, WritesStatusHeadersConnectionAndLength) {
