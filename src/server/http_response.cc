@@ -37,8 +37,8 @@ std::string_view ReasonPhrase(int status) {
   }
 }
 
-void AppendHttpResponse(std::string& out, const HttpReply& reply, unsigned version,
-                        bool keep_alive) {
+void AppendHttpResponse(std::string& out, const HttpReply& reply, unsigned version, bool keep_alive,
+                        bool head_request) {
   char number[24];
   out += version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
   out.append(number, std::to_chars(number, number + sizeof number, reply.status).ptr);
@@ -58,7 +58,7 @@ void AppendHttpResponse(std::string& out, const HttpReply& reply, unsigned versi
   out += "Content-Length: ";
   out.append(number, std::to_chars(number, number + sizeof number, reply.body.size()).ptr);
   out += "\r\n\r\n";
-  out += reply.body;
+  if (!head_request) out += reply.body;
 }
 
 }  // namespace sluice::server

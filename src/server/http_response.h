@@ -23,9 +23,11 @@ namespace sluice::server {
 // sends.
 std::string_view ReasonPhrase(int status);
 
-// version is 10 or 11 (the request's).
-void AppendHttpResponse(std::string& out, const HttpReply& reply, unsigned version,
-                        bool keep_alive);
+// version is 10 or 11 (the request's). A response to HEAD (head_request) has no body, but its
+// Content-Length is the body's, as for GET (RFC 9110 9.3.2); a body there would be read by a
+// keep-alive client as the start of its next response.
+void AppendHttpResponse(std::string& out, const HttpReply& reply, unsigned version, bool keep_alive,
+                        bool head_request = false);
 
 }  // namespace sluice::server
 

@@ -13,6 +13,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <charconv>
+#include <exception>
 #include <optional>
 #include <string_view>
 #include <thread>
@@ -176,6 +177,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   // A new request's clock starts now; it may already be in the buffer (pipelined).
   void WaitForRequest() {
     Arm(server_.options.request_timeout);
+    head_request_ = false;  // a malformed request's 400 has its body
     Process();
   }
 
@@ -243,14 +245,28 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
     consumed_ = parsed.consumed;
     version_ = req.version;
     keep_alive_ = req.keep_alive;
+    head_request_ = req.method == "HEAD";
     const HttpRequestView view{req.method, req.target, req.authorization, req.body, this};
-    HttpReply reply = server_.handler(view);
+    std::optional<HttpReply> handled = CallHandler(view);
+    if (!handled) return ReplyAndClose(ErrorReply(500, "internal error"));
+    HttpReply& reply = *handled;
     if (reply.deferred) {
       // Defer()'s callback calls Respond. The request is in: its clock no longer runs.
       deadline_ = SteadyClock::time_point::max();
       return;
     }
     Respond(reply);
+  }
+
+  // A handler that throws (out of memory, a bug) fails its request, not the process and every
+  // other connection with it; the connection is closed, as its state is unknown.
+  std::optional<HttpReply> CallHandler(const HttpRequestView& view) {
+    try {
+      return server_.handler(view);
+    } catch (const std::exception& e) {
+      spdlog::error("http: the handler of {} {} threw: {}", view.method, view.target, e.what());
+      return std::nullopt;
+    }
   }
 
   void Respond(const HttpReply& reply) {
@@ -260,7 +276,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
     // Decided after the handler: a stop that came while it ran closes this connection.
     const bool keep_alive = keep_alive_ && !stopping_ && !server_.stopping.load();
     out_.clear();
-    AppendHttpResponse(out_, reply, version_, keep_alive);
+    AppendHttpResponse(out_, reply, version_, keep_alive, head_request_);
     Write(keep_alive);
   }
 
@@ -268,7 +284,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
     begin_ = end_ = 0;
     version_ = 11;
     out_.clear();
-    AppendHttpResponse(out_, reply, version_, /*keep_alive=*/false);
+    AppendHttpResponse(out_, reply, version_, /*keep_alive=*/false, head_request_);
     Write(false);
   }
 
@@ -312,6 +328,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   SteadyClock::time_point deadline_ = SteadyClock::time_point::max();
   unsigned version_ = 11;
   bool keep_alive_ = true;
+  bool head_request_ = false;  // the request being answered is a HEAD: no body
   bool reading_ = false;
   bool stopping_ = false;
   bool closed_ = false;

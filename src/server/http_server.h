@@ -15,6 +15,11 @@
 //   response has the same timeout.
 // - A body over `max_body_bytes` is answered 413, headers over `max_header_bytes` 431, and
 //   a malformed request 400; each then closes the connection.
+// - A response to HEAD has the headers the same GET would have, Content-Length included, and no
+//   body (RFC 9110 9.3.2), so the connection stays usable: closing it instead would cost every
+//   HEAD a connection, and a body would be read as the start of the next response.
+// - A handler that throws a std::exception is logged and answered 500 {"error":"internal
+//   error"}, and its connection closed; the other connections carry on.
 // - At most `max_connections` are open at once; one more is answered 503 and closed.
 // - A client has `request_timeout` to read each response too; deadlines are checked every
 //   tenth of the timeout (5-250 ms), so they are that much late at most.

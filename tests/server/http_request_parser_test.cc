@@ -206,6 +206,12 @@ TEST(HttpResponse, WritesStatusHeadersConnectionAndLength) {
             "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"
             "RateLimit: \"a\";r=0;t=1\r\nRetry-After: 1\r\nContent-Length: 3\r\n\r\n{}\n");
   out.clear();
+  AppendHttpResponse(out, reply, 11, /*keep_alive=*/true, /*head_request=*/true);
+  EXPECT_EQ(out,
+            "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"
+            "RateLimit: \"a\";r=0;t=1\r\nRetry-After: 1\r\nContent-Length: 3\r\n\r\n")
+      << "HEAD: GET's Content-Length, no body";
+  out.clear();
   AppendHttpResponse(out, HttpReply{}, 11, false);
   EXPECT_EQ(out,
             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -153,6 +154,46 @@ TEST(HttpServer, ChunkedBodiesHttp10AndOversizedHeaders) {
   EXPECT_EQ(r431->status, 431);
   EXPECT_EQ(r431->Header("Connection"), "close");
   EXPECT_TRUE(big.ClosedByPeer(3s));
+}
+
+// HEAD gets the headers GET would, Content-Length included, and no body: the next response on
+// the connection must start right after them.
+TEST(HttpServer, HeadHasNoBodySoTheConnectionStaysInStep) {
+  auto server = StartEcho({});
+  ASSERT_TRUE(server);
+  HttpClient c(server->port());
+  ASSERT_TRUE(c.Send(HttpClient::Format("HEAD", "/h") + HttpClient::Format("GET", "/g")));
+  const auto head = c.Read(5s, /*head_request=*/true);
+  ASSERT_TRUE(head.has_value());
+  EXPECT_EQ(head->status, 200);
+  EXPECT_EQ(head->Header("Content-Length"), std::to_string(std::string("HEAD /h ").size()));
+  const auto get = c.Read(5s);
+  ASSERT_TRUE(get.has_value());
+  EXPECT_EQ(get->status, 200);
+  EXPECT_EQ(get->body, "GET /g ");
+}
+
+// A handler that throws fails its request (500, connection closed), not the process.
+TEST(HttpServer, AHandlerThatThrowsIs500) {
+  HttpServerOptions o;
+  o.address = "127.0.0.1:0";
+  auto started = HttpServer::Start(o, [](const HttpRequestView& r) -> HttpReply {
+    if (r.target == "/throw") throw std::bad_alloc();
+    return HttpReply{};
+  });
+  ASSERT_TRUE(started.has_value());
+  auto server = std::move(*started);
+  HttpClient c(server->port());
+  const auto r = c.Request("GET", "/throw");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 500);
+  EXPECT_EQ(r->body, "{\"error\":\"internal error\"}\n");
+  EXPECT_EQ(r->Header("Connection"), "close");
+  EXPECT_TRUE(c.ClosedByPeer(5s));
+  HttpClient after(server->port());
+  const auto ok = after.Request("GET", "/");
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_EQ(ok->status, 200);
 }
 
 // A handler that defers: answered from another thread, in order behind pipelined requests, and

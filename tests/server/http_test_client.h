@@ -93,7 +93,9 @@ class HttpClient {
   }
 
   // The next response; nullopt if the connection closes or nothing arrives within `timeout`.
-  std::optional<HttpResponse> Read(std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  // A response to HEAD (head_request) has no body, whatever its Content-Length says.
+  std::optional<HttpResponse> Read(std::chrono::milliseconds timeout = std::chrono::seconds(10),
+                                   bool head_request = false) {
     size_t header_end;
     while ((header_end = buffer_.find("\r\n\r\n")) == std::string::npos) {
       if (!Fill(timeout)) return std::nullopt;
@@ -116,7 +118,7 @@ class HttpClient {
       while (!value.empty() && value.front() == ' ') value.erase(0, 1);
       r.headers.emplace_back(line.substr(0, colon), value);
     }
-    if (auto cl = r.Header("Content-Length")) content_length = std::stoul(*cl);
+    if (auto cl = r.Header("Content-Length"); cl && !head_request) content_length = std::stoul(*cl);
     buffer_.erase(0, header_end + 4);
     while (buffer_.size() < content_length) {
       if (!Fill(timeout)) return std::nullopt;
