@@ -353,7 +353,8 @@ std::optional<ParseOutcome> HttpRequestParser::ParseHead(std::string_view data) 
   }
   if (has_length && chunked) return Bad("both Content-Length and Transfer-Encoding");
   if (chunked && request.version == 10) return Bad("chunked body in HTTP/1.0");
-  request.keep_alive = request.version == 11 ? !close : keep_alive;
+  // "close" wins over "keep-alive" in either version: the client will not read a second response.
+  request.keep_alive = !close && (request.version == 11 || keep_alive);
 
   const auto offset = [&](std::string_view v) {
     return static_cast<size_t>(v.data() - data.data());

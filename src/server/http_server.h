@@ -20,6 +20,9 @@
 //   HEAD a connection, and a body would be read as the start of the next response.
 // - A handler that throws a std::exception is logged and answered 500 {"error":"internal
 //   error"}, and its connection closed; the other connections carry on.
+// - "Expect: 100-continue" is not answered with 100: the body is read anyway, and a client that
+//   waits for the 100 sends it after its own timeout (curl: 1 s). Bodies are at most
+//   max_body_bytes (1 MiB), so refusing one before it is sent would save little.
 // - At most `max_connections` are open at once; one more is answered 503 and closed.
 // - A client has `request_timeout` to read each response too; deadlines are checked every
 //   tenth of the timeout (5-250 ms), so they are that much late at most.

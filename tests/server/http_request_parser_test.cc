@@ -58,6 +58,10 @@ TEST(HttpRequestParser, KeepAliveByVersionAndConnection) {
   const ParseOutcome r = p.Parse("GET / HTTP/1.0\r\nConnection: x, Keep-Alive\r\n\r\n");
   EXPECT_TRUE(r.request.keep_alive);
   EXPECT_EQ(r.request.version, 10u);
+  EXPECT_FALSE(
+      p.Parse("GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n").request.keep_alive);
+  EXPECT_FALSE(p.Parse("GET / HTTP/1.0\r\nConnection: close\r\nConnection: keep-alive\r\n\r\n")
+                   .request.keep_alive);
 }
 
 TEST(HttpRequestParser, DecodesAChunkedBody) {
