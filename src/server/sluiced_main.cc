@@ -182,6 +182,10 @@ int Run(const Flags& flags) {
   }
   if (http) http->Stop();
   if (grpc) grpc->Shutdown();
+  // A check still waiting on Redis when the grace ran out is answered by the store as it
+  // closes, and that answer goes to the HTTP API and a server's io_context: close the store
+  // now, while they exist, rather than after them in reverse declaration order.
+  service->reset();
   spdlog::info("stopped");
   return 0;
 }

@@ -502,5 +502,24 @@ TEST_F(SluicedTest, RedisChecksAreAsynchronousInOrderAndExact) {
   EXPECT_EQ(sluiced->WaitExit(), 0);
 }
 
+// Checks still waiting on Redis when a stop's grace runs out (shorter than a Redis timeout)
+// are answered by the store as it closes; those answers must not reach a server already gone.
+TEST_F(SluicedTest, ChecksWaitingOnAHungRedisAtStopDoNotCrashIt) {
+  RedisServer redis;
+  auto sluiced = Start(
+      {"--store", "redis://127.0.0.1:" + std::to_string(redis.port()), "--shutdown-grace-ms", "0"});
+  ASSERT_EQ(Post(sluiced->port(), One("user", "h")).status, 200);  // connected, script loaded
+  redis.Pause();
+  std::vector<std::unique_ptr<HttpClient>> clients;
+  for (int i = 0; i < 8; ++i) {
+    clients.push_back(std::make_unique<HttpClient>(sluiced->port()));
+    ASSERT_TRUE(clients.back()->Send(HttpClient::Format("POST", "/v1/check", One("user", "h"))));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the checks reach Redis
+  sluiced->Signal(SIGTERM);
+  EXPECT_EQ(sluiced->WaitExit(), 0) << sluiced->Log();
+  redis.Resume();
+}
+
 }  // namespace
 }  // namespace sluice::testing
