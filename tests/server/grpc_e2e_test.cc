@@ -14,6 +14,7 @@
 #include "server/config.h"
 #include "server/grpc_test_util.h"
 #include "server/metrics.h"
+#include "server/temp_config_dir.h"
 #include "sluice/clock.h"
 
 namespace sluice::server::test {
@@ -49,12 +50,7 @@ descriptors:
 class GrpcEndToEnd : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("grpc-e2e-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-    std::ofstream(dir_ / "e2e.yaml") << kConfig;
-    auto config = LoadConfig(dir_ / "e2e.yaml");
+    auto config = LoadConfig(dir_.Write("e2e.yaml", kConfig));
     ASSERT_TRUE(config.has_value()) << config.error().message;
     ServiceOptions options;
     options.clock = &clock_;
@@ -67,10 +63,7 @@ class GrpcEndToEnd : public ::testing::Test {
     stub_ = rls::RateLimitService::NewStub(grpc::CreateChannel(
         "127.0.0.1:" + std::to_string(server_->port()), grpc::InsecureChannelCredentials()));
   }
-  void TearDown() override {
-    server_.reset();
-    std::filesystem::remove_all(dir_);
-  }
+  void TearDown() override { server_.reset(); }
 
   rls::RateLimitResponse MustCall(const rls::RateLimitRequest& request) {
     rls::RateLimitResponse response;
@@ -90,7 +83,7 @@ class GrpcEndToEnd : public ::testing::Test {
   // Minute-aligned, so the fixed windows do not roll over inside a test.
   ManualClock clock_{FromNanos(int64_t{28'333'333} * 60 * 1'000'000'000)};
   Metrics metrics_;
-  std::filesystem::path dir_;
+  TempConfigDir dir_{"grpc-e2e"};
   std::unique_ptr<RateLimitService> service_;
   std::unique_ptr<GrpcServer> server_;
   std::unique_ptr<rls::RateLimitService::Stub> stub_;

@@ -16,6 +16,7 @@
 #include "server/config.h"
 #include "server/grpc_test_util.h"
 #include "server/metrics.h"
+#include "server/temp_config_dir.h"
 #include "support/redis_server.h"
 
 namespace sluice::server::test {
@@ -33,12 +34,7 @@ descriptors:
 class GrpcOverRedis : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("grpc-redis-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-    std::ofstream(dir_ / "rd.yaml") << kConfig;
-    auto config = LoadConfig(dir_ / "rd.yaml");
+    auto config = LoadConfig(dir_.Write("rd.yaml", kConfig));
     ASSERT_TRUE(config.has_value()) << config.error().message;
     ServiceOptions options;
     options.store = "redis://127.0.0.1:" + std::to_string(redis_.port());
@@ -53,13 +49,10 @@ class GrpcOverRedis : public ::testing::Test {
     channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
                                    grpc::InsecureChannelCredentials());
   }
-  void TearDown() override {
-    server_.reset();
-    std::filesystem::remove_all(dir_);
-  }
+  void TearDown() override { server_.reset(); }
 
   sluice::testing::RedisServer redis_;
-  std::filesystem::path dir_;
+  TempConfigDir dir_{"grpc-redis"};
   Metrics metrics_;
   std::unique_ptr<RateLimitService> service_;
   std::unique_ptr<GrpcServer> server_;

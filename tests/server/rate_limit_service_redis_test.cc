@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "server/rate_limit_service.h"
+#include "server/temp_config_dir.h"
 #include "support/redis_server.h"
 
 namespace sluice::server {
@@ -38,12 +39,7 @@ descriptors:
 class AsyncRedisService : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("svc-redis-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-    std::ofstream(dir_ / "api.yaml") << kConfig;
-    auto config = LoadConfig(dir_ / "api.yaml");
+    auto config = LoadConfig(dir_.Write("api.yaml", kConfig));
     ASSERT_TRUE(config.has_value()) << config.error().message;
     ServiceOptions options;
     options.store = "redis://127.0.0.1:" + std::to_string(redis_.port());
@@ -52,7 +48,6 @@ class AsyncRedisService : public ::testing::Test {
     service_ = std::move(*service);
     ASSERT_TRUE(service_->ChecksAsynchronously());
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   static CheckRequest Request(std::vector<std::vector<std::pair<std::string, std::string>>> ds) {
     CheckRequest r;
@@ -80,7 +75,7 @@ class AsyncRedisService : public ::testing::Test {
   }
 
   sluice::testing::RedisServer redis_;
-  std::filesystem::path dir_;
+  test::TempConfigDir dir_{"svc-redis"};
   Metrics metrics_;
   std::unique_ptr<RateLimitService> service_;
 };

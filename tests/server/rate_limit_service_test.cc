@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "server/ratelimit_headers.h"
+#include "server/temp_config_dir.h"
 
 namespace sluice::server {
 namespace {
@@ -44,14 +45,8 @@ descriptors:
 class Service : public ::testing::Test {
  protected:
   void SetUp() override {
-    // Unique per process and test: ctest runs tests as parallel processes, where `this` (or a
-    // heap address under ASan) can repeat.
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("svc-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
     Write(kConfig);
-    auto config = LoadConfig(dir_ / "api.yaml");
+    auto config = LoadConfig(config_file_);
     ASSERT_TRUE(config.has_value()) << config.error().message;
     ServiceOptions options;
     options.clock = &clock_;
@@ -59,9 +54,7 @@ class Service : public ::testing::Test {
     ASSERT_TRUE(service.has_value()) << service.error().message;
     service_ = std::move(*service);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  void Write(const std::string& yaml) { std::ofstream(dir_ / "api.yaml") << yaml; }
+  void Write(const std::string& yaml) { config_file_ = dir_.Write("api.yaml", yaml); }
 
   static CheckRequest Request(std::vector<std::vector<std::pair<std::string, std::string>>> ds,
                               int64_t hits = 1) {
@@ -85,7 +78,8 @@ class Service : public ::testing::Test {
   // Minute-aligned, so fixed windows do not roll over inside a test.
   ManualClock clock_{FromNanos(int64_t{28'333'333} * 60 * 1'000'000'000)};
   Metrics metrics_;
-  std::filesystem::path dir_;
+  test::TempConfigDir dir_{"svc"};
+  std::filesystem::path config_file_;
   std::unique_ptr<RateLimitService> service_;
 };
 
@@ -198,7 +192,7 @@ TEST_F(Service, ReloadKeepsTheCountersOfUnchangedLimits) {
   changed.replace(changed.find("requests_per_unit: 10, burst: 50"), 32,
                   "requests_per_unit: 20, burst: 50");
   Write(changed);
-  auto config = LoadConfig(dir_ / "api.yaml");
+  auto config = LoadConfig(config_file_);
   ASSERT_TRUE(config.has_value()) << config.error().message;
   ASSERT_TRUE(service_->Reload(*config).has_value());
   const CheckResponse r = MustCheck(Request({{{"api_key", "k"}}, {{"tb", "t"}}}));
@@ -213,7 +207,7 @@ TEST_F(Service, ReloadKeepsTheCountersOfLimitOverrides) {
   CheckRequest r = Request({{{"api_key", "o"}}});
   r.descriptors[0].limit_override = LimitOverride{5, Unit::kHour};
   for (int i = 0; i < 3; ++i) MustCheck(r);
-  auto config = LoadConfig(dir_ / "api.yaml");
+  auto config = LoadConfig(config_file_);
   ASSERT_TRUE(config.has_value()) << config.error().message;
   ASSERT_TRUE(service_->Reload(*config).has_value());
   const CheckResponse after = MustCheck(r);
