@@ -38,7 +38,7 @@ test-asan: deps
 # ThreadSanitizer over the concurrent code: the memory store, DecideAll, the pipelined Redis
 # connections (under failure, and with many asynchronous decisions in flight), the metrics,
 # sluiced's asynchronous Redis checks.
-TSAN_TESTS = store_test redis_test redis_failure_test server_metrics_test \
+TSAN_TESTS = store_test redis_test redis_failure_test metrics_test \
   rate_limit_service_redis_test
 test-tsan: deps
 	@cmake --preset tsan >/dev/null

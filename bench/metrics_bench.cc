@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "server/metrics.h"
+#include "metrics/metrics.h"
 
 namespace sluice::server {
 namespace {

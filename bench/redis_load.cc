@@ -35,8 +35,8 @@
 #include "sluice/algorithm.h"
 #include "sluice/limit_spec.h"
 #include "sluice/redis_store.h"
-#include "store/redis_script_log.h"
-#include "store/redis_scripts.h"
+#include "store/redis/redis_script_log.h"
+#include "store/redis/redis_scripts.h"
 
 namespace sluice {
 namespace {
@@ -149,7 +149,7 @@ const internal::LuaScript& ScriptOf(Algorithm a) {
 }
 
 // The spec arguments the store passes between `now` and `cost` (the same derivation as
-// ScriptFor in src/store/redis_store.cc, which is private to the store; the run script checks
+// ScriptFor in src/store/redis/redis_store.cc, which is private to the store; the run script checks
 // the result against a MONITOR capture of the store's own call, so a drift cannot go unseen).
 std::vector<std::string> ParamsOf(const LimitSpec& spec) {
   const int64_t period_us = spec.period.count() / 1000;

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "store/redis_client.h"
+#include "store/redis/redis_client.h"
 
 namespace sluice::testing {
 

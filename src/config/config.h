@@ -1,0 +1,124 @@
+// The sluiced configuration: rate limit rules in the envoyproxy/ratelimit YAML format plus
+// sluice's extensions (algorithm, burst, mode, failure mode, plans). docs/configuration.md is
+// the reference for the format; this header is the loaded, validated form.
+//
+//   auto config = LoadConfig("/etc/sluice");            // a file, or a directory of *.yaml
+//   if (!config) log(config.error().message);           // "api.yaml:12:7: unknown unit 'sec'..."
+//   MatchResult m = Match(**config, "api", entries);     // descriptor.h
+//
+// A Config is immutable once loaded: share it as shared_ptr<const Config> and swap the pointer
+// to reload; readers on other threads keep the old one alive for as long as they use it.
+#ifndef SLUICE_CONFIG_CONFIG_H_
+#define SLUICE_CONFIG_CONFIG_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "config/descriptor_tree.h"
+#include "config/limit_unit.h"
+#include "sluice/limit_spec.h"
+#include "sluice/status.h"
+
+namespace sluice::server {
+
+// enforce: over the limit is rejected. shadow: decide and count, but always allow.
+// soft: allow, count, and mark the response as over its soft limit.
+enum class Mode { kEnforce, kShadow, kSoft };
+// What to decide when the store cannot be reached.
+enum class FailureMode { kOpen, kClosed };
+// kBlocked is ratelimit's `requests_per_unit: 0` (its Example 3, a deny list): every request is
+// over the limit and no store is asked. kUnlimited (`unlimited: true`) always allows, also
+// without a store.
+enum class LimitKind { kLimited, kUnlimited, kBlocked };
+
+std::string_view ModeName(Mode mode);
+std::string_view FailureModeName(FailureMode mode);
+
+struct Limit {
+  // Stable store namespace: the domain, the plan if any, and the configured descriptor path,
+  // escaped (key_escape.h), e.g. "api|path=%2Fv1%2Fpay|method=POST". It changes only when the
+  // path to the rule does, so a reload that edits a number keeps the counters.
+  std::string id;
+  std::string domain;
+  std::string plan;         // the plan whose tree defines this limit; empty for `descriptors`
+  std::string name;         // rate_limit.name; may be empty
+  std::string metric_name;  // name, or ratelimit's dotted key "api.path_/v1/pay.method_POST"
+  LimitKind kind = LimitKind::kLimited;
+  Unit unit = Unit::kSecond;      // as configured (kSecond for unlimited)
+  int64_t requests_per_unit = 0;  // as configured (0 for unlimited and blocked)
+  LimitSpec spec;                 // validated by ValidateLimitSpec when kind == kLimited
+  Mode mode = Mode::kEnforce;
+  FailureMode failure_mode = FailureMode::kOpen;
+  bool detailed_metric = false;
+  std::vector<std::string> replaces;  // names of limits this one replaces in the same request
+  std::string origin;                 // "file:line" of the descriptor, for messages
+};
+
+// One domain: its rules, its plans, and who is on which plan.
+struct Domain {
+  std::string name;
+  std::string origin;  // "file:line" of `domain:`
+  // Owned here; the trees hold indices into it.
+  std::vector<Limit> limits;
+  DescriptorTree descriptors;
+
+  // Plans (tiers). Empty plan_key: the domain has none.
+  std::string plan_key;  // the descriptor key whose value is the identity, e.g. "api_key"
+  std::map<std::string, DescriptorTree, std::less<>> plans;  // always has "default" if any
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  // identity value -> plan name (a key of `plans`), from plan_source.
+  std::unordered_map<std::string, std::string, Hash, std::equal_to<>> identity_plans;
+  std::string plan_source;  // the resolved plan file path, or empty
+
+  // The plan for an identity: its assigned plan, else "default". Requires plans.
+  const std::string& PlanFor(std::string_view identity) const;
+};
+
+class Config {
+ public:
+  explicit Config(std::map<std::string, Domain, std::less<>> domains,
+                  std::vector<std::string> warnings = {})
+      : domains_(std::move(domains)), warnings_(std::move(warnings)) {}
+
+  const Domain* FindDomain(std::string_view name) const {
+    const auto it = domains_.find(name);
+    return it == domains_.end() ? nullptr : &it->second;
+  }
+  // By name, for listing the loaded config (/v1/limits).
+  const std::map<std::string, Domain, std::less<>>& domains() const { return domains_; }
+  size_t limit_count() const;
+  // What loaded but has no effect ("file:line:col: what"), e.g. a field envoyproxy/ratelimit
+  // accepts that sluice ignores; sluiced logs these at load and reload.
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
+ private:
+  std::map<std::string, Domain, std::less<>> domains_;
+  std::vector<std::string> warnings_;
+};
+
+// Loads `path`: one YAML file holding one domain, or a directory whose *.yaml and *.yml files
+// (not recursive; names starting with '.' skipped) each hold one domain. Files a domain names
+// as its plan_source are plan files, not domains. Every error names the file, the line and
+// column, and what is wrong; nothing throws.
+Result<std::shared_ptr<const Config>> LoadConfig(const std::filesystem::path& path);
+
+// A one-line summary of a loaded config ("2 domains, 9 limits, 3 plans").
+std::string ConfigSummary(const Config& config);
+
+// For --check-config: loads and discards. On success, ConfigSummary (warnings are in
+// LoadConfig's result; sluiced prints them).
+Result<std::string> CheckConfig(const std::filesystem::path& path);
+
+}  // namespace sluice::server
+
+#endif  // SLUICE_CONFIG_CONFIG_H_

@@ -1,0 +1,527 @@
+// One domain file: `domain`, `descriptors` (ratelimit's format, checked strictly) and sluice's
+// `plans`, `plan_key`, `plan_source`.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config_parse.h"
+#include "config/key_escape.h"
+#include "sluice/algorithm.h"
+
+namespace sluice::server::internal {
+namespace {
+
+constexpr std::string_view kAlgorithmNames =
+    "token_bucket, leaky_bucket, fixed_window, sliding_window_log, sliding_window_counter, gcra";
+
+// A value pattern keeps its '*' raw in ids; every literal '*' elsewhere is escaped, so a
+// value that is literally "a*" and the pattern "a*" get different ids.
+std::string EscapedValue(std::string_view value) {
+  std::string out;
+  size_t start = 0;
+  for (;;) {
+    const size_t star = value.find('*', start);
+    AppendEscaped(out, value.substr(start, star - start));
+    if (star == std::string_view::npos) return out;
+    out += '*';
+    start = star + 1;
+  }
+}
+
+struct PendingReplace {
+  std::string name;
+  YAML::Node node;
+};
+
+// Where in the domain a descriptor list sits.
+struct Path {
+  std::string id;      // the Limit::id prefix
+  std::string metric;  // ratelimit's dotted key prefix
+  int depth = 0;
+};
+
+class DomainParser {
+ public:
+  DomainParser(const std::string& file, Domain& domain, Warnings& warnings)
+      : file_(file), domain_(domain), warnings_(warnings) {}
+
+  Result<void> ParseTree(const YAML::Node& list, DescriptorTree& tree, const std::string& plan) {
+    plan_ = plan;
+    origins_.assign(1, "");
+    Path path{Escaped(domain_.name), domain_.name, 0};
+    if (!plan.empty()) {
+      path.id += "|@plan=" + Escaped(plan);
+      path.metric += ".plans." + plan;
+    }
+    return ParseList(list, tree, DescriptorTree::kRoot, path);
+  }
+
+  // A `replaces` name that no rate_limit of the domain has replaces nothing. ratelimit loads
+  // it silently; it is most likely a typo, so say so.
+  void CheckReplaces() const {
+    for (const PendingReplace& r : replaces_) {
+      bool found = false;
+      for (const Limit& l : domain_.limits) found = found || l.name == r.name;
+      if (!found) {
+        WarnAt(warnings_, file_, r.node,
+               "replaces names '" + r.name + "', but no rate_limit in domain '" + domain_.name +
+                   "' has that name; it replaces nothing");
+      }
+    }
+  }
+
+ private:
+  Result<void> ParseList(const YAML::Node& list, DescriptorTree& tree,
+                         DescriptorTree::NodeId parent, const Path& path) {
+    if (list.IsNull()) return {};
+    if (!list.IsSequence()) {
+      return ErrorAt(file_, list, "descriptors must be a list, not " + std::string(Describe(list)));
+    }
+    if (path.depth >= kMaxDepth) {
+      return ErrorAt(file_, list,
+                     "descriptors nest deeper than " + std::to_string(kMaxDepth) + " levels");
+    }
+    for (size_t i = 0; i < list.size(); ++i) {
+      const YAML::Node item = list[i];
+      if (item.IsNull()) return EmptyItemError(file_, list, i, "a descriptor with a 'key'");
+      if (auto ok = ParseDescriptor(item, tree, parent, path); !ok) return ok;
+    }
+    return {};
+  }
+
+  Result<void> ParseDescriptor(const YAML::Node& node, DescriptorTree& tree,
+                               DescriptorTree::NodeId parent, const Path& path) {
+    auto fields =
+        Fields::Of(file_, node, "a descriptor",
+                   {"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric",
+                    "quota_mode", "share_threshold", "value_to_metric", "metadata"},
+                   &warnings_);
+    if (!fields) return std::unexpected(fields.error());
+    if (++descriptors_ > kMaxDescriptorsPerDomain) {
+      return ErrorAt(file_, node,
+                     "domain '" + domain_.name + "' has more than " +
+                         std::to_string(kMaxDescriptorsPerDomain) + " descriptors");
+    }
+    const auto key_node = fields->Get("key");
+    if (!key_node) {
+      if (fields->Present("key")) return ErrorAt(file_, fields->KeyOf("key"), "empty 'key'");
+      return ErrorAt(file_, node, "descriptor has no 'key'");
+    }
+    auto key = ReadString(file_, *key_node, "key", kMaxNameBytes);
+    if (!key) return std::unexpected(key.error());
+    auto value = ReadValue(*fields);
+    if (!value) return std::unexpected(value.error());
+    if (auto ok = CheckUpstreamOnly(*fields); !ok) return ok;
+
+    const auto added = tree.AddChild(parent, *key, *value);
+    const std::string shown = "key '" + *key + "'" + (*value ? " value '" + **value + "'" : "");
+    if (!added.inserted) {
+      return ErrorAt(file_, node,
+                     "duplicate descriptor " + shown + " (first at " + origins_[added.node] +
+                         "); siblings must differ in key or value");
+    }
+    origins_.resize(added.node + 1);
+    origins_[added.node] = Where(file_, node);
+
+    Path here{path.id + "|" + Escaped(*key), path.metric + "." + *key, path.depth + 1};
+    if (*value) {
+      here.id += "=" + EscapedValue(**value);
+      here.metric += "_" + **value;
+    }
+
+    const auto shadow = ReadDescriptorFlag(*fields, "shadow_mode");
+    if (!shadow) return std::unexpected(shadow.error());
+    const auto detailed = ReadDescriptorFlag(*fields, "detailed_metric");
+    if (!detailed) return std::unexpected(detailed.error());
+
+    if (const auto rl = fields->Get("rate_limit")) {
+      auto limit = ParseRateLimit(*rl, *shadow);
+      if (!limit) return std::unexpected(limit.error());
+      limit->id = here.id;
+      limit->domain = domain_.name;
+      limit->plan = plan_;
+      limit->metric_name = limit->name.empty() ? here.metric : limit->name;
+      limit->detailed_metric = *detailed;
+      limit->origin = origins_[added.node];
+      tree.SetLimit(added.node, static_cast<int32_t>(domain_.limits.size()));
+      domain_.limits.push_back(std::move(*limit));
+    }
+    if (const auto nested = fields->Get("descriptors")) {
+      return ParseList(*nested, tree, added.node, here);
+    }
+    return {};
+  }
+
+  // ratelimit reads an empty or null `value` as no value (config_impl.go: the key alone is the
+  // descriptor's key), so both make a key-only rule.
+  Result<std::optional<std::string>> ReadValue(const Fields& fields) const {
+    const auto v = fields.Get("value");
+    if (!v || (v->IsScalar() && v->Scalar().empty())) return std::nullopt;
+    auto text = ReadString(file_, *v, "value", kMaxValueBytes);
+    if (!text) return std::unexpected(text.error());
+    return std::optional<std::string>(std::move(*text));
+  }
+
+  // shadow_mode and detailed_metric belong to the descriptor's own rate_limit; without one they
+  // do nothing (nested descriptors do not inherit them), which ratelimit accepts silently.
+  Result<bool> ReadDescriptorFlag(const Fields& fields, std::string_view flag) const {
+    const auto f = fields.Get(flag);
+    if (!f) return false;
+    auto b = ReadBool(file_, *f, flag);
+    if (!b) return std::unexpected(b.error());
+    if (*b && !fields.Get("rate_limit")) {
+      WarnAt(warnings_, file_, fields.KeyOf(flag),
+             std::string(flag) +
+                 " has no effect: this descriptor has no rate_limit, and nested descriptors do "
+                 "not inherit it");
+    }
+    return *b;
+  }
+
+  // ratelimit fields sluice does not implement. Each is read with ratelimit's type; a
+  // `false` (the default) changes nothing and loads, a `true` would change decisions in ways
+  // sluice cannot honour and is refused. value_to_metric only changes metric names and
+  // metadata only annotates responses, so they load and are ignored.
+  Result<void> CheckUpstreamOnly(const Fields& fields) const {
+    for (std::string_view flag : {"quota_mode", "share_threshold"}) {
+      const auto f = fields.Get(flag);
+      if (!f) continue;
+      auto b = ReadBool(file_, *f, flag);
+      if (!b) return std::unexpected(b.error());
+      if (*b) {
+        return ErrorAt(file_, fields.KeyOf(flag),
+                       "'" + std::string(flag) +
+                           "' is an envoyproxy/ratelimit field sluice does not support; remove "
+                           "it (it would change decisions)");
+      }
+    }
+    if (const auto f = fields.Get("value_to_metric")) {
+      auto b = ReadBool(file_, *f, "value_to_metric");
+      if (!b) return std::unexpected(b.error());
+      if (*b) {
+        WarnAt(warnings_, file_, fields.KeyOf("value_to_metric"),
+               "value_to_metric is ignored: metrics keep the rule's key (use detailed_metric for "
+               "per-value metrics)");
+      }
+    }
+    if (const auto m = fields.Get("metadata")) {
+      if (!m->IsMap()) {
+        return ErrorAt(file_, *m, "metadata must be a mapping, not " + std::string(Describe(*m)));
+      }
+      WarnAt(warnings_, file_, fields.KeyOf("metadata"),
+             "metadata is ignored: sluice does not return descriptor metadata");
+    }
+    return {};
+  }
+
+  Result<Limit> ParseRateLimit(const YAML::Node& node, bool shadow_mode) {
+    auto fields = Fields::Of(file_, node, "rate_limit",
+                             {"unit", "requests_per_unit", "name", "replaces", "unlimited",
+                              "algorithm", "burst", "shaper", "mode", "failure_mode"},
+                             &warnings_);
+    if (!fields) return std::unexpected(fields.error());
+    Limit limit;
+    if (const auto n = fields->Get("name")) {
+      auto name = ReadString(file_, *n, "rate_limit name", kMaxNameBytes);
+      if (!name) return std::unexpected(name.error());
+      limit.name = std::move(*name);
+    }
+    if (auto ok = ParseReplaces(*fields, limit); !ok) return std::unexpected(ok.error());
+    if (auto ok = ParseModes(*fields, shadow_mode, limit); !ok) {
+      return std::unexpected(ok.error());
+    }
+    // ratelimit decodes requests_per_unit as a uint32 even where it then ignores it.
+    std::optional<int64_t> rpu;
+    if (const auto r = fields->Get("requests_per_unit")) {
+      auto n = ReadInt(file_, *r, "requests_per_unit", &warnings_);
+      if (!n) return std::unexpected(n.error());
+      if (*n < 0 || *n > kMaxRequestsPerUnit) {
+        return ErrorAt(
+            file_, *r,
+            "requests_per_unit must be between 0 and 4294967295 (got " + std::to_string(*n) + ")");
+      }
+      rpu = *n;
+    }
+
+    bool unlimited = false;
+    if (const auto u = fields->Get("unlimited")) {
+      auto b = ReadBool(file_, *u, "unlimited");
+      if (!b) return std::unexpected(b.error());
+      unlimited = *b;
+    }
+    if (unlimited) return ParseUnlimited(*fields, std::move(limit));
+
+    const auto unit_node = fields->Get("unit");
+    if (!unit_node) {
+      const YAML::Node at = fields->Present("unit") ? fields->KeyOf("unit") : node;
+      return ErrorAt(file_, at, "rate_limit needs a 'unit' (or 'unlimited: true')");
+    }
+    auto unit_text = ReadString(file_, *unit_node, "unit", kMaxNameBytes);
+    if (!unit_text) return std::unexpected(unit_text.error());
+    const auto unit = ParseUnit(*unit_text);
+    if (!unit) {
+      return ErrorAt(file_, *unit_node,
+                     "unknown unit '" + *unit_text +
+                         "' (expected second, minute, hour, day, week, month or year)");
+    }
+    limit.unit = *unit;
+
+    if (!rpu) {
+      WarnAt(warnings_, file_, node,
+             "rate_limit has no requests_per_unit, so it is 0 and blocks every request (as in "
+             "envoyproxy/ratelimit); write requests_per_unit: 0 to say so");
+    }
+    limit.requests_per_unit = rpu.value_or(0);
+    if (limit.requests_per_unit == 0) {
+      for (std::string_view f : {"algorithm", "burst", "shaper"}) {
+        if (fields->Present(f)) {
+          return ErrorAt(file_, fields->KeyOf(f),
+                         "requests_per_unit: 0 blocks every request; '" + std::string(f) +
+                             "' has no meaning there");
+        }
+      }
+      limit.kind = LimitKind::kBlocked;
+      return limit;
+    }
+    return ParseSpec(*fields, node, std::move(limit));
+  }
+
+  // ratelimit refuses `unlimited: true` only together with a valid unit; requests_per_unit and
+  // a unit it does not know are ignored there, so they load here with a warning. sluice's own
+  // algorithm parameters mean nothing without a limit and stay errors.
+  Result<Limit> ParseUnlimited(const Fields& fields, Limit limit) {
+    for (std::string_view f : {"algorithm", "burst", "shaper"}) {
+      if (fields.Present(f)) {
+        return ErrorAt(file_, fields.KeyOf(f),
+                       "an unlimited rate_limit takes no '" + std::string(f) + "'");
+      }
+    }
+    if (const auto u = fields.Get("unit")) {
+      if (!u->IsScalar()) {
+        return ErrorAt(file_, *u, "unit must be a string, not " + std::string(Describe(*u)));
+      }
+      if (ParseUnit(u->Scalar())) {
+        return ErrorAt(file_, fields.KeyOf("unit"), "an unlimited rate_limit takes no 'unit'");
+      }
+      WarnAt(warnings_, file_, fields.KeyOf("unit"),
+             "unit '" + u->Scalar() + "' is ignored: the rate_limit is unlimited");
+    }
+    if (fields.Get("requests_per_unit")) {
+      WarnAt(warnings_, file_, fields.KeyOf("requests_per_unit"),
+             "requests_per_unit is ignored: the rate_limit is unlimited");
+    }
+    limit.kind = LimitKind::kUnlimited;
+    return limit;
+  }
+
+  // algorithm, burst, shaper, then ValidateLimitSpec for the exact-arithmetic ranges.
+  Result<Limit> ParseSpec(const Fields& fields, const YAML::Node& node, Limit limit) {
+    LimitSpec spec;
+    spec.limit = limit.requests_per_unit;
+    spec.period = UnitDuration(limit.unit);
+    if (const auto a = fields.Get("algorithm")) {
+      auto name = ReadString(file_, *a, "algorithm", kMaxNameBytes);
+      if (!name) return std::unexpected(name.error());
+      const auto alg = ParseAlgorithm(*name);
+      if (!alg) {
+        return ErrorAt(file_, *a,
+                       "unknown algorithm '" + *name +
+                           "' (expected one of: " + std::string(kAlgorithmNames) + ")");
+      }
+      spec.algorithm = *alg;
+    }
+    const std::string alg_name(AlgorithmName(spec.algorithm));
+    if (const auto b = fields.Get("burst")) {
+      if (!HasBurst(spec.algorithm)) {
+        return ErrorAt(file_, fields.KeyOf("burst"),
+                       "burst applies to token_bucket, gcra and leaky_bucket, not " + alg_name +
+                           " (a window's capacity is its requests_per_unit)");
+      }
+      auto burst = ReadInt(file_, *b, "burst");
+      if (!burst) return std::unexpected(burst.error());
+      if (*burst <= 0) {
+        return ErrorAt(file_, *b, "burst must be positive (got " + std::to_string(*burst) + ")");
+      }
+      spec.burst = *burst;
+    }
+    if (const auto s = fields.Get("shaper")) {
+      auto shaper = ReadBool(file_, *s, "shaper");
+      if (!shaper) return std::unexpected(shaper.error());
+      if (*shaper && spec.algorithm != Algorithm::kLeakyBucket) {
+        return ErrorAt(file_, fields.KeyOf("shaper"),
+                       "shaper applies only to leaky_bucket, not " + alg_name);
+      }
+      spec.shaper = *shaper;
+    }
+    auto valid = ValidateLimitSpec(spec);
+    if (!valid) return ErrorAt(file_, node, "rate_limit: " + valid.error().message);
+    limit.spec = *valid;
+    return limit;
+  }
+
+  Result<void> ParseReplaces(const Fields& fields, Limit& limit) {
+    const auto list = fields.Get("replaces");
+    if (!list) return {};
+    if (!list->IsSequence()) {
+      return ErrorAt(file_, *list,
+                     "replaces must be a list of {name: ...}, not " + std::string(Describe(*list)));
+    }
+    for (size_t i = 0; i < list->size(); ++i) {
+      const YAML::Node item = (*list)[i];
+      if (item.IsNull()) return EmptyItemError(file_, *list, i, "{name: ...}");
+      auto f = Fields::Of(file_, item, "a replaces entry", {"name"}, &warnings_);
+      if (!f) return std::unexpected(f.error());
+      const auto n = f->Get("name");
+      if (!n) return ErrorAt(file_, item, "a replaces entry needs a 'name'");
+      auto name = ReadString(file_, *n, "replaces name", kMaxNameBytes);
+      if (!name) return std::unexpected(name.error());
+      if (*name == limit.name) {
+        return ErrorAt(file_, *n, "a rate_limit cannot replace itself ('" + *name + "')");
+      }
+      replaces_.push_back({*name, *n});
+      limit.replaces.push_back(std::move(*name));
+    }
+    return {};
+  }
+
+  // `mode` (sluice) and `shadow_mode` (ratelimit) must agree when both are given.
+  Result<void> ParseModes(const Fields& fields, bool shadow_mode, Limit& limit) {
+    limit.mode = shadow_mode ? Mode::kShadow : Mode::kEnforce;
+    if (const auto m = fields.Get("mode")) {
+      auto text = ReadString(file_, *m, "mode", kMaxNameBytes);
+      if (!text) return std::unexpected(text.error());
+      Mode mode;
+      if (*text == "enforce") {
+        mode = Mode::kEnforce;
+      } else if (*text == "shadow") {
+        mode = Mode::kShadow;
+      } else if (*text == "soft") {
+        mode = Mode::kSoft;
+      } else {
+        return ErrorAt(file_, *m,
+                       "unknown mode '" + *text + "' (expected enforce, shadow or soft)");
+      }
+      if (shadow_mode && mode != Mode::kShadow) {
+        return ErrorAt(file_, *m,
+                       "mode '" + *text + "' contradicts the descriptor's shadow_mode: true");
+      }
+      limit.mode = mode;
+    }
+    if (const auto f = fields.Get("failure_mode")) {
+      auto text = ReadString(file_, *f, "failure_mode", kMaxNameBytes);
+      if (!text) return std::unexpected(text.error());
+      if (*text == "open") {
+        limit.failure_mode = FailureMode::kOpen;
+      } else if (*text == "closed") {
+        limit.failure_mode = FailureMode::kClosed;
+      } else {
+        return ErrorAt(file_, *f, "unknown failure_mode '" + *text + "' (expected open or closed)");
+      }
+    }
+    return {};
+  }
+
+  const std::string& file_;
+  Domain& domain_;
+  Warnings& warnings_;
+  std::string plan_;
+  std::vector<std::string> origins_;  // "file:line:col" per node of the tree being parsed
+  size_t descriptors_ = 0;
+  std::vector<PendingReplace> replaces_;
+};
+
+Result<void> ParsePlans(const std::string& file, const Fields& root, DomainParser& parser,
+                        Domain& domain) {
+  const auto plans = root.Get("plans");
+  const auto key = root.Get("plan_key");
+  if (!plans) {
+    for (std::string_view f : {"plan_key", "plan_source"}) {
+      if (root.Get(f)) {
+        return ErrorAt(file, root.KeyOf(f), std::string(f) + " without 'plans'");
+      }
+    }
+    return {};
+  }
+  if (!key) {
+    return ErrorAt(file, root.KeyOf("plans"),
+                   "plans need a 'plan_key': the descriptor key whose value is the identity");
+  }
+  auto key_text = ReadString(file, *key, "plan_key", kMaxNameBytes);
+  if (!key_text) return std::unexpected(key_text.error());
+  domain.plan_key = std::move(*key_text);
+  if (!plans->IsMap()) {
+    return ErrorAt(
+        file, *plans,
+        "plans must map plan names to descriptor lists, not " + std::string(Describe(*plans)));
+  }
+  auto entries = MappingEntries(file, *plans, "plans", "plan");
+  if (!entries) return std::unexpected(entries.error());
+  for (const auto& [plan_name, rules] : *entries) {
+    auto name = ReadString(file, plan_name, "plan name", kMaxNameBytes);
+    if (!name) return std::unexpected(name.error());
+    auto tree = domain.plans.try_emplace(*name).first;
+    if (auto ok = parser.ParseTree(rules, tree->second, *name); !ok) return ok;
+  }
+  if (!domain.plans.contains("default")) {
+    return ErrorAt(file, *plans, "plans must include 'default': identities without a plan get it");
+  }
+  return {};
+}
+
+}  // namespace
+
+std::optional<std::string> PeekPlanSource(const YAML::Node& root) {
+  if (!root.IsMap()) return std::nullopt;
+  auto entries = MappingEntries("", root, "a domain file", "field");
+  if (!entries) return std::nullopt;
+  for (const auto& [key, value] : *entries) {
+    if (key.Scalar() == "plan_source" && value.IsScalar() && value.Scalar().starts_with("file:")) {
+      return value.Scalar().substr(5);
+    }
+  }
+  return std::nullopt;
+}
+
+Result<ParsedDomain> ParseDomain(const std::string& file, const YAML::Node& root,
+                                 Warnings& warnings) {
+  auto fields =
+      Fields::Of(file, root, "a domain file",
+                 {"domain", "descriptors", "plans", "plan_key", "plan_source"}, &warnings);
+  if (!fields) return std::unexpected(fields.error());
+  ParsedDomain parsed;
+  Domain& domain = parsed.domain;
+  const auto name = fields->Get("domain");
+  if (!name) {
+    if (fields->Present("domain")) return ErrorAt(file, fields->KeyOf("domain"), "empty 'domain'");
+    return ErrorAt(file, root, "no 'domain'");
+  }
+  auto text = ReadString(file, *name, "domain", kMaxNameBytes);
+  if (!text) return std::unexpected(text.error());
+  domain.name = std::move(*text);
+  domain.origin = Where(file, *name);
+
+  DomainParser parser(file, domain, warnings);
+  if (const auto list = fields->Get("descriptors")) {
+    if (auto ok = parser.ParseTree(*list, domain.descriptors, ""); !ok) {
+      return std::unexpected(ok.error());
+    }
+  }
+  if (auto ok = ParsePlans(file, *fields, parser, domain); !ok) {
+    return std::unexpected(ok.error());
+  }
+  parser.CheckReplaces();
+
+  if (const auto source = fields->Get("plan_source")) {
+    auto src = ReadString(file, *source, "plan_source", kMaxValueBytes);
+    if (!src) return std::unexpected(src.error());
+    if (!src->starts_with("file:") || src->size() == 5) {
+      return ErrorAt(file, *source,
+                     "plan_source must be 'file:PATH' (relative to this file), not '" + *src + "'");
+    }
+    parsed.plan_source = src->substr(5);
+    parsed.plan_source_node = *source;
+  }
+  return parsed;
+}
+
+}  // namespace sluice::server::internal

@@ -1,0 +1,175 @@
+// Files and directories to a Config; the boundary where yaml-cpp's exceptions become errors.
+#include <algorithm>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "config/config.h"
+#include "config/config_parse.h"
+
+namespace sluice::server {
+namespace {
+
+namespace fs = std::filesystem;
+using internal::ParsedDomain;
+
+struct SourceFile {
+  std::string name;  // as shown in errors
+  YAML::Node root;
+};
+
+// The same file however it is spelled, for telling plan files apart in a directory.
+fs::path Canonical(const fs::path& p) {
+  std::error_code ec;
+  fs::path c = fs::weakly_canonical(p, ec);
+  return ec ? p.lexically_normal() : c;
+}
+
+fs::path PlanPath(const std::string& config_file, const std::string& source) {
+  const fs::path p(source);
+  return p.is_absolute() ? p : fs::path(config_file).parent_path() / p;
+}
+
+Result<SourceFile> ReadSource(const std::string& name, size_t max_bytes) {
+  auto text = internal::ReadFileText(name, max_bytes);
+  if (!text) return std::unexpected(text.error());
+  auto root = internal::ParseDocument(name, *text);
+  if (!root) return std::unexpected(root.error());
+  return SourceFile{name, *root};
+}
+
+Result<Domain> BuildDomain(const SourceFile& source, internal::Warnings& warnings) {
+  auto parsed = internal::ParseDomain(source.name, source.root, warnings);
+  if (!parsed) return std::unexpected(parsed.error());
+  if (parsed->plan_source.empty()) return std::move(parsed->domain);
+  const std::string plan_file = PlanPath(source.name, parsed->plan_source).string();
+  auto plans = ReadSource(plan_file, internal::kMaxPlanFileBytes);
+  if (!plans) {
+    return internal::ErrorAt(source.name, parsed->plan_source_node,
+                             "plan_source: " + plans.error().message);
+  }
+  if (auto ok = internal::ParsePlanFile(plans->name, plans->root, parsed->domain); !ok) {
+    return std::unexpected(ok.error());
+  }
+  parsed->domain.plan_source = plan_file;
+  return std::move(parsed->domain);
+}
+
+Result<std::vector<std::string>> ListYamlFiles(const fs::path& dir) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    const std::string name = p.filename().string();
+    const std::string ext = p.extension().string();
+    if (name.starts_with(".") || (ext != ".yaml" && ext != ".yml")) continue;
+    if (!it->is_regular_file(ec)) continue;  // follows symlinks (ConfigMap mounts use them)
+    files.push_back(p.string());
+  }
+  if (ec) return MakeError(dir.string() + ": cannot list: " + ec.message());
+  std::sort(files.begin(), files.end());  // errors and duplicates reported in a stable order
+  if (files.empty()) return MakeError(dir.string() + ": no *.yaml or *.yml files");
+  return files;
+}
+
+Result<std::shared_ptr<const Config>> Load(const fs::path& path) {
+  std::error_code ec;
+  const bool is_dir = fs::is_directory(path, ec);
+  std::vector<SourceFile> sources;
+  if (!is_dir) {
+    auto source = ReadSource(path.string(), internal::kMaxConfigFileBytes);
+    if (!source) return std::unexpected(source.error());
+    sources.push_back(std::move(*source));
+  } else {
+    auto files = ListYamlFiles(path);
+    if (!files) return std::unexpected(files.error());
+    for (const std::string& f : *files) {
+      auto source = ReadSource(f, internal::kMaxConfigFileBytes);
+      if (!source) return std::unexpected(source.error());
+      sources.push_back(std::move(*source));
+    }
+    // A file some domain names as its plan_source is that domain's plan file, not a domain.
+    std::set<fs::path> plan_files;
+    for (const SourceFile& s : sources) {
+      if (auto plan = internal::PeekPlanSource(s.root)) {
+        plan_files.insert(Canonical(PlanPath(s.name, *plan)));
+      }
+    }
+    std::erase_if(sources,
+                  [&](const SourceFile& s) { return plan_files.contains(Canonical(s.name)); });
+  }
+  std::map<std::string, Domain, std::less<>> domains;
+  internal::Warnings warnings;
+  for (const SourceFile& s : sources) {
+    auto domain = BuildDomain(s, warnings);
+    if (!domain) return std::unexpected(domain.error());
+    if (const auto it = domains.find(domain->name); it != domains.end()) {
+      return MakeError(domain->origin + ": domain '" + domain->name + "' is already defined at " +
+                       it->second.origin);
+    }
+    std::string name = domain->name;
+    domains.emplace(std::move(name), std::move(*domain));
+  }
+  return std::make_shared<const Config>(std::move(domains), std::move(warnings));
+}
+
+}  // namespace
+
+std::string_view ModeName(Mode mode) {
+  switch (mode) {
+    case Mode::kEnforce:
+      return "enforce";
+    case Mode::kShadow:
+      return "shadow";
+    case Mode::kSoft:
+      return "soft";
+  }
+  return "unknown";
+}
+
+std::string_view FailureModeName(FailureMode mode) {
+  return mode == FailureMode::kClosed ? "closed" : "open";
+}
+
+const std::string& Domain::PlanFor(std::string_view identity) const {
+  static const std::string kDefault = "default";
+  const auto it = identity_plans.find(identity);
+  return it == identity_plans.end() ? kDefault : it->second;
+}
+
+size_t Config::limit_count() const {
+  size_t n = 0;
+  for (const auto& [name, domain] : domains_) n += domain.limits.size();
+  return n;
+}
+
+Result<std::shared_ptr<const Config>> LoadConfig(const std::filesystem::path& path) {
+  // yaml-cpp reports misuse and some malformed input by throwing; none of it leaves here.
+  try {
+    return Load(path);
+  } catch (const YAML::Exception& e) {
+    return MakeError(path.string() + ": invalid YAML: " + e.what());
+  } catch (const std::exception& e) {
+    return MakeError(path.string() + ": cannot load: " + e.what());
+  }
+}
+
+std::string ConfigSummary(const Config& config) {
+  size_t plans = 0;
+  for (const auto& [name, domain] : config.domains()) plans += domain.plans.size();
+  const size_t domains = config.domains().size();
+  return std::to_string(domains) + (domains == 1 ? " domain, " : " domains, ") +
+         std::to_string(config.limit_count()) + " limits, " + std::to_string(plans) + " plans";
+}
+
+Result<std::string> CheckConfig(const std::filesystem::path& path) {
+  auto config = LoadConfig(path);
+  if (!config) return std::unexpected(config.error());
+  return ConfigSummary(**config);
+}
+
+}  // namespace sluice::server

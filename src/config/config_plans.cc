@@ -1,0 +1,56 @@
+// A plan file: which identity is on which plan.
+//
+//   identities:
+//     key_live_4f9a: pro
+//     key_live_77c1: enterprise
+#include <string>
+
+#include "config/config_parse.h"
+
+namespace sluice::server::internal {
+
+Result<void> ParsePlanFile(const std::string& file, const YAML::Node& root, Domain& domain) {
+  auto fields = Fields::Of(file, root, "a plan file", {"identities"});
+  if (!fields) return std::unexpected(fields.error());
+  if (!fields->Present("identities")) return ErrorAt(file, root, "no 'identities'");
+  const auto identities = fields->Get("identities");
+  if (!identities) return {};
+  if (!identities->IsMap()) {
+    return ErrorAt(file, *identities,
+                   "identities must map identity values to plan names, not " +
+                       std::string(Describe(*identities)));
+  }
+  if (identities->size() > kMaxIdentities) {
+    return ErrorAt(file, *identities,
+                   "more than " + std::to_string(kMaxIdentities) + " identities");
+  }
+  // A repeated identity is refused by MappingEntries; one from a merge (<<) replaces.
+  auto entries = MappingEntries(file, *identities, "identities", "identity");
+  if (!entries) return std::unexpected(entries.error());
+  if (entries->size() > kMaxIdentities) {
+    return ErrorAt(file, *identities,
+                   "more than " + std::to_string(kMaxIdentities) + " identities");
+  }
+  domain.identity_plans.reserve(entries->size());
+  for (const auto& [identity_node, plan_node] : *entries) {
+    auto identity = ReadString(file, identity_node, "identity", kMaxValueBytes);
+    if (!identity) return std::unexpected(identity.error());
+    // A null plan's own mark is the next line's; the identity is where it is missing.
+    if (plan_node.IsNull()) {
+      return ErrorAt(file, identity_node, "identity '" + *identity + "' has no plan");
+    }
+    auto plan = ReadString(file, plan_node, "plan name", kMaxNameBytes);
+    if (!plan) return std::unexpected(plan.error());
+    if (!domain.plans.contains(*plan)) {
+      std::string known;
+      for (const auto& [name, tree] : domain.plans) known += (known.empty() ? "" : ", ") + name;
+      return ErrorAt(file, plan_node,
+                     "unknown plan '" + *plan + "' for identity '" + *identity + "' (domain '" +
+                         domain.name + "' has: " + known + ")");
+    }
+    domain.identity_plans.emplace(std::move(*identity), std::move(*plan));
+  }
+  return {};
+}
+
+}  // namespace sluice::server::internal

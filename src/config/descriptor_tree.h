@@ -1,0 +1,82 @@
+// The nested `descriptors` of a domain (or of one plan), indexed for the per-request walk:
+// children by key, then by exact value (hash lookup without allocation), then '*' patterns
+// (most literal bytes first, ties in file order), then the key-only entry that matches any value.
+//
+// Built once while loading, then only read: Find is safe to call from many threads.
+#ifndef SLUICE_CONFIG_DESCRIPTOR_TREE_H_
+#define SLUICE_CONFIG_DESCRIPTOR_TREE_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "config/descriptor_entry.h"
+#include "config/value_pattern.h"
+
+namespace sluice::server {
+
+class DescriptorTree {
+ public:
+  using NodeId = uint32_t;
+  static constexpr NodeId kRoot = 0;
+  static constexpr int32_t kNoLimit = -1;
+
+  DescriptorTree();
+
+  // Adds the child (key, value) of `parent`; `value` nullopt matches any value, a value with '*'
+  // is a pattern. If `parent` already has a child with the same key and value text, nothing is
+  // added and `inserted` is false; `node` is the existing child.
+  struct AddResult {
+    NodeId node;
+    bool inserted;
+  };
+  AddResult AddChild(NodeId parent, std::string_view key, std::optional<std::string_view> value);
+
+  void SetLimit(NodeId node, int32_t limit) { nodes_[node].limit = limit; }
+
+  // envoyproxy/ratelimit's walk: for each entry in order, pick among the current node's children
+  // with the entry's key the exact value, else the most specific matching pattern, else the
+  // key-only child. No backtracking: a more specific child that leads nowhere is not retried as
+  // a less specific one. The limit is the one on the node reached by the *last* entry; a
+  // request longer or shorter than the configured path gets none (ratelimit's Example 4).
+  // Returns the index the caller gave SetLimit, or kNoLimit.
+  int32_t Find(std::span<const DescriptorEntry> entries) const;
+
+  size_t node_count() const { return nodes_.size(); }
+
+ private:
+  // Transparent hashing, so a lookup by string_view builds no std::string.
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  template <typename V>
+  using StringMap = std::unordered_map<std::string, V, Hash, std::equal_to<>>;
+
+  struct Pattern {
+    ValuePattern pattern;
+    NodeId node;
+  };
+  struct KeyBranch {
+    StringMap<NodeId> exact;
+    std::vector<Pattern> patterns;  // most literal bytes first, ties in insertion order
+    std::optional<NodeId> any;
+  };
+  struct Node {
+    int32_t limit = kNoLimit;
+    StringMap<KeyBranch> children;
+  };
+
+  std::optional<NodeId> Step(const Node& node, const DescriptorEntry& entry) const;
+
+  std::vector<Node> nodes_;
+};
+
+}  // namespace sluice::server
+
+#endif  // SLUICE_CONFIG_DESCRIPTOR_TREE_H_

@@ -1,0 +1,37 @@
+// Between Envoy's rate limit messages and sluiced's CheckRequest/CheckResponse. Pure functions,
+// separate from the server so that the rules can be read (and tested) in one place. Internal to
+// the gRPC front end: it includes generated protobuf headers, so only grpc_*.cc and tests use it.
+#ifndef SLUICE_GRPC_GRPC_TRANSLATE_H_
+#define SLUICE_GRPC_GRPC_TRANSLATE_H_
+
+#include "envoy/service/ratelimit/v3/rls.pb.h"
+#include "service/check.h"
+#include "service/ratelimit_headers.h"
+#include "sluice/status.h"
+
+namespace sluice::server {
+
+// Envoy's request as a CheckRequest. Enforces the rules Envoy's API states as validation
+// annotations (which sluice's .proto leaves out): a non-empty domain, at least one descriptor,
+// at least one entry per descriptor, non-empty keys, and a defined override unit. Hits follow
+// Envoy: a request hits_addend of 0 (proto3's "unset") means 1; a descriptor's own hits_addend,
+// when present, replaces it for that descriptor (an explicit 0 stays 0). Sizes and hit bounds
+// are the service's to check (CheckLimits), except a value's length: a value longer than
+// max_value_bytes (the client's own path or header, typically) is replaced by
+// kLongValuePrefix + its SHA-256 in hex, so it is still counted, each long value on its own
+// counter. An error is the caller's fault: INVALID_ARGUMENT.
+inline constexpr char kLongValuePrefix[] = "sha256:";
+Result<CheckRequest> FromEnvoyRequest(const envoy::service::ratelimit::v3::RateLimitRequest& in,
+                                      size_t max_value_bytes = CheckLimits{}.max_value_bytes);
+
+// The decision as Envoy's response: overall_code, one DescriptorStatus per descriptor in order,
+// and the RateLimit headers (RateLimitHeaders()) in response_headers_to_add. As in
+// envoyproxy/ratelimit, a descriptor no rule matched has no current_limit and 0 remaining, and
+// an unlimited one no current_limit and the largest remaining (UINT32_MAX); one dropped by
+// another limit's `replaces` is reported like a descriptor no rule matched.
+void ToEnvoyResponse(const CheckResponse& in, const HeaderOptions& headers,
+                     envoy::service::ratelimit::v3::RateLimitResponse* out);
+
+}  // namespace sluice::server
+
+#endif  // SLUICE_GRPC_GRPC_TRANSLATE_H_

@@ -1,0 +1,139 @@
+#include "http/admin_json.h"
+
+#include "config/limit_unit.h"
+#include "http/check_json.h"
+#include "http/json_text.h"
+#include "sluice/algorithm.h"
+
+namespace sluice::server {
+namespace {
+
+std::string_view KindName(LimitKind kind) {
+  switch (kind) {
+    case LimitKind::kLimited:
+      return "limited";
+    case LimitKind::kUnlimited:
+      return "unlimited";
+    case LimitKind::kBlocked:
+      return "blocked";
+  }
+  return "limited";
+}
+
+void AppendField(std::string& out, std::string_view name, std::string_view value) {
+  AppendJsonString(out, name);
+  out += ':';
+  AppendJsonString(out, value);
+}
+
+void AppendConfigLimit(std::string& out, const Limit& limit) {
+  out += '{';
+  AppendField(out, "id", limit.id);
+  out += ',';
+  AppendField(out, "name", limit.name);
+  out += ',';
+  AppendField(out, "plan", limit.plan);
+  out += ',';
+  AppendField(out, "metric_name", limit.metric_name);
+  out += ',';
+  AppendField(out, "kind", KindName(limit.kind));
+  out += ',';
+  AppendField(out, "unit", UnitName(limit.unit));
+  out += ",\"requests_per_unit\":";
+  AppendJsonInt(out, limit.requests_per_unit);
+  if (limit.kind == LimitKind::kLimited) {
+    out += ',';
+    AppendField(out, "algorithm", AlgorithmName(limit.spec.algorithm));
+    out += ",\"burst\":";
+    AppendJsonInt(out, limit.spec.Capacity());
+    out += limit.spec.shaper ? ",\"shaper\":true" : ",\"shaper\":false";
+  } else {
+    out += ",\"algorithm\":null,\"burst\":null,\"shaper\":false";
+  }
+  out += ',';
+  AppendField(out, "mode", ModeName(limit.mode));
+  out += ',';
+  AppendField(out, "failure_mode", FailureModeName(limit.failure_mode));
+  out += limit.detailed_metric ? ",\"detailed_metric\":true" : ",\"detailed_metric\":false";
+  out += ",\"replaces\":[";
+  for (size_t i = 0; i < limit.replaces.size(); ++i) {
+    if (i > 0) out += ',';
+    AppendJsonString(out, limit.replaces[i]);
+  }
+  out += "],";
+  AppendField(out, "origin", limit.origin);
+  out += '}';
+}
+
+}  // namespace
+
+std::string RenderConfigJson(const Config& config) {
+  std::string out = "{\"domains\":[";
+  bool first_domain = true;
+  for (const auto& [name, domain] : config.domains()) {
+    if (!first_domain) out += ',';
+    first_domain = false;
+    out += '{';
+    AppendField(out, "name", name);
+    out += ',';
+    AppendField(out, "origin", domain.origin);
+    out += ',';
+    AppendField(out, "plan_key", domain.plan_key);
+    out += ',';
+    AppendField(out, "plan_source", domain.plan_source);
+    out += ",\"plans\":[";
+    bool first_plan = true;
+    for (const auto& plan : domain.plans) {
+      if (!first_plan) out += ',';
+      first_plan = false;
+      AppendJsonString(out, plan.first);
+    }
+    out += "],\"identities\":";
+    AppendJsonInt(out, static_cast<int64_t>(domain.identity_plans.size()));
+    out += ",\"limits\":[";
+    for (size_t i = 0; i < domain.limits.size(); ++i) {
+      if (i > 0) out += ',';
+      AppendConfigLimit(out, domain.limits[i]);
+    }
+    out += "]}";
+  }
+  out += "]}\n";
+  return out;
+}
+
+std::string RenderCounterStateJson(std::string_view domain, const CounterState& state) {
+  std::string out = "{";
+  AppendField(out, "domain", domain);
+  out += ',';
+  AppendField(out, "counter_key", state.counter_key);
+  out += ",\"limit\":";
+  AppendLimitJson(out, state.limit);
+  out += ",\"remaining\":";
+  AppendJsonInt(out, state.remaining);
+  out += ",\"reset_after_ms\":";
+  AppendJsonInt(out, CeilMillis(state.reset_after));
+  out += "}\n";
+  return out;
+}
+
+std::string RenderTopJson(std::string_view domain, const std::vector<HeavyHitter>& top) {
+  std::string out = "{";
+  AppendField(out, "domain", domain);
+  out += ",\"top\":[";
+  for (size_t i = 0; i < top.size(); ++i) {
+    if (i > 0) out += ',';
+    out += '{';
+    AppendField(out, "identity", top[i].identity);
+    out += ",\"rejected\":";
+    AppendJsonInt(out, static_cast<int64_t>(top[i].rejected));
+    out += ",\"near_limit\":";
+    AppendJsonInt(out, static_cast<int64_t>(top[i].near_limit));
+    out += ",\"error\":";
+    AppendJsonInt(out, static_cast<int64_t>(top[i].error));
+    out += '}';
+  }
+  out += "]}\n";
+  return out;
+}
+
+}  // namespace sluice::server

@@ -1,0 +1,29 @@
+// The JSON bodies of the admin API (GET /v1/limits, /v1/state, /v1/top). Not on the hot path.
+#ifndef SLUICE_HTTP_ADMIN_JSON_H_
+#define SLUICE_HTTP_ADMIN_JSON_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.h"
+#include "metrics/metrics.h"
+#include "service/rate_limit_service.h"
+
+namespace sluice::server {
+
+// {"domains":[{"name","origin","plan_key","plan_source","plans":[...],"identities":N,
+//  "limits":[{"id","name","plan","metric_name","kind","unit","requests_per_unit","algorithm",
+//  "burst","shaper","mode","failure_mode","detailed_metric","replaces","origin"}]}]}.
+// Identities (API keys) are counted, never listed: they are often secrets.
+std::string RenderConfigJson(const Config& config);
+
+// {"domain","counter_key","limit":{...}|null,"remaining","reset_after_ms"}.
+std::string RenderCounterStateJson(std::string_view domain, const CounterState& state);
+
+// {"domain","top":[{"identity","rejected","near_limit","error"}]}.
+std::string RenderTopJson(std::string_view domain, const std::vector<HeavyHitter>& top);
+
+}  // namespace sluice::server
+
+#endif  // SLUICE_HTTP_ADMIN_JSON_H_

@@ -1,0 +1,234 @@
+#include "http/check_json.h"
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "config/limit_unit.h"
+#include "http/flat_json.h"
+#include "http/json_text.h"
+#include "sluice/algorithm.h"
+#include "sluice/decision.h"
+
+namespace sluice::server {
+namespace {
+
+using Node = FlatJson::Node;
+using Kind = FlatJson::Kind;
+
+// Names the first field of `object` that is not in `allowed`, or "" if all are known. "First"
+// in byte order of the names, as the errors have always named it.
+std::string UnknownField(const FlatJson& doc, const Node& object,
+                         std::initializer_list<std::string_view> allowed) {
+  const std::string* first = nullptr;
+  for (const Node* c = doc.First(object); c != nullptr; c = doc.Next(*c)) {
+    bool known = false;
+    for (std::string_view a : allowed) known = known || c->name == a;
+    if (!known && (first == nullptr || c->name < *first)) first = &c->name;
+  }
+  return first == nullptr ? "" : *first;
+}
+
+Result<int64_t> ParseHits(const Node& v, const std::string& where, const CheckLimits& limits) {
+  if (!v.is_number_integer()) return MakeError(where + ": must be an integer");
+  if (v.kind == Kind::kUnsigned ? v.unsigned_integer > static_cast<uint64_t>(limits.max_hits)
+                                : (v.integer < 0 || v.integer > limits.max_hits)) {
+    return MakeError(where + ": must be between 0 and " + std::to_string(limits.max_hits));
+  }
+  return v.kind == Kind::kUnsigned ? static_cast<int64_t>(v.unsigned_integer) : v.integer;
+}
+
+Result<void> CheckBoundedString(const Node& v, const std::string& where, size_t max_bytes) {
+  if (v.kind != Kind::kString) return MakeError(where + ": must be a string");
+  const std::string& s = v.text;
+  if (s.empty()) return MakeError(where + ": must not be empty");
+  if (s.size() > max_bytes) {
+    return MakeError(where + ": " + std::to_string(s.size()) + " bytes, over the " +
+                     std::to_string(max_bytes) + "-byte limit");
+  }
+  return {};
+}
+
+Result<LimitOverride> ParseOverride(const FlatJson& doc, const Node& v, const std::string& where) {
+  if (v.kind != Kind::kObject) return MakeError(where + ": must be an object");
+  if (auto f = UnknownField(doc, v, {"requests_per_unit", "unit"}); !f.empty()) {
+    return MakeError(where + ": unknown field '" + f + "'");
+  }
+  const Node* rpu = doc.Find(v, "requests_per_unit");
+  const Node* unit = doc.Find(v, "unit");
+  if (rpu == nullptr || unit == nullptr) {
+    return MakeError(where + ": needs requests_per_unit and unit");
+  }
+  if (!rpu->is_number_integer() || (rpu->kind == Kind::kInteger && rpu->integer < 0) ||
+      (rpu->kind == Kind::kUnsigned ? rpu->unsigned_integer : static_cast<uint64_t>(rpu->integer)) >
+          UINT32_MAX) {
+    return MakeError(where + ".requests_per_unit: must be an integer in [0, 4294967295]");
+  }
+  if (unit->kind != Kind::kString) return MakeError(where + ".unit: must be a string");
+  const auto parsed = ParseUnit(unit->text);
+  if (!parsed) {
+    return MakeError(where + ".unit: unknown unit '" + unit->text +
+                     "' (second, minute, hour, day, week, month or year)");
+  }
+  const int64_t requests =
+      rpu->kind == Kind::kUnsigned ? static_cast<int64_t>(rpu->unsigned_integer) : rpu->integer;
+  return LimitOverride{requests, *parsed};
+}
+
+Result<CheckDescriptor> ParseDescriptor(FlatJson& doc, const Node& v, const std::string& where,
+                                        const CheckLimits& limits) {
+  if (v.kind != Kind::kObject) return MakeError(where + ": must be an object");
+  if (auto f = UnknownField(doc, v, {"entries", "hits", "limit"}); !f.empty()) {
+    return MakeError(where + ": unknown field '" + f + "'");
+  }
+  CheckDescriptor d;
+  const Node* entries = doc.Find(v, "entries");
+  if (entries == nullptr) return MakeError(where + ": missing 'entries'");
+  if (entries->kind != Kind::kArray) return MakeError(where + ".entries: must be an array");
+  if (entries->size == 0) return MakeError(where + ".entries: must not be empty");
+  if (entries->size > limits.max_entries) {
+    return MakeError(where + ".entries: " + std::to_string(entries->size) +
+                     " entries, over the limit of " + std::to_string(limits.max_entries));
+  }
+  d.entries.reserve(entries->size);
+  size_t i = 0;
+  for (const Node* e = doc.First(*entries); e != nullptr; e = doc.Next(*e), ++i) {
+    // Built only for an error: the hot path must not format it per entry.
+    const auto at = [&] { return where + ".entries[" + std::to_string(i) + "]"; };
+    if (e->kind != Kind::kObject) return MakeError(at() + ": must be an object");
+    if (auto f = UnknownField(doc, *e, {"key", "value"}); !f.empty()) {
+      return MakeError(at() + ": unknown field '" + f + "'");
+    }
+    const Node* key = doc.Find(*e, "key");
+    const Node* value = doc.Find(*e, "value");
+    if (key == nullptr) return MakeError(at() + ": missing 'key'");
+    if (value == nullptr) return MakeError(at() + ": missing 'value'");
+    if (key->kind != Kind::kString || key->text.empty() ||
+        key->text.size() > limits.max_key_bytes || value->kind != Kind::kString ||
+        value->text.empty() || value->text.size() > limits.max_value_bytes) {
+      auto k = CheckBoundedString(*key, at() + ".key", limits.max_key_bytes);
+      if (!k) return std::unexpected(k.error());
+      auto val = CheckBoundedString(*value, at() + ".value", limits.max_value_bytes);
+      if (!val) return std::unexpected(val.error());
+    }
+    d.entries.emplace_back(doc.Take(*key), doc.Take(*value));
+  }
+  if (const Node* hits = doc.Find(v, "hits"); hits != nullptr) {
+    auto h = ParseHits(*hits, where + ".hits", limits);
+    if (!h) return std::unexpected(h.error());
+    d.hits = *h;
+  }
+  if (const Node* limit = doc.Find(v, "limit"); limit != nullptr) {
+    auto o = ParseOverride(doc, *limit, where + ".limit");
+    if (!o) return std::unexpected(o.error());
+    d.limit_override = *o;
+  }
+  return d;
+}
+
+void AppendBool(std::string& out, bool b) { out += b ? "true" : "false"; }
+
+}  // namespace
+
+Result<CheckRequest> ParseCheckRequest(std::string_view body, const CheckLimits& limits) {
+  FlatJson doc;
+  if (!doc.Parse(body)) return MakeError("the body is not valid JSON");
+  const Node& root = doc.root();
+  if (root.kind != Kind::kObject) return MakeError("the body must be a JSON object");
+  if (auto f = UnknownField(doc, root, {"domain", "descriptors", "hits"}); !f.empty()) {
+    return MakeError("unknown field '" + f + "'");
+  }
+  CheckRequest request;
+  const Node* domain = doc.Find(root, "domain");
+  if (domain == nullptr) return MakeError("missing 'domain'");
+  if (domain->kind != Kind::kString) return MakeError("domain: must be a string");
+  request.domain = domain->text;
+  if (request.domain.empty()) return MakeError("domain: must not be empty");
+
+  const Node* descriptors = doc.Find(root, "descriptors");
+  if (descriptors == nullptr) return MakeError("missing 'descriptors'");
+  if (descriptors->kind != Kind::kArray) return MakeError("descriptors: must be an array");
+  if (descriptors->size == 0) return MakeError("descriptors: must not be empty");
+  if (descriptors->size > limits.max_descriptors) {
+    return MakeError("descriptors: " + std::to_string(descriptors->size) +
+                     " descriptors, over the limit of " + std::to_string(limits.max_descriptors));
+  }
+  if (const Node* hits = doc.Find(root, "hits"); hits != nullptr) {
+    auto h = ParseHits(*hits, "hits", limits);
+    if (!h) return std::unexpected(h.error());
+    request.hits = *h;
+  }
+  request.descriptors.reserve(descriptors->size);
+  size_t i = 0;
+  for (const Node* d = doc.First(*descriptors); d != nullptr; d = doc.Next(*d), ++i) {
+    auto parsed = ParseDescriptor(doc, *d, "descriptors[" + std::to_string(i) + "]", limits);
+    if (!parsed) return std::unexpected(parsed.error());
+    request.descriptors.push_back(std::move(*parsed));
+  }
+  return request;
+}
+
+void AppendLimitJson(std::string& out, const Limit* limit) {
+  if (limit == nullptr) {
+    out += "null";
+    return;
+  }
+  out += "{\"name\":";
+  AppendJsonString(out, limit->name);
+  out += ",\"requests_per_unit\":";
+  AppendJsonInt(out, limit->requests_per_unit);
+  out += ",\"unit\":";
+  AppendJsonString(out, UnitName(limit->unit));
+  if (limit->kind == LimitKind::kLimited) {
+    out += ",\"algorithm\":";
+    AppendJsonString(out, AlgorithmName(limit->spec.algorithm));
+    out += ",\"burst\":";
+    AppendJsonInt(out, limit->spec.Capacity());
+  } else {
+    out += ",\"algorithm\":null,\"burst\":null";
+  }
+  out += '}';
+}
+
+std::string RenderCheckResponse(const CheckResponse& response) {
+  std::string out;
+  out.reserve(64 + 280 * response.statuses.size());
+  out += "{\"overall\":";
+  out += response.overall == Code::kOk ? "\"OK\"" : "\"OVER_LIMIT\"";
+  out += ",\"statuses\":[";
+  bool first = true;
+  for (const DescriptorStatus& s : response.statuses) {
+    if (!first) out += ',';
+    first = false;
+    out += "{\"code\":";
+    out += s.code == Code::kOk ? "\"OK\"" : "\"OVER_LIMIT\"";
+    out += ",\"limit\":";
+    AppendLimitJson(out, s.limit);
+    out += ",\"remaining\":";
+    AppendJsonInt(out, s.remaining);
+    out += ",\"reset_after_ms\":";
+    AppendJsonInt(out, CeilMillis(s.reset_after));
+    out += ",\"retry_after_ms\":";
+    if (s.retry_after == kNever) {
+      out += "null";  // these hits can never pass this limit (more than its capacity, blocked)
+    } else {
+      AppendJsonInt(out, CeilMillis(s.retry_after));
+    }
+    out += ",\"mode\":";
+    AppendJsonString(out, ModeName(s.mode));
+    out += ",\"soft_over_limit\":";
+    AppendBool(out, s.soft_over_limit);
+    out += ",\"shadow_over_limit\":";
+    AppendBool(out, s.shadow_over_limit);
+    out += ",\"degraded\":";
+    AppendBool(out, s.degraded);
+    out += ",\"replaced\":";
+    AppendBool(out, s.replaced);
+    out += '}';
+  }
+  out += "]}\n";
+  return out;
+}
+
+}  // namespace sluice::server

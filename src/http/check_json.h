@@ -1,0 +1,35 @@
+// The JSON form of a check (POST /v1/check): the request body into a CheckRequest, strictly,
+// and a CheckResponse into the response body. docs/server.md shows both.
+//
+//   {"domain":"api","descriptors":[{"entries":[{"key":"api_key","value":"k1"}],"hits":1}],
+//    "hits":1}
+//
+// Strict means: only the fields above (and a descriptor's "limit" override), each of its type;
+// keys and values non-empty strings within CheckLimits; at least one descriptor and at most
+// max_descriptors; hits integers in [0, max_hits]. The error says which field is wrong, e.g.
+// "descriptors[0].entries[1].key: 300 bytes, over the 256-byte limit".
+#ifndef SLUICE_HTTP_CHECK_JSON_H_
+#define SLUICE_HTTP_CHECK_JSON_H_
+
+#include <string>
+#include <string_view>
+
+#include "config/config.h"
+#include "service/check.h"
+#include "sluice/status.h"
+
+namespace sluice::server {
+
+Result<CheckRequest> ParseCheckRequest(std::string_view body, const CheckLimits& limits);
+
+// {"overall":"OK"|"OVER_LIMIT","statuses":[...]}, one status per descriptor, in order.
+// retry_after_ms is null when the hits can never pass (over the capacity, or a blocking rule).
+std::string RenderCheckResponse(const CheckResponse& response);
+
+// {"name":...,"requests_per_unit":...,"unit":...,"algorithm":...,"burst":...}; `null` for a
+// null limit. An unlimited or blocked limit has "algorithm":null and "burst":null.
+void AppendLimitJson(std::string& out, const Limit* limit);
+
+}  // namespace sluice::server
+
+#endif  // SLUICE_HTTP_CHECK_JSON_H_

@@ -1,0 +1,233 @@
+#include "http/http_api.h"
+
+#include <algorithm>
+#include <charconv>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "http/admin_json.h"
+#include "http/check_json.h"
+#include "http/http_query.h"
+#include "http/json_text.h"
+#include "sluice/decision.h"
+
+namespace sluice::server {
+namespace {
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; };
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
+// Compares in time independent of where the strings differ, so that response timing does not
+// reveal how much of a guessed admin token is right.
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = a.size() < b.size() ? a.size() : b.size();
+  for (size_t i = 0; i < n; ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  }
+  return diff == 0;
+}
+
+bool HasHeader(const std::vector<std::pair<std::string, std::string>>& headers,
+               std::string_view name) {
+  for (const auto& h : headers) {
+    if (EqualsIgnoreCase(h.first, name)) return true;
+  }
+  return false;
+}
+
+HttpReply JsonReply(int status, std::string body) {
+  HttpReply reply;
+  reply.status = status;
+  reply.body = std::move(body);
+  return reply;
+}
+
+HttpReply MethodNotAllowed(std::string_view allow) {
+  HttpReply reply = ErrorReply(405, "method not allowed; use " + std::string(allow));
+  reply.headers.emplace_back("Allow", std::string(allow));
+  return reply;
+}
+
+// The domain and the descriptor entries of an admin query: "domain=api&api_key=k1&path=/x".
+struct CounterQuery {
+  std::string domain;
+  std::vector<std::pair<std::string, std::string>> entries;
+};
+
+Result<CounterQuery> ParseCounterQuery(std::string_view query) {
+  auto params = ParseQuery(query);
+  if (!params) return std::unexpected(params.error());
+  CounterQuery q;
+  for (auto& [key, value] : *params) {
+    if (key == "domain") {
+      q.domain = std::move(value);
+    } else {
+      q.entries.emplace_back(std::move(key), std::move(value));
+    }
+  }
+  if (q.domain.empty()) return MakeError("the query needs domain=<domain>");
+  if (q.entries.empty()) {
+    return MakeError("the query needs the descriptor entries, e.g. &api_key=k1");
+  }
+  return q;
+}
+
+}  // namespace
+
+HttpApi::HttpApi(RateLimitService* service, Metrics* metrics, HttpApiOptions options)
+    : service_(service), metrics_(metrics), options_(std::move(options)) {}
+
+HttpReply HttpApi::Handle(const HttpRequestView& request) const {
+  const std::string_view path = SplitTarget(request.target).path;
+  const std::string_view method = request.method;
+
+  if (path == "/v1/check") {
+    if (method != "POST") return MethodNotAllowed("POST");
+    return Check(request);
+  }
+  if (path == "/healthz") {
+    if (method != "GET") return MethodNotAllowed("GET");
+    return JsonReply(200, "{\"status\":\"ok\"}\n");
+  }
+  if (path == "/readyz") {
+    if (method != "GET") return MethodNotAllowed("GET");
+    return service_->Ready() ? JsonReply(200, "{\"status\":\"ready\"}\n")
+                             : JsonReply(503, "{\"status\":\"not ready\"}\n");
+  }
+  if (path == "/metrics") {
+    if (method != "GET") return MethodNotAllowed("GET");
+    HttpReply reply;
+    reply.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    reply.body = metrics_->Render();
+    return reply;
+  }
+  if (path == "/v1/limits" || path == "/v1/state" || path == "/v1/top") {
+    if (options_.admin_token.empty()) {
+      return ErrorReply(404, "the admin API is disabled: start sluiced with --admin-token");
+    }
+    if (!Authorized(request)) {
+      HttpReply reply = ErrorReply(401, "admin API: missing or wrong bearer token");
+      reply.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"sluiced admin\"");
+      return reply;
+    }
+    if (path == "/v1/state") {
+      if (method == "GET") return State(request, /*reset=*/false);
+      if (method == "DELETE") return State(request, /*reset=*/true);
+      return MethodNotAllowed("GET, DELETE");
+    }
+    if (method != "GET") return MethodNotAllowed("GET");
+    return path == "/v1/limits" ? Limits() : Top(request);
+  }
+  return ErrorReply(404, "no such route: " + std::string(path));
+}
+
+bool HttpApi::Authorized(const HttpRequestView& request) const {
+  constexpr std::string_view kScheme = "Bearer ";
+  const std::string_view auth = request.authorization;
+  if (auth.size() <= kScheme.size() || !EqualsIgnoreCase(auth.substr(0, kScheme.size()), kScheme)) {
+    return false;
+  }
+  return ConstantTimeEquals(auth.substr(kScheme.size()), options_.admin_token);
+}
+
+HttpReply HttpApi::Check(const HttpRequestView& request) const {
+  if (request.body.size() > options_.max_body_bytes) {
+    return ErrorReply(
+        413, "the body is over the limit of " + std::to_string(options_.max_body_bytes) + " bytes");
+  }
+  auto parsed = ParseCheckRequest(request.body, options_.limits);
+  if (!parsed) return ErrorReply(400, parsed.error().message);
+  // A store that answers over the network (Redis) must not hold this I/O thread: the reply
+  // is sent when the store answers.
+  if (request.deferral != nullptr && service_->ChecksAsynchronously()) {
+    service_->CheckAsync(
+        *parsed, [this, send = request.deferral->Defer()](Result<CheckResponse> response) mutable {
+          send(CheckReply(response));
+        });
+    return DeferredReply();
+  }
+  return CheckReply(service_->Check(*parsed));
+}
+
+HttpReply HttpApi::CheckReply(const Result<CheckResponse>& response) const {
+  if (!response) return ErrorReply(400, response.error().message);
+
+  HttpReply reply;
+  reply.status = response->overall == Code::kOk ? 200 : 429;
+  reply.body = RenderCheckResponse(*response);
+  reply.headers = RateLimitHeaders(*response, options_.headers);
+  bool soft = false;
+  int64_t retry_ms = 0;
+  for (const DescriptorStatus& s : response->statuses) {
+    soft = soft || s.soft_over_limit;
+    if (s.code == Code::kOverLimit && s.retry_after != kNever) {
+      retry_ms = std::max(retry_ms, CeilMillis(s.retry_after));
+    }
+  }
+  if (soft && !HasHeader(reply.headers, kSoftOverLimitHeader)) {
+    reply.headers.emplace_back(kSoftOverLimitHeader, "?1");
+  }
+  // Every 429 carries Retry-After (RFC 9110 delay-seconds, rounded up), whatever the header
+  // builder decided.
+  if (reply.status == 429 && !HasHeader(reply.headers, "Retry-After")) {
+    reply.headers.emplace_back("Retry-After",
+                               std::to_string(std::max<int64_t>(1, (retry_ms + 999) / 1000)));
+  }
+  return reply;
+}
+
+HttpReply HttpApi::Limits() const {
+  const auto config = service_->config();
+  if (!config) return ErrorReply(503, "no config loaded");
+  return JsonReply(200, RenderConfigJson(*config));
+}
+
+HttpReply HttpApi::State(const HttpRequestView& request, bool reset) const {
+  auto q = ParseCounterQuery(SplitTarget(request.target).query);
+  if (!q) return ErrorReply(400, q.error().message);
+  if (reset) {
+    auto r = service_->Reset(q->domain, q->entries);
+    if (!r) return ErrorReply(400, r.error().message);
+    std::string body = "{\"reset\":true}\n";
+    return JsonReply(200, std::move(body));
+  }
+  auto state = service_->State(q->domain, q->entries);
+  if (!state) return ErrorReply(400, state.error().message);
+  return JsonReply(200, RenderCounterStateJson(q->domain, *state));
+}
+
+HttpReply HttpApi::Top(const HttpRequestView& request) const {
+  auto params = ParseQuery(SplitTarget(request.target).query);
+  if (!params) return ErrorReply(400, params.error().message);
+  std::string domain;
+  size_t n = 20;
+  for (const auto& [key, value] : *params) {
+    if (key == "domain") {
+      domain = value;
+    } else if (key == "n") {
+      const auto r = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (r.ec != std::errc() || r.ptr != value.data() + value.size() || n == 0 ||
+          n > options_.max_top) {
+        return ErrorReply(400,
+                          "n: must be an integer in [1, " + std::to_string(options_.max_top) + "]");
+      }
+    } else {
+      return ErrorReply(400, "unknown parameter '" + key + "' (domain, n)");
+    }
+  }
+  if (domain.empty()) return ErrorReply(400, "the query needs domain=<domain>");
+  if (const auto config = service_->config(); config && !config->FindDomain(domain)) {
+    return ErrorReply(400, "unknown domain '" + domain + "'");
+  }
+  return JsonReply(200, RenderTopJson(domain, metrics_->Top(domain, n)));
+}
+
+}  // namespace sluice::server

@@ -1,0 +1,75 @@
+// sluiced's HTTP API as a function from request to reply, free of networking so that every
+// route, status and header can be unit-tested; http_server.h carries it over HTTP/1.1.
+//
+//   HttpApi api(service, &metrics, {.admin_token = "s3cret"});
+//   HttpReply r = api.Handle({"POST", "/v1/check", "", body});   // 200, 400, 413 or 429
+//
+// Routes (docs/server.md has examples):
+//   POST   /v1/check            the check; 200 allowed, 429 over an enforced limit, 400 bad
+//   GET    /healthz             200 while the process runs
+//   GET    /readyz              200 when the service is ready (config loaded, store answers)
+//   GET    /metrics             Prometheus text format 0.0.4
+//   admin, with "Authorization: Bearer <admin_token>" (401 otherwise; 404 when no token is set):
+//   GET    /v1/limits           the loaded config
+//   GET    /v1/state?domain=D&k1=v1&k2=v2   one counter, found as a check with entries k1=v1,k2=v2
+//   DELETE /v1/state?...        forget that counter
+//   GET    /v1/top?domain=D&n=20           the identities most often rejected or near a limit
+// Unknown paths are 404, known paths with another method 405 (with Allow).
+//
+// With a store that answers over the network (RateLimitService::ChecksAsynchronously), a check
+// whose request carries an HttpDeferral is answered through it, from the store's I/O thread.
+//
+// Thread-safe: Handle() may run on every server thread at once.
+#ifndef SLUICE_HTTP_HTTP_API_H_
+#define SLUICE_HTTP_HTTP_API_H_
+
+#include <cstddef>
+#include <string>
+
+#include "http/http_message.h"
+#include "metrics/metrics.h"
+#include "service/check.h"
+#include "service/rate_limit_service.h"
+#include "service/ratelimit_headers.h"
+
+namespace sluice::server {
+
+// The largest POST /v1/check body accepted; larger ones get 413. Generous for the largest
+// request CheckLimits allows in practice (Envoy sends a few short descriptors).
+inline constexpr size_t kMaxCheckBodyBytes = size_t{1} << 20;
+
+// The header that marks a response allowed only because its limit is soft: an RFC 8941
+// Boolean, present (as ?1) only when some descriptor was over its soft limit.
+inline constexpr char kSoftOverLimitHeader[] = "Sluice-Soft-Over-Limit";
+
+struct HttpApiOptions {
+  std::string admin_token;  // empty: the admin routes are disabled (404)
+  HeaderOptions headers;
+  CheckLimits limits;
+  size_t max_body_bytes = kMaxCheckBodyBytes;
+  size_t max_top = 1000;  // the largest n /v1/top accepts
+};
+
+class HttpApi {
+ public:
+  // `service` and `metrics` must outlive the HttpApi.
+  HttpApi(RateLimitService* service, Metrics* metrics, HttpApiOptions options);
+
+  HttpReply Handle(const HttpRequestView& request) const;
+
+ private:
+  HttpReply Check(const HttpRequestView& request) const;
+  HttpReply CheckReply(const Result<CheckResponse>& response) const;
+  HttpReply Limits() const;
+  HttpReply State(const HttpRequestView& request, bool reset) const;
+  HttpReply Top(const HttpRequestView& request) const;
+  bool Authorized(const HttpRequestView& request) const;
+
+  RateLimitService* service_;
+  Metrics* metrics_;
+  HttpApiOptions options_;
+};
+
+}  // namespace sluice::server
+
+#endif  // SLUICE_HTTP_HTTP_API_H_

@@ -1,0 +1,60 @@
+// An HTTP request and reply as the API sees them, without any networking type: the server
+// (http_server.h) fills an HttpRequestView from the wire and writes the HttpReply back, and the
+// API (http_api.h) maps one to the other. Keeping Asio out of here keeps the API unit-testable
+// and the compile of everything that includes it fast.
+#ifndef SLUICE_HTTP_HTTP_MESSAGE_H_
+#define SLUICE_HTTP_HTTP_MESSAGE_H_
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace sluice::server {
+
+struct HttpReply {
+  int status = 200;
+  std::string_view content_type = "application/json";        // a string that outlives the reply
+  std::vector<std::pair<std::string, std::string>> headers;  // besides Content-Type/-Length
+  std::string body;
+  // The handler answers later, through HttpDeferral::Defer's callback; the rest is unused.
+  bool deferred = false;
+};
+
+// Sends a deferred reply; call it exactly once, from any thread.
+using HttpReplyCallback = std::function<void(HttpReply)>;
+
+// Lets a handler answer after it returns (when the answer waits for a remote store): take the
+// callback with Defer(), return DeferredReply(), and call the callback when the reply is ready.
+// The connection waits for it (reading no further request) and then carries on as usual.
+class HttpDeferral {
+ public:
+  virtual HttpReplyCallback Defer() = 0;
+
+ protected:
+  ~HttpDeferral() = default;
+};
+
+// Views into the server's buffers: valid only during the call that receives them.
+struct HttpRequestView {
+  std::string_view method;         // "GET", "POST", ...
+  std::string_view target;         // "/v1/state?domain=api&api_key=k1"
+  std::string_view authorization;  // the Authorization header, empty when absent
+  std::string_view body;
+  HttpDeferral* deferral = nullptr;  // null: the reply must be returned at once
+};
+
+// A reply {"error":"<message>"} with `status`.
+HttpReply ErrorReply(int status, std::string_view message);
+
+// What a handler that called Defer() returns.
+inline HttpReply DeferredReply() {
+  HttpReply reply;
+  reply.deferred = true;
+  return reply;
+}
+
+}  // namespace sluice::server
+
+#endif  // SLUICE_HTTP_HTTP_MESSAGE_H_

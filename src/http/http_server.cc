@@ -1,0 +1,479 @@
+#include "http/http_server.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <charconv>
+#include <exception>
+#include <optional>
+#include <string_view>
+#include <thread>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "http/http_request_parser.h"
+#include "http/http_response.h"
+
+namespace sluice::server {
+namespace {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using error_code = boost::system::error_code;
+using SteadyClock = std::chrono::steady_clock;
+
+// After an error reply the client may still be sending (a 2 MiB body we refused): closing with
+// unread data makes the kernel send a reset, which can destroy our reply before the client
+// reads it. So we stop sending, read and discard for a short while, then close.
+constexpr std::chrono::milliseconds kLingerTime{1000};
+
+// A connection's receive buffer starts at this size and grows (up to the request limits) only
+// for large requests.
+constexpr size_t kInitialBufferBytes = 8192;
+
+Result<tcp::endpoint> ParseEndpoint(std::string_view address) {
+  std::string_view host;
+  std::string_view port;
+  if (address.starts_with('[')) {
+    const size_t close = address.find("]:");
+    if (close == std::string_view::npos)
+      return MakeError("bad address '" + std::string(address) + "'");
+    host = address.substr(1, close - 1);
+    port = address.substr(close + 2);
+  } else {
+    const size_t colon = address.rfind(':');
+    if (colon == std::string_view::npos) {
+      return MakeError("bad address '" + std::string(address) + "': expected host:port");
+    }
+    host = address.substr(0, colon);
+    port = address.substr(colon + 1);
+  }
+  unsigned long port_number = 0;
+  const auto r = std::from_chars(port.data(), port.data() + port.size(), port_number);
+  if (port.empty() || r.ec != std::errc() || r.ptr != port.data() + port.size() ||
+      port_number > 65535) {
+    return MakeError("bad port in address '" + std::string(address) + "'");
+  }
+  if (host == "localhost") host = "127.0.0.1";
+  boost::system::error_code ec;
+  const net::ip::address ip = net::ip::make_address(std::string(host), ec);
+  if (ec) {
+    return MakeError("bad address '" + std::string(address) +
+                     "': the host must be an IP address or localhost");
+  }
+  return tcp::endpoint(ip, static_cast<uint16_t>(port_number));
+}
+
+std::string FormatEndpoint(const tcp::endpoint& e) {
+  const std::string ip = e.address().to_string();
+  return (e.address().is_v6() ? "[" + ip + "]" : ip) + ":" + std::to_string(e.port());
+}
+
+class Connection;
+
+// One thread and its io_context. `connections` (the open ones) is touched only on that thread.
+// Deadlines are not one timer per connection: a periodic sweep closes the connections whose
+// deadline has passed, so that a request costs a store to a field instead of two timer updates.
+struct Worker {
+  std::unordered_set<Connection*> connections;
+  net::io_context ioc{1};
+  std::optional<net::steady_timer> sweep;  // destroyed before ioc
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> guard;
+  std::thread thread;
+};
+
+}  // namespace
+
+struct HttpServer::Impl {
+  HttpServerOptions options;
+  HttpHandler handler;
+  std::atomic<size_t> active{0};
+  std::atomic<bool> stopping{false};
+  bool stopped = false;
+  std::vector<std::unique_ptr<Worker>> workers;  // workers[0] also runs the acceptor
+  std::optional<tcp::acceptor> acceptor;         // destroyed before the workers
+  std::optional<net::steady_timer> accept_retry;
+  tcp::endpoint bound;
+  size_t next_worker = 0;
+  std::chrono::milliseconds sweep_every{100};
+
+  void Accept();
+  void OnAccept(const error_code& ec, tcp::socket socket, Worker* worker);
+  void Refuse(tcp::socket socket);
+  void Sweep(Worker& worker);
+};
+
+namespace {
+
+class Connection final : public std::enable_shared_from_this<Connection>, public HttpDeferral {
+ public:
+  Connection(HttpServer::Impl& server, Worker& worker, tcp::socket socket)
+      : server_(server),
+        worker_(worker),
+        socket_(std::move(socket)),
+        parser_({server.options.max_header_bytes, server.options.max_body_bytes}) {
+    server_.active.fetch_add(1, std::memory_order_relaxed);
+  }
+  // May run on another thread than the worker's (the last owner can be a deferred reply's
+  // callback): touches nothing but the atomic count. Close() took it out of the worker's set.
+  ~Connection() { server_.active.fetch_sub(1, std::memory_order_relaxed); }
+
+  // On the worker's thread.
+  void Start() {
+    worker_.connections.insert(this);
+    if (server_.stopping.load()) return Close();
+    error_code ec;
+    socket_.set_option(tcp::no_delay(true), ec);  // each response is one write: send it now
+    WaitForRequest();
+  }
+
+  // On the worker's thread, when the server stops: an idle connection (waiting for a request
+  // that has not begun) is closed now; any other finishes its request and closes after.
+  void OnStop() {
+    stopping_ = true;
+    if (reading_ && HttpRequestParser::Idle(Received())) Close();
+  }
+
+  // On the worker's thread, from the sweep.
+  bool Expired(SteadyClock::time_point now) const { return now >= deadline_; }
+
+  void Close() {
+    if (closed_) return;
+    closed_ = true;
+    deadline_ = SteadyClock::time_point::max();
+    worker_.connections.erase(this);
+    error_code ec;
+    socket_.shutdown(tcp::socket::shutdown_both, ec);
+    socket_.close(ec);
+  }
+
+  // HttpDeferral: the handler answers later, from any thread. The callback hands its hold on
+  // the connection to the reply it posts, so the connection is released on its own thread.
+  HttpReplyCallback Defer() override {
+    return [self = shared_from_this()](HttpReply reply) mutable {
+      net::io_context& ioc = self->worker_.ioc;
+      net::post(ioc, [self = std::move(self), reply = std::move(reply)]() mutable {
+        if (self->closed_) return;
+        self->Respond(reply);
+      });
+    };
+  }
+
+ private:
+  std::string_view Received() const { return {buffer_.data() + begin_, end_ - begin_}; }
+
+  void Arm(std::chrono::milliseconds timeout) { deadline_ = SteadyClock::now() + timeout; }
+
+  // A new request's clock starts now; it may already be in the buffer (pipelined).
+  void WaitForRequest() {
+    Arm(server_.options.request_timeout);
+    head_request_ = false;  // a malformed request's 400 has its body
+    Process();
+  }
+
+  void Process() {
+    const ParseOutcome parsed = parser_.Parse(Received());
+    switch (parsed.status) {
+      case ParseStatus::kComplete:
+        return Handle(parsed);
+      case ParseStatus::kIncomplete:
+        return Read();
+      case ParseStatus::kBadRequest:
+        return ReplyAndClose(
+            ErrorReply(400, "malformed HTTP request: " + std::string(parsed.error)));
+      case ParseStatus::kHeadersTooLarge:
+        return ReplyAndClose(HeadersTooLarge());
+      case ParseStatus::kBodyTooLarge:
+        return ReplyAndClose(BodyTooLarge());
+    }
+  }
+
+  HttpReply BodyTooLarge() const {
+    return ErrorReply(413, "the body is over the limit of " +
+                               std::to_string(server_.options.max_body_bytes) + " bytes");
+  }
+  HttpReply HeadersTooLarge() const {
+    return ErrorReply(431, "the request headers are over the limit of " +
+                               std::to_string(server_.options.max_header_bytes) + " bytes");
+  }
+
+  void Read() {
+    if (!MakeRoom()) return ReplyAndClose(BodyTooLarge());
+    reading_ = true;
+    socket_.async_read_some(net::buffer(buffer_.data() + end_, buffer_.size() - end_),
+                            [self = shared_from_this()](const error_code& ec, size_t n) {
+                              self->reading_ = false;
+                              if (ec || self->closed_)
+                                return self->Close();  // end of stream, reset, deadline
+                              self->end_ += n;
+                              self->Process();
+                            });
+  }
+
+  // Space after end_ to read into: moves the unconsumed bytes to the front, or grows the
+  // buffer. False when a request would need more than the limits allow (the parser refuses
+  // first: a chunked body's framing and trailers have limits of their own, counted here).
+  bool MakeRoom() {
+    if (buffer_.empty()) buffer_.resize(kInitialBufferBytes);
+    if (end_ < buffer_.size()) return true;
+    if (begin_ > 0) {
+      std::copy(buffer_.begin() + static_cast<std::ptrdiff_t>(begin_),
+                buffer_.begin() + static_cast<std::ptrdiff_t>(end_), buffer_.begin());
+      end_ -= begin_;
+      begin_ = 0;
+      return true;
+    }
+    const size_t cap = 2 * server_.options.max_header_bytes + server_.options.max_body_bytes +
+                       HttpParseLimits{}.max_chunk_framing_bytes + kInitialBufferBytes;
+    if (buffer_.size() >= cap) return false;
+    buffer_.resize(std::min(cap, buffer_.size() * 2));
+    return true;
+  }
+
+  void Handle(const ParseOutcome& parsed) {
+    const ParsedRequest& req = parsed.request;
+    consumed_ = parsed.consumed;
+    version_ = req.version;
+    keep_alive_ = req.keep_alive;
+    head_request_ = req.method == "HEAD";
+    const HttpRequestView view{req.method, req.target, req.authorization, req.body, this};
+    std::optional<HttpReply> handled = CallHandler(view);
+    if (!handled) return ReplyAndClose(ErrorReply(500, "internal error"));
+    HttpReply& reply = *handled;
+    if (reply.deferred) {
+      // Defer()'s callback calls Respond. The request is in: its clock no longer runs.
+      deadline_ = SteadyClock::time_point::max();
+      return;
+    }
+    Respond(reply);
+  }
+
+  // A handler that throws (out of memory, a bug) fails its request, not the process and every
+  // other connection with it; the connection is closed, as its state is unknown.
+  std::optional<HttpReply> CallHandler(const HttpRequestView& view) {
+    try {
+      return server_.handler(view);
+    } catch (const std::exception& e) {
+      spdlog::error("http: the handler of {} {} threw: {}", view.method, view.target, e.what());
+      return std::nullopt;
+    }
+  }
+
+  void Respond(const HttpReply& reply) {
+    begin_ += consumed_;
+    consumed_ = 0;
+    if (begin_ == end_) begin_ = end_ = 0;
+    // Decided after the handler: a stop that came while it ran closes this connection.
+    const bool keep_alive = keep_alive_ && !stopping_ && !server_.stopping.load();
+    out_.clear();
+    AppendHttpResponse(out_, reply, version_, keep_alive, head_request_);
+    Write(keep_alive);
+  }
+
+  void ReplyAndClose(const HttpReply& reply) {
+    begin_ = end_ = 0;
+    version_ = 11;
+    out_.clear();
+    AppendHttpResponse(out_, reply, version_, /*keep_alive=*/false, head_request_);
+    Write(false);
+  }
+
+  void Write(bool keep_alive) {
+    Arm(server_.options.request_timeout);
+    net::async_write(socket_, net::buffer(out_),
+                     [self = shared_from_this(), keep_alive](const error_code& ec, size_t) {
+                       if (ec || self->closed_) return self->Close();
+                       if (!keep_alive || self->stopping_) return self->Linger();
+                       self->WaitForRequest();
+                     });
+  }
+
+  void Linger() {
+    error_code ec;
+    socket_.shutdown(tcp::socket::shutdown_send, ec);
+    if (ec) return Close();
+    Arm(kLingerTime);
+    begin_ = end_ = 0;
+    if (buffer_.empty()) buffer_.resize(kInitialBufferBytes);
+    Drain();
+  }
+
+  void Drain() {
+    socket_.async_read_some(net::buffer(buffer_),
+                            [self = shared_from_this()](const error_code& ec, size_t) {
+                              if (ec || self->closed_) return self->Close();
+                              self->Drain();
+                            });
+  }
+
+  HttpServer::Impl& server_;
+  Worker& worker_;
+  tcp::socket socket_;
+  HttpRequestParser parser_;
+  std::vector<char> buffer_;  // received bytes: [begin_, end_) not yet consumed
+  size_t begin_ = 0;
+  size_t end_ = 0;
+  size_t consumed_ = 0;  // the request being answered, from begin_
+  std::string out_;      // the response being written; reused
+  SteadyClock::time_point deadline_ = SteadyClock::time_point::max();
+  unsigned version_ = 11;
+  bool keep_alive_ = true;
+  bool head_request_ = false;  // the request being answered is a HEAD: no body
+  bool reading_ = false;
+  bool stopping_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace
+
+void HttpServer::Impl::Sweep(Worker& worker) {
+  worker.sweep->expires_after(sweep_every);
+  worker.sweep->async_wait([this, &worker](const error_code& ec) {
+    if (ec) return;
+    const auto now = SteadyClock::now();
+    std::vector<Connection*> expired;
+    for (Connection* c : worker.connections) {
+      if (c->Expired(now)) expired.push_back(c);
+    }
+    for (Connection* c : expired) c->Close();
+    Sweep(worker);
+  });
+}
+
+void HttpServer::Impl::Accept() {
+  Worker* worker = workers[next_worker].get();
+  next_worker = (next_worker + 1) % workers.size();
+  acceptor->async_accept(worker->ioc, [this, worker](error_code ec, tcp::socket socket) {
+    OnAccept(ec, std::move(socket), worker);
+  });
+}
+
+void HttpServer::Impl::OnAccept(const error_code& ec, tcp::socket socket, Worker* worker) {
+  if (ec == net::error::operation_aborted || !acceptor->is_open()) return;  // stopping
+  if (ec) {
+    // Out of file descriptors (or another transient failure): back off instead of spinning.
+    spdlog::warn("http: accept failed: {}; retrying in 100 ms", ec.message());
+    accept_retry->expires_after(std::chrono::milliseconds(100));
+    accept_retry->async_wait([this](error_code wait_ec) {
+      if (!wait_ec) Accept();
+    });
+    return;
+  }
+  if (active.load(std::memory_order_relaxed) >= options.max_connections) {
+    Refuse(std::move(socket));
+  } else {
+    auto connection = std::make_shared<Connection>(*this, *worker, std::move(socket));
+    net::post(worker->ioc, [connection] { connection->Start(); });
+  }
+  Accept();
+}
+
+void HttpServer::Impl::Refuse(tcp::socket socket) {
+  static const std::string kReply = [] {
+    const std::string body = ErrorReply(503, "too many connections").body;
+    return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+           "Content-Length: " +
+           std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+  }();
+  spdlog::debug("http: refused a connection: {} open", options.max_connections);
+  error_code ec;
+  socket.non_blocking(true, ec);  // a fresh socket's send buffer takes it; never wait here
+  net::write(socket, net::buffer(kReply.data(), kReply.size()), ec);
+  socket.shutdown(tcp::socket::shutdown_both, ec);
+  socket.close(ec);
+}
+
+HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+Result<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options,
+                                                      HttpHandler handler) {
+  if (options.threads < 1) return MakeError("http: threads must be at least 1");
+  if (options.max_connections < 1) return MakeError("http: max_connections must be at least 1");
+  auto endpoint = ParseEndpoint(options.address);
+  if (!endpoint) return std::unexpected(endpoint.error());
+
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  impl->handler = std::move(handler);
+  for (int i = 0; i < impl->options.threads; ++i)
+    impl->workers.push_back(std::make_unique<Worker>());
+
+  Worker& first = *impl->workers[0];
+  impl->acceptor.emplace(first.ioc);
+  impl->accept_retry.emplace(first.ioc);
+  error_code ec;
+  impl->acceptor->open(endpoint->protocol(), ec);
+  if (!ec) impl->acceptor->set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) impl->acceptor->bind(*endpoint, ec);
+  if (!ec) impl->acceptor->listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return MakeError("http: cannot listen on " + impl->options.address + ": " + ec.message());
+  }
+  impl->bound = impl->acceptor->local_endpoint(ec);
+
+  // Deadlines are checked this often: a tenth of the timeout, within [5 ms, 250 ms].
+  impl->sweep_every = std::clamp(impl->options.request_timeout / 10, std::chrono::milliseconds(5),
+                                 std::chrono::milliseconds(250));
+  impl->Accept();
+  for (auto& worker : impl->workers) {
+    worker->sweep.emplace(worker->ioc);
+    impl->Sweep(*worker);
+    worker->guard.emplace(worker->ioc.get_executor());
+    worker->thread = std::thread([w = worker.get()] { w->ioc.run(); });
+  }
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
+}
+
+uint16_t HttpServer::port() const { return impl_->bound.port(); }
+
+std::string HttpServer::address() const { return FormatEndpoint(impl_->bound); }
+
+size_t HttpServer::connections() const { return impl_->active.load(); }
+
+void HttpServer::Stop() {
+  Impl& s = *impl_;
+  if (s.stopped) return;
+  s.stopped = true;
+  s.stopping.store(true);
+  net::post(s.workers[0]->ioc, [&s] {
+    error_code ec;
+    s.acceptor->close(ec);
+    s.accept_retry->cancel();
+  });
+  for (auto& worker : s.workers) {
+    net::post(worker->ioc, [w = worker.get()] {
+      // OnStop may close a connection, which erases it from the set: iterate a copy.
+      const std::vector<Connection*> open(w->connections.begin(), w->connections.end());
+      for (Connection* c : open) c->OnStop();
+    });
+  }
+  const auto deadline = std::chrono::steady_clock::now() + s.options.shutdown_grace;
+  while (s.active.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (s.active.load() > 0) {
+    spdlog::warn("http: {} connections still open after the shutdown grace; closing them",
+                 s.active.load());
+  }
+  for (auto& worker : s.workers) {
+    worker->guard.reset();
+    worker->ioc.stop();
+  }
+  for (auto& worker : s.workers) {
+    if (worker->thread.joinable()) worker->thread.join();
+  }
+}
+
+}  // namespace sluice::server

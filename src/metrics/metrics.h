@@ -1,0 +1,105 @@
+// sluiced's Prometheus metrics and heavy-hitter lists. The RateLimitService records into it on
+// every decision; GET /metrics renders it and GET /v1/top reads the heavy hitters. Thread-safe;
+// recording is cheap (atomic increments after a lookup of the label set).
+//
+// Families (label values are limit names, never a client's value unless the limit has
+// detailed_metric: the service passes the label it wants):
+//   sluice_decisions_total{domain,limit,result}   result: ok|over_limit|shadow_over_limit|
+//                                                 soft_over_limit|failed_open|failed_closed
+//   sluice_near_limit_total{domain,limit}         allowed, >= near_limit_ratio of the limit used
+//   sluice_limit_utilization{domain,limit}        histogram of the fraction used at decision time
+//   sluice_decision_duration_seconds              histogram of Check() latency
+//   sluice_store_errors_total                     store calls that failed
+//   sluice_store_keys, sluice_store_evictions_total  sampled from the store at render time
+//   sluice_config_reloads_total{result}           result: success|failure
+//
+// Bounded cardinality: at most kMaxSeries (domain, limit) series. Once they exist, a new limit
+// is recorded as limit="_other" of its domain (at most kMaxOtherSeries such domains), and past
+// that as domain="_other",limit="_other". Likewise at most kMaxTopDomains domains keep a
+// heavy-hitter sketch; later domains share the one of domain "_other". Identities longer than
+// 256 bytes are listed as a prefix, '~' and a hash of the whole.
+//
+// Hot path: after a series' first use, RecordDecision is a lock-free lookup (no allocation)
+// and three or four relaxed atomic increments. RecordHeavyHitter takes its domain's mutex, and
+// is meant only for rejected or near-limit decisions.
+#ifndef SLUICE_METRICS_METRICS_H_
+#define SLUICE_METRICS_METRICS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/time.h"
+
+namespace sluice::server {
+
+enum class DecisionResult {
+  kOk,
+  kOverLimit,
+  kShadowOverLimit,
+  kSoftOverLimit,
+  kFailedOpen,
+  kFailedClosed
+};
+std::string_view DecisionResultName(DecisionResult result);
+
+struct StoreGauges {
+  uint64_t keys = 0;
+  uint64_t evictions = 0;
+};
+
+struct HeavyHitter {
+  std::string identity;  // the counter key (limit id # values)
+  uint64_t rejected = 0;
+  uint64_t near_limit = 0;
+  uint64_t error = 0;  // space-saving overestimation bound of rejected + near_limit
+};
+
+class Metrics {
+ public:
+  static constexpr size_t kMaxSeries = 10'000;
+  static constexpr size_t kMaxOtherSeries = 1'000;
+  static constexpr size_t kMaxTopDomains = 256;
+  static constexpr std::string_view kOther = "_other";
+
+  // near_limit_ratio in (0, 1] (above 1 counts as 1; 0, negative or NaN as the default 0.8);
+  // top_capacity: identities tracked per domain by the sketch (0: none).
+  explicit Metrics(double near_limit_ratio = 0.8, size_t top_capacity = 1000);
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // One decision of one limit. utilization: the fraction of the limit used after it, in [0, 1]
+  // (over 1 is clamped). An allowed decision (ok, shadow/soft over, failed open) at or above the
+  // near-limit ratio also counts in sluice_near_limit_total.
+  void RecordDecision(std::string_view domain, std::string_view limit, DecisionResult result,
+                      double utilization);
+  void RecordDuration(Duration d);
+  void RecordStoreError();
+  void RecordReload(bool ok);
+  // Called at render time for the store gauges.
+  void SetStoreGaugesSource(std::function<StoreGauges()> source);
+
+  // Heavy hitters: `identity` was rejected (any over-limit, in any mode) or near its limit.
+  void RecordHeavyHitter(std::string_view domain, std::string_view identity, bool rejected,
+                         bool near_limit);
+  // The n identities of `domain` with the most rejections + near-limit hits, most first.
+  std::vector<HeavyHitter> Top(std::string_view domain, size_t n) const;
+
+  double near_limit_ratio() const { return near_limit_ratio_; }
+
+  // The Prometheus text exposition format (version 0.0.4).
+  std::string Render() const;
+
+ private:
+  struct Impl;
+  const double near_limit_ratio_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sluice::server
+
+#endif  // SLUICE_METRICS_METRICS_H_

@@ -1,0 +1,382 @@
+#include "service/rate_limit_service.h"
+
+#include <algorithm>
+#include <atomic>
+#include <span>
+#include <utility>
+
+#include "config/limit_unit.h"
+#include "service/limiter_set.h"
+
+namespace sluice::server {
+namespace {
+
+// The part of a counter key after the limit id: the limiter is already per limit.
+std::string_view IdentityOf(std::string_view key) {
+  const size_t hash = key.find('#');
+  return hash == std::string_view::npos ? key : key.substr(hash + 1);
+}
+
+Result<void> Validate(const CheckRequest& request, const CheckLimits& limits) {
+  if (request.domain.empty()) return MakeError("domain is required");
+  if (request.descriptors.empty()) return MakeError("at least one descriptor is required");
+  if (request.descriptors.size() > limits.max_descriptors) {
+    return MakeError("too many descriptors: " + std::to_string(request.descriptors.size()) +
+                     " (at most " + std::to_string(limits.max_descriptors) + ")");
+  }
+  auto bad_hits = [&](int64_t hits) { return hits < 0 || hits > limits.max_hits; };
+  if (bad_hits(request.hits)) {
+    return MakeError("hits must be 0.." + std::to_string(limits.max_hits));
+  }
+  for (size_t i = 0; i < request.descriptors.size(); ++i) {
+    const CheckDescriptor& d = request.descriptors[i];
+    const std::string where = "descriptor " + std::to_string(i) + ": ";
+    if (d.entries.empty()) return MakeError(where + "entries must not be empty");
+    if (d.entries.size() > limits.max_entries) {
+      return MakeError(where + "too many entries (at most " + std::to_string(limits.max_entries) +
+                       ")");
+    }
+    if (d.hits && bad_hits(*d.hits)) {
+      return MakeError(where + "hits must be 0.." + std::to_string(limits.max_hits));
+    }
+    for (const auto& [key, value] : d.entries) {
+      if (key.empty()) return MakeError(where + "an entry has an empty key");
+      if (key.size() > limits.max_key_bytes) {
+        return MakeError(where + "a key is longer than " + std::to_string(limits.max_key_bytes) +
+                         " bytes");
+      }
+      if (value.size() > limits.max_value_bytes) {
+        return MakeError(where + "a value is longer than " +
+                         std::to_string(limits.max_value_bytes) + " bytes");
+      }
+    }
+  }
+  return {};
+}
+
+DecisionResult ResultOf(const DescriptorStatus& s) {
+  if (s.degraded) {
+    return s.code == Code::kOk && !s.soft_over_limit && !s.shadow_over_limit
+               ? DecisionResult::kFailedOpen
+               : DecisionResult::kFailedClosed;
+  }
+  if (s.shadow_over_limit) return DecisionResult::kShadowOverLimit;
+  if (s.soft_over_limit) return DecisionResult::kSoftOverLimit;
+  return s.code == Code::kOk ? DecisionResult::kOk : DecisionResult::kOverLimit;
+}
+
+class Service final : public RateLimitService {
+ public:
+  Service(ServiceOptions options, Metrics* metrics, std::unique_ptr<LimiterFactory> factory)
+      : options_(std::move(options)),
+        metrics_(metrics),
+        clock_(options_.clock != nullptr ? options_.clock : &own_clock_),
+        factory_(std::move(factory)) {}
+
+  Result<void> Install(std::shared_ptr<const Config> config) {
+    const std::shared_ptr<const LimiterSet> previous = current_.load();
+    auto set = LimiterSet::Install(std::move(config), previous.get(), *factory_);
+    if (!set) return std::unexpected(set.error());
+    current_.store(std::move(*set));
+    return {};
+  }
+
+  Result<CheckResponse> Check(const CheckRequest& request) override;
+  bool ChecksAsynchronously() const override { return factory_->redis() != nullptr; }
+  void CheckAsync(const CheckRequest& request, CheckCallback done) override;
+
+  Result<void> Reload(std::shared_ptr<const Config> config) override {
+    auto installed = Install(std::move(config));
+    if (metrics_ != nullptr) metrics_->RecordReload(installed.has_value());
+    return installed;
+  }
+
+  std::shared_ptr<const Config> config() const override { return current_.load()->config(); }
+
+  StoreStats StoreTotals() const override { return current_.load()->Totals(); }
+
+  bool Ready() override { return current_.load() != nullptr && factory_->Ready(); }
+
+  Result<CounterState> State(
+      std::string_view domain,
+      const std::vector<std::pair<std::string, std::string>>& entries) override {
+    auto found = Find(domain, entries);
+    if (!found) return std::unexpected(found.error());
+    const Decision d =
+        found->limiter->Decide(IdentityOf(found->match.counter_key), clock_->Now(), 0);
+    CounterState state;
+    state.counter_key = found->match.counter_key;
+    state.limit = found->match.limit;
+    state.config = found->set->config();
+    state.remaining = d.remaining;
+    state.reset_after = d.reset_after;
+    return state;
+  }
+
+  Result<void> Reset(std::string_view domain,
+                     const std::vector<std::pair<std::string, std::string>>& entries) override {
+    auto found = Find(domain, entries);
+    if (!found) return std::unexpected(found.error());
+    found->limiter->Reset(IdentityOf(found->match.counter_key));
+    return {};
+  }
+
+ private:
+  struct Found {
+    std::shared_ptr<const LimiterSet> set;
+    MatchResult match;
+    Limiter* limiter = nullptr;
+  };
+
+  Result<Found> Find(std::string_view domain,
+                     const std::vector<std::pair<std::string, std::string>>& entries) {
+    Found found;
+    found.set = current_.load();
+    std::vector<DescriptorEntry> view;
+    for (const auto& [k, v] : entries) view.push_back({k, v});
+    auto m = Match(*found.set->config(), domain, view);
+    if (!m) return std::unexpected(m.error());
+    if (m->limit == nullptr || m->limit->kind != LimitKind::kLimited) {
+      return MakeError("no counted limit matches that descriptor");
+    }
+    auto limiter = found.set->For(*m->limit);
+    if (!limiter) return std::unexpected(limiter.error());
+    found.match = std::move(*m);
+    found.limiter = *limiter;
+    return found;
+  }
+
+  void Record(std::string_view domain, const DescriptorStatus& s) {
+    if (metrics_ == nullptr || s.limit == nullptr || s.replaced) return;
+    std::string_view label = s.limit->metric_name;
+    std::string detailed;
+    if (s.limit->detailed_metric) {
+      const size_t hash = s.counter_key.find('#');
+      if (hash != std::string::npos) {
+        detailed = s.limit->metric_name + "." + s.counter_key.substr(hash + 1);
+        label = detailed;
+      }
+    }
+    const int64_t capacity = s.limit->kind == LimitKind::kLimited ? s.limit->spec.Capacity() : 0;
+    const double used =
+        capacity > 0
+            ? static_cast<double>(capacity - std::clamp<int64_t>(s.remaining, 0, capacity)) /
+                  static_cast<double>(capacity)
+            : (s.over_limit ? 1.0 : 0.0);
+    const DecisionResult result = ResultOf(s);
+    metrics_->RecordDecision(domain, label, result, used);
+    const bool near = !s.over_limit && used >= metrics_->near_limit_ratio();
+    if (s.over_limit || near) {
+      metrics_->RecordHeavyHitter(domain, s.counter_key, s.over_limit, near);
+    }
+    if (s.degraded) metrics_->RecordStoreError();
+  }
+
+  struct Checking;
+  // A check up to the store: validated, matched, the limits to decide collected.
+  Result<void> Prepare(const CheckRequest& request, Checking& c);
+  // The enforced decisions in, then the shadow and soft limits observed.
+  static void ApplyEnforced(Checking& c, std::span<const Decision> out);
+  void Observe(Checking& c);
+  CheckResponse Finish(Checking& c);
+
+  const ServiceOptions options_;
+  Metrics* const metrics_;
+  MonotonicClock own_clock_;
+  const Clock* const clock_;
+  const std::unique_ptr<LimiterFactory> factory_;
+  std::atomic<std::shared_ptr<const LimiterSet>> current_;
+};
+
+// A check of one status against the store.
+struct Pending {
+  size_t status;
+  Limiter* limiter;
+  std::string_view identity;  // in the status's counter_key
+  int64_t hits;
+};
+
+void Apply(DescriptorStatus& s, const Decision& d) {
+  s.remaining = d.remaining;
+  s.reset_after = d.reset_after;
+  s.retry_after = d.allowed ? Duration(0) : d.retry_after;
+  s.degraded = d.degraded;
+  s.over_limit = !d.allowed;
+  if (!d.allowed) {
+    if (s.mode == Mode::kShadow) s.shadow_over_limit = true;
+    if (s.mode == Mode::kSoft) s.soft_over_limit = true;
+    if (s.mode == Mode::kEnforce) s.code = Code::kOverLimit;
+  }
+}
+
+// One check between its phases (synchronous, or across asynchronous store calls).
+struct Service::Checking {
+  Timestamp started;
+  Timestamp now;
+  std::string domain;
+  std::shared_ptr<const LimiterSet> set;  // keeps the limiters alive
+  CheckResponse response;
+  std::vector<Pending> enforced;   // decided together, all or nothing
+  std::vector<Pending> observing;  // shadow and soft: only observe
+  bool rejected = false;
+  std::vector<LimitCheck> checks;  // of `enforced`
+};
+
+Result<void> Service::Prepare(const CheckRequest& request, Checking& c) {
+  c.started = clock_->Now();
+  if (auto valid = Validate(request, options_.limits); !valid) {
+    return std::unexpected(valid.error());
+  }
+  c.set = current_.load();
+  const LimiterSet& set = *c.set;
+  CheckResponse& response = c.response;
+  response.config = set.config();
+  response.statuses.resize(request.descriptors.size());
+  std::vector<MatchResult> matches(request.descriptors.size());
+  std::vector<const Limit*> matched(request.descriptors.size(), nullptr);
+  std::vector<DescriptorEntry> view;
+  for (size_t i = 0; i < request.descriptors.size(); ++i) {
+    const CheckDescriptor& d = request.descriptors[i];
+    view.clear();
+    for (const auto& [k, v] : d.entries) view.push_back({k, v});
+    const LimitOverride* override = d.limit_override ? &*d.limit_override : nullptr;
+    auto m = Match(*set.config(), request.domain, view, override);
+    if (!m) return std::unexpected(m.error());
+    matches[i] = std::move(*m);
+    matched[i] = matches[i].limit;
+  }
+  const std::vector<bool> replaced = ReplacedLimits(matched);
+
+  for (size_t i = 0; i < matches.size(); ++i) {
+    DescriptorStatus& s = response.statuses[i];
+    MatchResult& m = matches[i];
+    s.limit = m.limit;
+    s.owned = std::move(m.owned);
+    s.counter_key = std::move(m.counter_key);
+    if (m.limit == nullptr) continue;
+    s.mode = m.limit->mode;
+    s.replaced = replaced[i];
+    if (s.replaced || m.limit->kind == LimitKind::kUnlimited) continue;
+    const int64_t hits = request.descriptors[i].hits.value_or(request.hits);
+    if (m.limit->kind == LimitKind::kBlocked) {
+      Decision blocked;
+      blocked.retry_after = kNever;
+      // Nothing replenishes a block; like envoyproxy/ratelimit, report the end of the current
+      // unit window (epoch-aligned) rather than 0, which reads as "retry now" to a client.
+      const int64_t unit_ns = UnitDuration(m.limit->unit).count();
+      blocked.reset_after = Duration(unit_ns - c.started.time_since_epoch().count() % unit_ns);
+      Apply(s, blocked);
+      c.rejected = c.rejected || s.code == Code::kOverLimit;
+      continue;
+    }
+    auto limiter = set.For(*m.limit);
+    if (!limiter) return std::unexpected(limiter.error());
+    (s.mode == Mode::kEnforce ? c.enforced : c.observing)
+        .push_back({i, *limiter, IdentityOf(s.counter_key), hits});
+  }
+  c.domain = request.domain;
+  c.now = clock_->Now();
+  c.checks.reserve(c.enforced.size());
+  for (const Pending& p : c.enforced) c.checks.push_back({p.limiter, p.identity, p.hits});
+  return {};
+}
+
+void Service::ApplyEnforced(Checking& c, std::span<const Decision> out) {
+  for (size_t k = 0; k < c.enforced.size(); ++k) {
+    Apply(c.response.statuses[c.enforced[k].status], out[k]);
+    c.rejected = c.rejected || !out[k].allowed;
+  }
+}
+
+// A rejected request never reaches the backend, so shadow and soft limits only look (cost 0:
+// nothing is counted) at whether it would have fit.
+void Service::Observe(Checking& c) {
+  for (const Pending& p : c.observing) {
+    DescriptorStatus& s = c.response.statuses[p.status];
+    if (c.rejected) {
+      Decision d = p.limiter->Decide(p.identity, c.now, 0);
+      d.allowed = d.allowed && d.remaining >= p.hits;
+      Apply(s, d);
+    } else {
+      Apply(s, p.limiter->Decide(p.identity, c.now, p.hits));
+    }
+  }
+}
+
+CheckResponse Service::Finish(Checking& c) {
+  c.response.overall = c.rejected ? Code::kOverLimit : Code::kOk;
+  for (const DescriptorStatus& s : c.response.statuses) Record(c.domain, s);
+  if (metrics_ != nullptr) metrics_->RecordDuration(clock_->Now() - c.started);
+  return std::move(c.response);
+}
+
+Result<CheckResponse> Service::Check(const CheckRequest& request) {
+  Checking c;
+  if (auto prepared = Prepare(request, c); !prepared) return std::unexpected(prepared.error());
+  if (!c.checks.empty()) {
+    std::vector<Decision> out(c.checks.size());
+    factory_->DecideAll(c.checks, c.now, out);
+    ApplyEnforced(c, out);
+  }
+  Observe(c);
+  return Finish(c);
+}
+
+// The same phases as Check, each store call asynchronous: the enforced limits with
+// RedisStore::DecideAllAsync, then the observing ones with Limiter::DecideAsync (all at once;
+// the last answer finishes the check). Whatever thread answers last runs `done`.
+void Service::CheckAsync(const CheckRequest& request, CheckCallback done) {
+  RedisStore* redis = factory_->redis();
+  if (redis == nullptr) return done(Check(request));
+  struct Async {
+    Checking c;
+    CheckCallback done;
+    std::atomic<size_t> observing{0};
+  };
+  auto state = std::make_shared<Async>();
+  if (auto prepared = Prepare(request, state->c); !prepared) {
+    return done(std::unexpected(prepared.error()));
+  }
+  state->done = std::move(done);
+
+  auto observe = [this, state] {
+    Checking& c = state->c;
+    if (c.observing.empty()) return state->done(Finish(c));
+    state->observing.store(c.observing.size());
+    for (const Pending& p : c.observing) {
+      const int64_t cost = c.rejected ? 0 : p.hits;
+      p.limiter->DecideAsync(p.identity, c.now, cost, [this, state, &p](const Decision& decision) {
+        Checking& check = state->c;
+        Decision d = decision;
+        if (check.rejected) d.allowed = d.allowed && d.remaining >= p.hits;
+        Apply(check.response.statuses[p.status], d);  // each answer writes its own status
+        if (state->observing.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+          state->done(Finish(check));
+        }
+      });
+    }
+  };
+  if (state->c.checks.empty()) return observe();
+  redis->DecideAllAsync(state->c.checks, state->c.now,
+                        [state, observe](std::span<const Decision> out) {
+                          ApplyEnforced(state->c, out);
+                          observe();
+                        });
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RateLimitService>> RateLimitService::Create(
+    std::shared_ptr<const Config> config, ServiceOptions options, Metrics* metrics) {
+  if (config == nullptr) return MakeError("no config");
+  auto factory = LimiterFactory::Open(options.store, options.memory_max_bytes,
+                                      options.redis_connections, options.redis_command_timeout_ms);
+  if (!factory) return std::unexpected(factory.error());
+  auto service = std::make_unique<Service>(std::move(options), metrics, std::move(*factory));
+  if (auto installed = service->Install(std::move(config)); !installed) {
+    return std::unexpected(installed.error());
+  }
+  return std::unique_ptr<RateLimitService>(std::move(service));
+}
+
+}  // namespace sluice::server

@@ -1,0 +1,99 @@
+// The heart of sluiced: matches each request descriptor to its configured limit, decides it
+// in the store (all of one request's limits together: a request rejected by one limit takes
+// no quota from the others), applies the limit's mode (enforce, shadow, soft) and failure mode,
+// and records metrics. Both front ends (HTTP JSON and Envoy gRPC) call Check().
+//
+//   auto service = RateLimitService::Create(config, options, &metrics);
+//   Result<CheckResponse> r = (*service)->Check(request);   // error: a bad request (400)
+//
+// The config is swapped atomically by Reload(); a Check() in flight finishes on the config it
+// started with. Limits keep their counters across a reload when their id and spec are
+// unchanged. Thread-safe.
+#ifndef SLUICE_SERVICE_RATE_LIMIT_SERVICE_H_
+#define SLUICE_SERVICE_RATE_LIMIT_SERVICE_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "config/config.h"
+#include "metrics/metrics.h"
+#include "service/check.h"
+#include "sluice/clock.h"
+#include "sluice/limiter.h"
+#include "sluice/status.h"
+
+namespace sluice::server {
+
+struct ServiceOptions {
+  // "memory", "redis://[user:password@]host:port[/db]" or "redis+cluster://host:port[,...]".
+  std::string store = "memory";
+  // Memory store: the bound for all counters, shared evenly by the configured limits (each
+  // gets at least 4 MiB).
+  size_t memory_max_bytes = size_t{512} << 20;
+  // Redis: timeouts and pool (the rest comes from the address).
+  int redis_connections = 4;
+  int64_t redis_command_timeout_ms = 50;
+  CheckLimits limits;
+  const Clock* clock = nullptr;  // nullptr: a MonotonicClock of the service's own
+};
+
+// What the admin API shows of one counter.
+struct CounterState {
+  std::string counter_key;
+  const Limit* limit = nullptr;
+  std::shared_ptr<const Config> config;  // keeps `limit` alive
+  int64_t remaining = 0;
+  Duration reset_after{0};
+};
+
+class RateLimitService {
+ public:
+  static Result<std::unique_ptr<RateLimitService>> Create(std::shared_ptr<const Config> config,
+                                                          ServiceOptions options, Metrics* metrics);
+  virtual ~RateLimitService() = default;
+
+  // Errors are the caller's: unknown domain, no descriptors, too many, empty entries, sizes
+  // over CheckLimits, negative hits. Store failures are not errors: they are decided by each
+  // limit's failure_mode and marked degraded.
+  virtual Result<CheckResponse> Check(const CheckRequest& request) = 0;
+
+  using CheckCallback = std::function<void(Result<CheckResponse>)>;
+
+  // Whether the store answers over the network (Redis): then CheckAsync keeps a thread free
+  // while the store works, and front ends should use it. The memory store decides in well
+  // under a microsecond, so Check is its fast path.
+  virtual bool ChecksAsynchronously() const { return false; }
+
+  // Check without waiting for the store: `done` gets what Check would return, on the store's
+  // I/O thread or on the caller's (before CheckAsync returns: invalid requests, nothing to ask
+  // the store, a cluster store, or a service that decides synchronously). `request` is read
+  // before CheckAsync returns. `done` must not block.
+  virtual void CheckAsync(const CheckRequest& request, CheckCallback done) { done(Check(request)); }
+
+  // Swaps in a new config (already validated by LoadConfig). Counters of limits whose id and
+  // spec are unchanged carry over.
+  virtual Result<void> Reload(std::shared_ptr<const Config> config) = 0;
+  virtual std::shared_ptr<const Config> config() const = 0;
+
+  // The store's counters summed over the current config's limits (keys held, evictions,
+  // errors), for the store gauges in /metrics.
+  virtual StoreStats StoreTotals() const = 0;
+
+  // Ready to serve: a config is loaded and the store answers (a PING for Redis).
+  virtual bool Ready() = 0;
+
+  // Admin: one counter, found as Check() would find it (descriptor entries of one request
+  // descriptor). State() asks without consuming; Reset() forgets the counter.
+  virtual Result<CounterState> State(
+      std::string_view domain, const std::vector<std::pair<std::string, std::string>>& entries) = 0;
+  virtual Result<void> Reset(std::string_view domain,
+                             const std::vector<std::pair<std::string, std::string>>& entries) = 0;
+};
+
+}  // namespace sluice::server
+
+#endif  // SLUICE_SERVICE_RATE_LIMIT_SERVICE_H_

@@ -1,0 +1,253 @@
+// sluiced: the rate limit server. Loads the config, starts the service, the HTTP API and the
+// Envoy gRPC front end, then waits for signals: SIGHUP reloads the config, SIGTERM/SIGINT stop
+// gracefully. docs/server.md is the manual.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "config/config.h"
+#include "grpc/grpc_server.h"
+#include "http/http_api.h"
+#include "http/http_server.h"
+#include "metrics/metrics.h"
+#include "service/rate_limit_service.h"
+#include "sluiced/log_setup.h"
+
+namespace {
+
+using namespace sluice::server;
+
+struct Flags {
+  std::string config;
+  std::string http = "127.0.0.1:8080";
+  std::string grpc = "127.0.0.1:8081";
+  std::string store = "memory";
+  std::string admin_token;
+  int threads = std::max(1u, std::thread::hardware_concurrency());
+  std::string log_level = "info";
+  std::string log_format = "text";
+  bool check_config = false;
+  bool legacy_headers = false;
+  int64_t http_timeout_ms = 10'000;
+  size_t http_max_connections = 1024;
+  int64_t shutdown_grace_ms = 10'000;
+};
+
+// "off" (or empty) turns a listener off.
+bool Disabled(const std::string& address) { return address.empty() || address == "off"; }
+
+// Each open connection is a descriptor; the default soft limit (often 1024) would cap the
+// connection bound below what --http-max-connections promises.
+void RaiseFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+std::string Summary(const Config& config) {
+  return std::to_string(config.domains().size()) + " domains, " +
+         std::to_string(config.limit_count()) + " limits";
+}
+
+void LogWarnings(const Config& config) {
+  for (const std::string& w : config.warnings()) spdlog::warn("config: {}", w);
+}
+
+// SIGHUP: load everything again; anything wrong keeps the running config.
+void Reload(const std::string& path, RateLimitService& service, Metrics& metrics) {
+  auto config = LoadConfig(path);
+  if (!config) {
+    spdlog::error("reload failed, keeping the running config: {}", config.error().message);
+    metrics.RecordReload(false);
+    return;
+  }
+  LogWarnings(**config);
+  const std::string summary = Summary(**config);
+  // The service counts the outcome of its own Reload; only a config that never reached it is
+  // counted here.
+  if (auto r = service.Reload(std::move(*config)); !r) {
+    spdlog::error("reload failed, keeping the running config: {}", r.error().message);
+    return;
+  }
+  spdlog::info("config reloaded from {}: {}", path, summary);
+}
+
+int Run(const Flags& flags) {
+  if (flags.check_config) {
+    auto checked = LoadConfig(flags.config);
+    if (!checked) {
+      std::fprintf(stderr, "%s\n", checked.error().message.c_str());
+      return 1;
+    }
+    for (const std::string& w : (*checked)->warnings()) {
+      std::fprintf(stderr, "warning: %s\n", w.c_str());
+    }
+    std::printf("%s: ok, %s\n", flags.config.c_str(), ConfigSummary(**checked).c_str());
+    return 0;
+  }
+
+  // Signals are taken synchronously by this thread (sigwait below): block them before any
+  // other thread starts, so that every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error code, not a death
+  RaiseFileLimit();
+
+  auto config = LoadConfig(flags.config);
+  if (!config) {
+    spdlog::error("cannot load the config: {}", config.error().message);
+    return 1;
+  }
+  LogWarnings(**config);
+  spdlog::info("config loaded from {}: {}", flags.config, Summary(**config));
+
+  Metrics metrics;
+  ServiceOptions service_options;
+  service_options.store = flags.store;
+  auto service = RateLimitService::Create(*config, service_options, &metrics);
+  if (!service) {
+    spdlog::error("cannot start the service: {}", service.error().message);
+    return 1;
+  }
+  HeaderOptions headers;
+  headers.legacy = flags.legacy_headers;
+
+  HttpApiOptions api_options;
+  api_options.admin_token = flags.admin_token;
+  api_options.headers = headers;
+  api_options.limits = service_options.limits;
+  const HttpApi api(service->get(), &metrics, api_options);
+
+  std::unique_ptr<HttpServer> http;
+  if (!Disabled(flags.http)) {
+    HttpServerOptions http_options;
+    http_options.address = flags.http;
+    http_options.threads = flags.threads;
+    http_options.max_connections = flags.http_max_connections;
+    http_options.max_body_bytes = api_options.max_body_bytes;
+    http_options.request_timeout = std::chrono::milliseconds(flags.http_timeout_ms);
+    http_options.shutdown_grace = std::chrono::milliseconds(flags.shutdown_grace_ms);
+    auto started =
+        HttpServer::Start(http_options, [&api](const HttpRequestView& r) { return api.Handle(r); });
+    if (!started) {
+      spdlog::error("{}", started.error().message);
+      return 1;
+    }
+    http = std::move(*started);
+    spdlog::info("http: listening on {} ({} threads, store {}, admin API {})", http->address(),
+                 flags.threads, flags.store, flags.admin_token.empty() ? "off" : "on");
+  }
+
+  std::unique_ptr<GrpcServer> grpc;
+  if (!Disabled(flags.grpc)) {
+    auto started = GrpcServer::Start(flags.grpc, **service, headers, flags.threads);
+    if (!started) {
+      spdlog::error("{}", started.error().message);
+      return 1;
+    }
+    grpc = std::move(*started);
+    spdlog::info("grpc: listening on port {} (envoy.service.ratelimit.v3.RateLimitService)",
+                 grpc->port());
+  }
+  metrics.SetStoreGaugesSource([&service] {
+    const sluice::StoreStats s = (*service)->StoreTotals();
+    return StoreGauges{s.keys, s.evictions};
+  });
+
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig == SIGHUP) {
+      Reload(flags.config, **service, metrics);
+      continue;
+    }
+    spdlog::info("{}: stopping (finishing requests in flight)",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    break;
+  }
+  if (http) http->Stop();
+  if (grpc) grpc->Shutdown();
+  // A check still waiting on Redis when the grace ran out is answered by the store as it
+  // closes, and that answer goes to the HTTP API and a server's io_context: close the store
+  // now, while they exist, rather than after them in reverse declaration order.
+  service->reset();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  CLI::App app{
+      "sluiced: the sluice rate limit server (HTTP JSON API and Envoy gRPC protocol).\n"
+      "Every flag can also be set by the environment variable named after it."};
+  app.add_option("--config", flags.config, "rate limit config: a YAML file or a directory")
+      ->envname("SLUICE_CONFIG")
+      ->required();
+  app.add_option("--http", flags.http, "HTTP API address host:port, or off")
+      ->envname("SLUICE_HTTP")
+      ->capture_default_str();
+  app.add_option("--grpc", flags.grpc, "Envoy gRPC address host:port, or off")
+      ->envname("SLUICE_GRPC")
+      ->capture_default_str();
+  app.add_option("--store", flags.store, "memory, redis://host:port or redis+cluster://host:port")
+      ->envname("SLUICE_STORE")
+      ->capture_default_str();
+  app.add_option("--admin-token", flags.admin_token,
+                 "bearer token of the admin API (off without one); prefer the env variable")
+      ->envname("SLUICE_ADMIN_TOKEN");
+  app.add_option("--threads", flags.threads, "I/O threads for HTTP and for gRPC")
+      ->envname("SLUICE_THREADS")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--log-level", flags.log_level, "trace|debug|info|warn|error|off")
+      ->envname("SLUICE_LOG_LEVEL")
+      ->capture_default_str();
+  app.add_option("--log-format", flags.log_format, "text|json")
+      ->envname("SLUICE_LOG_FORMAT")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  app.add_flag("--check-config", flags.check_config, "validate the config, print why, exit 0/1")
+      ->envname("SLUICE_CHECK_CONFIG");
+  app.add_flag("--legacy-headers", flags.legacy_headers,
+               "also send X-RateLimit-Limit/-Remaining/-Reset")
+      ->envname("SLUICE_LEGACY_HEADERS");
+  app.add_option("--http-timeout-ms", flags.http_timeout_ms,
+                 "time a client has to send each request (slow and idle clients are closed)")
+      ->envname("SLUICE_HTTP_TIMEOUT_MS")
+      ->check(CLI::Range(int64_t{1}, int64_t{3'600'000}))
+      ->capture_default_str();
+  app.add_option("--http-max-connections", flags.http_max_connections,
+                 "open HTTP connections at most; more are answered 503 and closed")
+      ->envname("SLUICE_HTTP_MAX_CONNECTIONS")
+      ->check(CLI::Range(size_t{1}, size_t{1'000'000}))
+      ->capture_default_str();
+  app.add_option("--shutdown-grace-ms", flags.shutdown_grace_ms,
+                 "on SIGTERM, how long requests in flight may take to finish")
+      ->envname("SLUICE_SHUTDOWN_GRACE_MS")
+      ->check(CLI::Range(int64_t{0}, int64_t{600'000}))
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  if (auto r = SetupLogging(flags.log_level, flags.log_format); !r) {
+    std::fprintf(stderr, "sluiced: %s\n", r.error().message.c_str());
+    return 2;
+  }
+  return Run(flags);
+}

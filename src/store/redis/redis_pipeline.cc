@@ -1,0 +1,206 @@
+#include "store/redis/redis_pipeline.h"
+
+#include <hiredis/hiredis.h>
+#include <sys/time.h>
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace sluice::internal {
+namespace {
+
+timeval ToTimeval(std::chrono::milliseconds d) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(d.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((d.count() % 1000) * 1000);
+  return tv;
+}
+
+uint64_t SplitMix(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+void AppendCommand(std::string& out, std::span<const std::string_view> args) {
+  out += '*';
+  out += std::to_string(args.size());
+  out += "\r\n";
+  for (std::string_view a : args) {
+    out += '$';
+    out += std::to_string(a.size());
+    out += "\r\n";
+    out.append(a);
+    out += "\r\n";
+  }
+}
+
+PipelinedConnection::PipelinedConnection(RedisEndpoint endpoint)
+    : endpoint_(std::move(endpoint)),
+      jitter_state_(
+          reinterpret_cast<uintptr_t>(this) ^
+          static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())),
+      io_([this] { Run(); }) {}
+
+PipelinedConnection::~PipelinedConnection() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  io_.join();
+  Disconnect();
+}
+
+Result<RedisReply> PipelinedConnection::Call(std::string commands, int count) {
+  std::mutex done_mu;
+  std::condition_variable done_cv;
+  std::optional<Result<RedisReply>> result;
+  CallAsync(std::move(commands), count, [&](Result<RedisReply> reply) {
+    std::lock_guard<std::mutex> lock(done_mu);
+    result = std::move(reply);
+    done_cv.notify_one();
+  });
+  std::unique_lock<std::mutex> lock(done_mu);
+  done_cv.wait(lock, [&] { return result.has_value(); });
+  return std::move(*result);
+}
+
+void PipelinedConnection::CallAsync(std::string commands, int count, Callback done) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) {
+      queue_.push_back(Op{std::move(commands), count, std::move(done)});
+      wake_.notify_one();
+      return;
+    }
+  }
+  done(MakeError(std::string(kConnectionErrorPrefix) + "shutting down"));
+}
+
+void PipelinedConnection::Answer(Op& op, Result<RedisReply> result) { op.done(std::move(result)); }
+
+void PipelinedConnection::Disconnect() {
+  if (ctx_ != nullptr) redisFree(ctx_);
+  ctx_ = nullptr;
+}
+
+bool PipelinedConnection::EnsureConnected(std::string& why) {
+  if (ctx_ != nullptr) return true;
+  const auto now = std::chrono::steady_clock::now();
+  const std::string prefix = std::string(kConnectionErrorPrefix) + endpoint_.Name() + ": ";
+  if (now < next_connect_) {
+    why = prefix + "unreachable (reconnecting with backoff)";
+    return false;
+  }
+  auto fail = [&](const std::string& message) {
+    Disconnect();
+    backoff_ = backoff_.count() == 0 ? endpoint_.min_backoff
+                                     : std::min(endpoint_.max_backoff, backoff_ * 2);
+    // Full backoff, less up to half of it at random, so many clients do not retry in step.
+    const auto half = std::max<int64_t>(1, backoff_.count() / 2);
+    const auto wait = backoff_ - std::chrono::milliseconds(SplitMix(jitter_state_) % half);
+    next_connect_ = now + wait;
+    why = prefix + message;
+    return false;
+  };
+  ctx_ = redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port,
+                                 ToTimeval(endpoint_.connect_timeout));
+  if (ctx_ == nullptr) return fail("out of memory");
+  if (ctx_->err != 0) return fail(ctx_->errstr);
+  redisSetTimeout(ctx_, ToTimeval(endpoint_.command_timeout));
+  auto setup = [&](std::vector<std::string> args) -> std::string {
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (const std::string& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    auto* r = static_cast<redisReply*>(
+        redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()));
+    if (r == nullptr) return args[0] + ": " + ctx_->errstr;
+    std::string err =
+        r->type == REDIS_REPLY_ERROR ? args[0] + ": " + std::string(r->str, r->len) : std::string();
+    freeReplyObject(r);
+    return err;
+  };
+  if (!endpoint_.password.empty()) {
+    std::vector<std::string> auth = {"AUTH"};
+    if (!endpoint_.user.empty()) auth.push_back(endpoint_.user);
+    auth.push_back(endpoint_.password);
+    if (std::string err = setup(std::move(auth)); !err.empty()) return fail(err);
+  }
+  if (endpoint_.db != 0) {
+    if (std::string err = setup({"SELECT", std::to_string(endpoint_.db)}); !err.empty()) {
+      return fail(err);
+    }
+  }
+  backoff_ = std::chrono::milliseconds(0);
+  return true;
+}
+
+void PipelinedConnection::Run() {
+  std::vector<Op> batch;
+  batch.reserve(kMaxBatch);
+  for (;;) {
+    bool stopping = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and everything answered
+      const size_t n = std::min(queue_.size(), kMaxBatch);
+      batch.clear();
+      for (size_t i = 0; i < n; ++i) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      stopping = stopping_;
+    }
+    std::string why;
+    if (stopping) why = std::string(kConnectionErrorPrefix) + "shutting down";
+    if (stopping || !EnsureConnected(why)) {
+      for (Op& op : batch) Answer(op, MakeError(why));
+      continue;
+    }
+    // Appending only buffers; the first read below writes the whole batch at once.
+    for (const Op& op : batch) {
+      redisAppendFormattedCommand(ctx_, op.commands.data(), op.commands.size());
+    }
+    batches_sent_.fetch_add(1, std::memory_order_relaxed);
+    requests_sent_.fetch_add(batch.size(), std::memory_order_relaxed);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Result<RedisReply> result = RedisReply{};
+      bool io_failed = false;
+      for (int k = 0; k < batch[i].count; ++k) {
+        void* raw = nullptr;
+        if (redisGetReply(ctx_, &raw) != REDIS_OK) {
+          io_failed = true;
+          break;
+        }
+        const auto* r = static_cast<const redisReply*>(raw);
+        if (r->type == REDIS_REPLY_ERROR) {
+          if (result) result = MakeError(std::string(r->str, r->len));
+        } else if (k == batch[i].count - 1 && result) {
+          result = CopyReply(r);
+        }
+        freeReplyObject(raw);
+      }
+      if (io_failed) {
+        // The stream is out of step (timeout) or gone: fail the rest and start again.
+        const std::string message = std::string(kConnectionErrorPrefix) + endpoint_.Name() + ": " +
+                                    (ctx_->errstr[0] != '\0' ? ctx_->errstr : "connection lost");
+        for (size_t j = i; j < batch.size(); ++j) Answer(batch[j], MakeError(message));
+        Disconnect();
+        break;
+      }
+      Answer(batch[i], std::move(result));
+    }
+  }
+}
+
+}  // namespace sluice::internal

@@ -1,0 +1,115 @@
+// A Redis connection with automatic pipelining. Callers on any number of threads submit
+// commands; one I/O thread per connection takes everything queued since its last round trip,
+// writes it in one go (one syscall for many commands) and hands each caller its own reply. The
+// batching window is exactly one round trip: nothing waits for a timer, and a batch holds at
+// most kMaxBatch requests.
+//
+// Failures are bounded: the socket has the command timeout, so a silent or slow server fails the
+// batch within it; the connection is then dropped and re-made on the next request, and after a
+// failed connect, requests fail at once until a backoff (doubling up to max_backoff, with
+// jitter) has passed. Every submitted request is answered.
+#ifndef SLUICE_STORE_REDIS_REDIS_PIPELINE_H_
+#define SLUICE_STORE_REDIS_REDIS_PIPELINE_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "sluice/status.h"
+#include "store/redis/redis_client.h"
+
+struct redisContext;
+
+namespace sluice::internal {
+
+struct RedisEndpoint {
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  std::string user;  // ACL user; empty: AUTH <password> (when a password is set)
+  std::string password;
+  int db = 0;
+  std::chrono::milliseconds connect_timeout{200};
+  std::chrono::milliseconds command_timeout{50};
+  std::chrono::milliseconds min_backoff{25};
+  std::chrono::milliseconds max_backoff{2000};
+
+  std::string Name() const { return host + ":" + std::to_string(port); }
+};
+
+// Appends one command in the Redis protocol (RESP) to `out`.
+void AppendCommand(std::string& out, std::span<const std::string_view> args);
+
+// An error that is about the connection (I/O, timeout, unreachable), not a Redis error reply.
+// Its message starts with this prefix.
+inline constexpr std::string_view kConnectionErrorPrefix = "redis connection: ";
+inline bool IsConnectionError(const Error& e) {
+  return e.message.starts_with(kConnectionErrorPrefix);
+}
+
+class PipelinedConnection {
+ public:
+  static constexpr size_t kMaxBatch = 512;
+
+  explicit PipelinedConnection(RedisEndpoint endpoint);
+  ~PipelinedConnection();  // answers whatever is queued with an error, then joins the thread
+  PipelinedConnection(const PipelinedConnection&) = delete;
+  PipelinedConnection& operator=(const PipelinedConnection&) = delete;
+
+  using Callback = std::function<void(Result<RedisReply>)>;
+
+  // Sends `commands` (RESP, `count` commands back to back: nothing else is interleaved on this
+  // connection, as ASKING + EVALSHA needs) and returns the reply to the last one. A Redis error
+  // reply to any of them comes back as an Error with Redis's message.
+  Result<RedisReply> Call(std::string commands, int count = 1);
+
+  // The same without waiting: `done` gets the reply on the connection's I/O thread (or at once,
+  // on the caller's thread, when the connection is shutting down). `done` must not block: it
+  // may queue more calls (CallAsync), never wait for one (Call), since the thread it runs on is
+  // the one that would answer.
+  void CallAsync(std::string commands, int count, Callback done);
+
+  const RedisEndpoint& endpoint() const { return endpoint_; }
+
+  // Requests written and round trips made, for benchmarks (commands per write).
+  uint64_t requests_sent() const { return requests_sent_.load(std::memory_order_relaxed); }
+  uint64_t batches_sent() const { return batches_sent_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Op {
+    std::string commands;
+    int count = 1;
+    Callback done;
+  };
+
+  void Run();
+  bool EnsureConnected(std::string& why);
+  void Disconnect();
+  void Answer(Op& op, Result<RedisReply> result);
+
+  const RedisEndpoint endpoint_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<Op> queue_;   // guarded by mu_
+  bool stopping_ = false;  // guarded by mu_
+
+  // Owned by the I/O thread.
+  redisContext* ctx_ = nullptr;
+  std::chrono::steady_clock::time_point next_connect_{};
+  std::chrono::milliseconds backoff_{0};
+  uint64_t jitter_state_;
+
+  std::atomic<uint64_t> requests_sent_{0};
+  std::atomic<uint64_t> batches_sent_{0};
+  std::thread io_;
+};
+
+}  // namespace sluice::internal
+
+#endif  // SLUICE_STORE_REDIS_REDIS_PIPELINE_H_

@@ -1,0 +1,160 @@
+// Several limits checked for one request. Internal.
+//
+// kMultiScript decides every check whose key is in one hash slot in one script call, all or
+// nothing: it runs each algorithm's own body (the same code as its single-limit script) in
+// order, after a DUMP/PTTL snapshot of the key; if any check is over its limit, it RESTOREs the
+// snapshots of the admitted ones, newest first. Redis runs a script atomically, so the request's
+// quota is either taken from every limit or from none: exactly, not approximately.
+//
+// Checks in different slots of a Redis Cluster cannot share a script. They are decided slot by
+// slot, and when one slot rejects, the others are given back with kRefundScript: the inverse of
+// an admission, applied to whatever state the key has by then. Between the two calls other
+// requests may see the quota taken for a moment; the docs state this guarantee.
+#ifndef SLUICE_STORE_REDIS_REDIS_SCRIPT_MULTI_H_
+#define SLUICE_STORE_REDIS_REDIS_SCRIPT_MULTI_H_
+
+#include <string>
+
+#include "sluice/algorithm.h"
+#include "store/redis/redis_client.h"
+#include "store/redis/redis_script_log.h"
+#include "store/redis/redis_scripts.h"
+
+namespace sluice::internal {
+
+// The body index each algorithm has in the scripts below.
+constexpr int ScriptAlgorithmId(Algorithm a) {
+  switch (a) {
+    case Algorithm::kFixedWindow:
+      return 1;
+    case Algorithm::kTokenBucket:
+      return 2;
+    case Algorithm::kGcra:
+      return 3;
+    case Algorithm::kLeakyBucket:
+      return 4;
+    case Algorithm::kSlidingWindowCounter:
+      return 5;
+    case Algorithm::kSlidingWindowLog:
+      return 6;
+  }
+  return 0;
+}
+
+// KEYS: one key per check, all in one hash slot (a key may repeat). ARGV: now_us|'', then per
+// check: algorithm id, number of arguments k, its k script arguments (spec arguments, then cost).
+// Returns {now_us, {{allowed, remaining, reset_us, retry_us[, delay_us]} per check}, rolled_back}.
+inline const LuaScript kMultiScript{
+    std::string(kLuaPrelude) + "local bodies = {}\nbodies[1] = function(KEYS, ARGV)\n" +
+    kFixedWindowBody + "end\nbodies[2] = function(KEYS, ARGV)\n" + kTokenBucketBody +
+    "end\nbodies[3] = function(KEYS, ARGV)\n" + kGcraBody +
+    "end\nbodies[4] = function(KEYS, ARGV)\n" + kLeakyBucketBody +
+    "end\nbodies[5] = function(KEYS, ARGV)\n" + kSlidingWindowCounterBody +
+    "end\nbodies[6] = function(KEYS, ARGV)\n" + kSlidingWindowLogBody + "end\n" + R"lua(
+local results, snaps = {}, {}
+local pos, rejected = 2, false
+for i = 1, #KEYS do
+  local alg, k = tonumber(ARGV[pos]), tonumber(ARGV[pos + 1])
+  local args = {ARGV[1]}
+  for j = 1, k do args[j + 1] = ARGV[pos + 1 + j] end
+  pos = pos + 2 + k
+  snaps[i] = {redis.call('DUMP', KEYS[i]), redis.call('PTTL', KEYS[i])}
+  results[i] = bodies[alg]({KEYS[i]}, args)
+  if results[i][1] ~= 1 then rejected = true end
+end
+if rejected then
+  for i = #KEYS, 1, -1 do
+    if results[i][1] == 1 then
+      local dump, ttl = snaps[i][1], snaps[i][2]
+      if dump then
+        redis.call('RESTORE', KEYS[i], math.max(ttl, 0), dump, 'REPLACE')
+      else
+        redis.call('DEL', KEYS[i])
+      end
+    end
+  end
+end
+return {now, results, rejected and 1 or 0}
+)lua"};
+
+// Gives back an admission made at `at` (the now_us the multi script returned). KEYS[1]: the key.
+// ARGV: now_us|'', at_us|'' (now), algorithm id, the check's script arguments (spec arguments, then
+// cost). Token bucket, GCRA and leaky bucket return the cost to the bucket as of now (never above
+// full); the windows subtract it from the window it was counted in, if that window is still kept;
+// the sliding log removes the request's entry if it is still the newest (otherwise it stays
+// counted: the log's bookkeeping cannot lose an entry in the middle). Returns 1.
+inline const LuaScript kRefundScript{std::string(kLuaPrelude) + R"lua(
+local key, alg = KEYS[1], tonumber(ARGV[3])
+local at = ARGV[2] == '' and now or tonumber(ARGV[2])
+local p = {}
+for i = 4, #ARGV do p[#p + 1] = tonumber(ARGV[i]) end
+local cost = p[#p]
+local function keep(fields, ttl_us)
+  if ttl_us > 0 then
+    redis.call('HSET', key, unpack(fields))
+    redis.call('PEXPIRE', key, cdiv(ttl_us, 1000))
+  else
+    redis.call('DEL', key)
+  end
+end
+if alg == 1 or alg == 5 then
+  local D = p[2]
+  local st = redis.call('HMGET', key, 'w', 'c', 'p')
+  local sw, c, prev = tonumber(st[1]), tonumber(st[2]) or 0, tonumber(st[3]) or 0
+  local wa = fdiv(at, D)
+  if sw == wa then c = math.max(0, c - cost)
+  elseif alg == 5 and sw == wa + 1 then prev = math.max(0, prev - cost)
+  else return 1 end
+  if c == 0 and prev == 0 then redis.call('DEL', key)
+  elseif alg == 1 then redis.call('HSET', key, 'c', c)
+  else redis.call('HSET', key, 'c', c, 'p', prev) end
+elseif alg == 2 or alg == 4 then
+  local cap, n, d = p[1], p[2], p[3]
+  local st = redis.call('HMGET', key, 's', 'l')
+  local s, last = tonumber(st[1]), tonumber(st[2])
+  if s == nil then return 1 end  -- full (token bucket) or empty (leaky bucket) already
+  if now > last then
+    local e = now - last
+    if alg == 2 then
+      if e >= cap then s = cap else s = math.min(cap, s + e * n) end
+    else
+      if e >= cap then s = 0 else s = math.max(0, s - e * n) end
+    end
+    last = now
+  end
+  if alg == 2 then
+    s = math.min(cap, s + cost * d)
+    keep({'s', s, 'l', last}, last - now + cdiv(cap - s, n))
+  else
+    s = math.max(0, s - cost * d)
+    keep({'s', s, 'l', last}, last - now + cdiv(s, n))
+  end
+elseif alg == 3 then
+  local cap, n, d = p[1], p[2], p[3]
+  local st = redis.call('HMGET', key, 't', 'f')
+  local t, f = tonumber(st[1]), tonumber(st[2]) or 0
+  if t == nil then return 1 end
+  -- The backlog ahead of now in 1/n us (relative, so it stays exact below 2^53).
+  local backlog = (t - now) * n + f - cost * d
+  if backlog <= 0 then
+    redis.call('DEL', key)
+  else
+    local whole = fdiv(backlog, n)
+    keep({'t', now + whole, 'f', backlog - whole * n}, cdiv(backlog, n))
+  end
+elseif alg == 6 then
+  local tail = redis.call('ZRANGE', key, -2, -1, 'WITHSCORES')
+  if #tail == 4 and tonumber(tail[2]) == at then
+    local m = tail[1]
+    if tonumber(string.sub(m, string.find(m, ':', 3, true) + 1)) == cost then
+      redis.call('ZREM', key, m)
+      if redis.call('ZCARD', key) <= 1 then redis.call('DEL', key) end
+    end
+  end
+end
+return 1
+)lua"};
+
+}  // namespace sluice::internal
+
+#endif  // SLUICE_STORE_REDIS_REDIS_SCRIPT_MULTI_H_

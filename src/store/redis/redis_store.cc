@@ -1,0 +1,690 @@
+#include "sluice/redis_store.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "core/arith.h"
+#include "store/redis/crc16.h"
+#include "store/redis/redis_client.h"
+#include "store/redis/redis_script_log.h"
+#include "store/redis/redis_script_multi.h"
+#include "store/redis/redis_scripts.h"
+#include "store/redis/redis_transport.h"
+
+namespace sluice {
+namespace {
+
+using internal::RedisReply;
+
+// Lua numbers are doubles: integers stay exact below 2^53.
+constexpr int64_t kLuaExact = int64_t{1} << 53;
+constexpr int64_t kNanosPerMicro = 1000;
+
+class RedisStoreImpl;
+
+class RedisLimiter final : public Limiter {
+ public:
+  RedisLimiter(std::shared_ptr<RedisStoreImpl> store, const LimitSpec& spec, std::string limit_id,
+               bool fail_open, std::vector<std::string> params, const internal::LuaScript& script)
+      : store_(std::move(store)),
+        script_id_(internal::ScriptAlgorithmId(spec.algorithm)),
+        spec_(spec),
+        limit_id_(std::move(limit_id)),
+        fail_open_(fail_open),
+        params_(std::move(params)),
+        script_(script) {}
+
+  Decision Decide(std::string_view key, Timestamp now, int64_t cost) override;
+  void DecideAsync(std::string_view key, Timestamp now, int64_t cost,
+                   DecisionCallback done) override;
+
+  // The checks before any I/O: false with `d` filled when the request is decided without Redis
+  // (invalid, too costly, or refused by an open breaker); true with the key to use otherwise.
+  bool Prepare(std::string_view key, int64_t cost, Decision& d, std::string& redis_key);
+  // A single-limit script's ARGV: now (empty under Redis's clock), the spec's, then the cost.
+  std::vector<std::string> ScriptArgs(Timestamp now, int64_t cost) const;
+  // The script arguments after now: the spec's, then the cost.
+  void AppendArgs(int64_t cost, std::vector<std::string>& args) const {
+    args.insert(args.end(), params_.begin(), params_.end());
+    args.push_back(std::to_string(cost));
+  }
+  // `d` after Redis failed to answer: the failure policy, marked degraded.
+  Decision Failed(const Decision& d, const Error& error) {
+    if (internal::IsShortCircuit(error)) {
+      short_circuited_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      errors_.fetch_add(1, std::memory_order_relaxed);
+    }
+    return Degraded(d);
+  }
+  // Gives back an admission (see Limiter::Refund). Under Redis's clock the admission time is
+  // taken as Redis's now: the caller's clock may be skewed from it.
+  void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override;
+  // Forgets the key's counter.
+  void Reset(std::string_view key) override;
+
+  const RedisStoreImpl* store() const { return store_.get(); }
+  int script_id() const { return script_id_; }
+
+  size_t Sweep(Timestamp) override { return 0; }  // Redis expires keys itself (TTLs)
+
+  StoreStats Stats() const override {
+    StoreStats s;
+    s.store_errors = errors_.load(std::memory_order_relaxed);
+    s.short_circuited = short_circuited_.load(std::memory_order_relaxed);
+    return s;
+  }
+  const LimitSpec& spec() const override { return spec_; }
+
+ private:
+  Decision Degraded(Decision d) const {
+    d.reason = DecisionReason::kStoreUnavailable;
+    d.allowed = fail_open_;
+    d.degraded = true;
+    return d;
+  }
+
+  const std::shared_ptr<RedisStoreImpl> store_;
+  const int script_id_;  // its body in the multi-limit scripts
+  const LimitSpec spec_;
+  const std::string limit_id_;
+  const bool fail_open_;
+  const std::vector<std::string> params_;  // the script's spec arguments, between now and cost
+  const internal::LuaScript& script_;
+  std::atomic<uint64_t> errors_{0};
+  std::atomic<uint64_t> short_circuited_{0};
+};
+
+// One check of a multi-limit decision, in its hash slot's group.
+struct SlotCheck {
+  size_t index;  // into the checks and decisions
+  RedisLimiter* limiter;
+  std::string key;
+  int64_t cost;
+};
+
+struct SlotGroup {
+  int slot;
+  std::vector<SlotCheck> checks;
+};
+
+// What one group's multi-limit script said.
+struct GroupOutcome {
+  bool rejected = false;  // some check of the group was not allowed
+  bool admitted = false;  // the group's admissions stand (unless another group rejects)
+  int64_t at_us = 0;      // the script's now, for refunds
+};
+
+class RedisStoreImpl final : public RedisStore,
+                             public std::enable_shared_from_this<RedisStoreImpl> {
+ public:
+  RedisStoreImpl(RedisStoreOptions options, const internal::RedisEndpoint& endpoint,
+                 std::vector<internal::RedisEndpoint> seeds)
+      : options_(std::move(options)),
+        clock_(options_.clock != nullptr ? options_.clock : &own_clock_) {
+    const internal::BreakerSettings breaker{{options_.breaker_failures, options_.breaker_open_for},
+                                            clock_};
+    transport_ =
+        seeds.empty()
+            ? internal::MakeStandaloneTransport(endpoint, options_.connections, breaker)
+            : internal::MakeClusterTransport(std::move(seeds), options_.connections, breaker);
+  }
+
+  Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec, std::string_view limit_id,
+                                               bool fail_open) override;
+
+  void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
+                 std::span<Decision> out) override;
+  void DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
+                      DecideAllCallback done) override;
+
+  bool Ping() override {
+    const std::array<std::string_view, 1> ping = {"PING"};
+    auto reply = transport_->Command("", ping);
+    return reply.has_value() && reply->str == "PONG";
+  }
+
+  RedisStoreStats Stats() const override {
+    const internal::TransportStats t = transport_->Stats();
+    RedisStoreStats s{t.requests,      t.batches,         t.redirects,        t.retries,
+                      t.map_refreshes, t.short_circuited, t.connection_errors};
+    s.refunds = refunds_.load(std::memory_order_relaxed);
+    s.refund_failures = refund_failures_.load(std::memory_order_relaxed);
+    return s;
+  }
+
+  const RedisStoreOptions& options() const { return options_; }
+  internal::RedisTransport& transport() { return *transport_; }
+
+ private:
+  struct AsyncAll;
+
+  // The pieces DecideAll and DecideAllAsync share, so that both decide alike.
+  std::vector<SlotGroup> Group(std::span<const LimitCheck> checks, std::span<Decision> out,
+                               bool& rejected) const;
+  void MultiCall(const SlotGroup& group, Timestamp now, std::vector<std::string>& keys,
+                 std::vector<std::string>& args) const;
+  GroupOutcome ReadGroup(const SlotGroup& group, const Result<RedisReply>& reply,
+                         std::span<Decision> out) const;
+  std::vector<std::string> RefundArgs(const SlotCheck& c, Timestamp now, int64_t at_us) const;
+  void CountRefund(bool given_back, const SlotCheck& c, Decision& d);
+  static void RefundAsync(const std::shared_ptr<AsyncAll>& state);
+
+  const RedisStoreOptions options_;
+  MonotonicClock own_clock_;
+  const Clock* clock_;
+  std::atomic<uint64_t> refunds_{0};
+  std::atomic<uint64_t> refund_failures_{0};
+  // Declared last: its connections' threads stop before the clock they read goes away.
+  std::unique_ptr<internal::RedisTransport> transport_;
+};
+
+bool RedisLimiter::Prepare(std::string_view key, int64_t cost, Decision& d,
+                           std::string& redis_key) {
+  d = Decision{};
+  d.limit = spec_.Capacity();
+  const RedisStoreOptions& options = store_->options();
+  if (cost < 0 || key.size() > options.max_key_bytes) {
+    d.reason = DecisionReason::kInvalidRequest;
+    d.retry_after = kNever;
+    return false;
+  }
+  if (cost > spec_.Capacity()) {
+    d.reason = DecisionReason::kCostExceedsCapacity;
+    d.retry_after = kNever;
+    return false;
+  }
+  redis_key = RedisKeyFor(options.key_prefix, limit_id_, key);
+  // With the node's breaker open, refuse before building the request.
+  if (store_->transport().Refuses(redis_key)) {
+    short_circuited_.fetch_add(1, std::memory_order_relaxed);
+    d = Degraded(d);
+    return false;
+  }
+  return true;
+}
+
+// {allowed, remaining, reset_us, retry_us[, delay_us]} -> d.
+bool ReadDecision(const RedisReply& reply, Decision& d) {
+  if (reply.type != RedisReply::Type::kArray || reply.elements.size() < 4) return false;
+  const auto& e = reply.elements;
+  d.allowed = e[0].integer == 1;
+  d.reason = d.allowed ? DecisionReason::kAdmitted : DecisionReason::kOverLimit;
+  d.remaining = e[1].integer;
+  d.reset_after = Duration(e[2].integer * kNanosPerMicro);
+  d.retry_after = Duration(e[3].integer * kNanosPerMicro);
+  if (e.size() > 4) d.delay = Duration(e[4].integer * kNanosPerMicro);
+  return true;
+}
+
+std::string NowArg(const RedisStoreOptions& options, Timestamp now) {
+  return options.use_server_time ? std::string() : std::to_string(ToNanos(now) / kNanosPerMicro);
+}
+
+std::vector<std::string> RedisLimiter::ScriptArgs(Timestamp now, int64_t cost) const {
+  std::vector<std::string> args;
+  args.reserve(params_.size() + 2);
+  args.push_back(NowArg(store_->options(), now));
+  AppendArgs(cost, args);
+  return args;
+}
+
+Decision RedisLimiter::Decide(std::string_view key, Timestamp now, int64_t cost) {
+  Decision d;
+  std::string redis_key;
+  if (!Prepare(key, cost, d, redis_key)) return d;
+  std::vector<std::string> args = ScriptArgs(now, cost);
+  const std::string keys[1] = {std::move(redis_key)};
+  auto reply = store_->transport().Eval(script_, keys, args);
+  if (!reply) return Failed(d, reply.error());
+  if (!ReadDecision(*reply, d)) {
+    return Failed(d, Error{"redis: unexpected reply from the " +
+                           std::string(AlgorithmName(spec_.algorithm)) + " script"});
+  }
+  return d;
+}
+
+}  // namespace
+
+namespace {
+
+Result<std::pair<std::string, int>> ParseHostPort(std::string_view hp, const std::string& shown) {
+  const size_t colon = hp.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return MakeError("store address '" + shown + "': expected host:port");
+  }
+  const std::string_view port = hp.substr(colon + 1);
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string_view::npos ||
+      std::stoi(std::string(port)) == 0 || std::stoi(std::string(port)) > 65535) {
+    return MakeError("store address '" + shown + "': port must be 1-65535");
+  }
+  return std::make_pair(std::string(hp.substr(0, colon)), std::stoi(std::string(port)));
+}
+
+}  // namespace
+
+Result<RedisStoreOptions> ParseRedisAddress(std::string_view address) {
+  const std::string shown(address);
+  constexpr std::string_view kScheme = "redis://";
+  constexpr std::string_view kClusterScheme = "redis+cluster://";
+  const bool cluster = address.starts_with(kClusterScheme);
+  if (!cluster && !address.starts_with(kScheme)) {
+    return MakeError("store address '" + shown +
+                     "' must look like redis://[user:password@]host:port[/db] or "
+                     "redis+cluster://[user:password@]host:port[,host:port...]");
+  }
+  std::string_view rest = address.substr(cluster ? kClusterScheme.size() : kScheme.size());
+  RedisStoreOptions o;
+  if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
+    const std::string_view cred = rest.substr(0, at);
+    const size_t colon = cred.find(':');
+    if (colon == std::string_view::npos) {
+      o.password = std::string(cred);
+    } else {
+      o.user = std::string(cred.substr(0, colon));
+      o.password = std::string(cred.substr(colon + 1));
+    }
+    rest.remove_prefix(at + 1);
+  }
+  if (const size_t slash = rest.find('/'); slash != std::string_view::npos) {
+    if (cluster) return MakeError("store address '" + shown + "': a cluster has only database 0");
+    const std::string_view db = rest.substr(slash + 1);
+    if (db.empty() || db.size() > 4 ||
+        db.find_first_not_of("0123456789") != std::string_view::npos) {
+      return MakeError("store address '" + shown + "': database must be a number");
+    }
+    o.db = std::stoi(std::string(db));
+    rest = rest.substr(0, slash);
+  }
+  if (!cluster) {
+    auto hp = ParseHostPort(rest, shown);
+    if (!hp) return std::unexpected(hp.error());
+    o.host = hp->first;
+    o.port = hp->second;
+    return o;
+  }
+  for (;;) {
+    const size_t comma = rest.find(',');
+    const std::string_view one = rest.substr(0, comma);
+    auto hp = ParseHostPort(one, shown);
+    if (!hp) return std::unexpected(hp.error());
+    o.cluster_seeds.push_back(hp->first + ":" + std::to_string(hp->second));
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  if (o.cluster_seeds.empty()) {
+    return MakeError("store address '" + shown + "': expected host:port[,host:port...]");
+  }
+  o.host = o.cluster_seeds.front().substr(0, o.cluster_seeds.front().rfind(':'));
+  return o;
+}
+
+std::string RedisKeyFor(std::string_view key_prefix, std::string_view limit_id,
+                        std::string_view identity) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string key;
+  key.reserve(key_prefix.size() + limit_id.size() + identity.size() + 8);
+  key.append(key_prefix).append(":{").append(limit_id).push_back(':');
+  for (char ch : identity) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c > 0x20 && c < 0x7f && c != '{' && c != '}' && c != '%' && c != ':') {
+      key.push_back(ch);
+    } else {
+      key.push_back('%');
+      key.push_back(kHex[c >> 4]);
+      key.push_back(kHex[c & 0xf]);
+    }
+  }
+  key.push_back('}');
+  return key;
+}
+
+namespace {
+
+// The script and its spec arguments (between now and cost) for one limit.
+struct ScriptCall {
+  const internal::LuaScript* script = nullptr;
+  std::vector<std::string> params;
+};
+
+Result<ScriptCall> ScriptFor(const LimitSpec& spec) {
+  auto valid = ValidateLimitSpec(spec);
+  if (!valid) return std::unexpected(valid.error());
+  if (spec.algorithm == Algorithm::kSlidingWindowLog) {
+    auto params = internal::SlidingWindowLogParams(spec);
+    if (!params) return std::unexpected(params.error());
+    return ScriptCall{&internal::kSlidingWindowLogScript, std::move(*params)};
+  }
+  if (spec.period.count() % kNanosPerMicro != 0) {
+    return MakeError("the redis store counts in microseconds: period must be a whole number of us");
+  }
+  const int64_t period_us = spec.period.count() / kNanosPerMicro;
+  auto out_of_range = [&] {
+    return MakeError(std::string(AlgorithmName(spec.algorithm)) + " " + DescribeLimitSpec(spec) +
+                     " is outside the redis store's exact range (Lua integers below 2^53)");
+  };
+  switch (spec.algorithm) {
+    case Algorithm::kTokenBucket:
+    case Algorithm::kGcra:
+    case Algorithm::kLeakyBucket: {
+      const auto rate = internal::Reduce(spec.limit, period_us);
+      const __int128 cap = static_cast<__int128>(spec.Capacity()) * rate.d;
+      if (cap * rate.n >= kLuaExact) return out_of_range();
+      ScriptCall call;
+      call.params = {std::to_string(static_cast<int64_t>(cap)), std::to_string(rate.n),
+                     std::to_string(rate.d)};
+      if (spec.algorithm == Algorithm::kLeakyBucket) call.params.push_back(spec.shaper ? "1" : "0");
+      call.script = spec.algorithm == Algorithm::kTokenBucket ? &internal::kTokenBucketScript
+                    : spec.algorithm == Algorithm::kGcra      ? &internal::kGcraScript
+                                                              : &internal::kLeakyBucketScript;
+      return call;
+    }
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingWindowCounter: {
+      if (static_cast<__int128>(spec.limit) * period_us * 4 >= kLuaExact) return out_of_range();
+      ScriptCall call;
+      call.params = {std::to_string(spec.limit), std::to_string(period_us)};
+      call.script = spec.algorithm == Algorithm::kFixedWindow
+                        ? &internal::kFixedWindowScript
+                        : &internal::kSlidingWindowCounterScript;
+      return call;
+    }
+    default:
+      return MakeError("the redis store does not support " +
+                       std::string(AlgorithmName(spec.algorithm)));
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Limiter>> RedisStoreImpl::MakeLimiter(const LimitSpec& spec,
+                                                             std::string_view limit_id,
+                                                             bool fail_open) {
+  if (limit_id.empty() || limit_id.size() > 256 ||
+      limit_id.find_first_of("{}") != std::string_view::npos) {
+    return MakeError("redis limit id '" + std::string(limit_id) +
+                     "' must be 1-256 bytes without '{' or '}'");
+  }
+  auto call = ScriptFor(spec);
+  if (!call) return std::unexpected(call.error());
+  return std::unique_ptr<Limiter>(
+      std::make_unique<RedisLimiter>(shared_from_this(), spec, std::string(limit_id), fail_open,
+                                     std::move(call->params), *call->script));
+}
+
+void RedisLimiter::DecideAsync(std::string_view key, Timestamp now, int64_t cost,
+                               DecisionCallback done) {
+  Decision d;
+  std::string redis_key;
+  if (!Prepare(key, cost, d, redis_key)) return done(d);
+  std::vector<std::string> args = ScriptArgs(now, cost);
+  std::vector<std::string> keys;
+  keys.push_back(std::move(redis_key));
+  store_->transport().EvalAsync(
+      script_, std::move(keys), std::move(args),
+      [this, d, done = std::move(done)](Result<RedisReply> reply) mutable {
+        if (!reply) {
+          d = Failed(d, reply.error());
+        } else if (!ReadDecision(*reply, d)) {
+          d = Failed(d, Error{"redis: unexpected reply from the " +
+                              std::string(AlgorithmName(spec_.algorithm)) + " script"});
+        }
+        done(d);
+      });
+}
+
+void RedisLimiter::Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) {
+  if (cost <= 0 || cost > spec_.Capacity() || key.size() > store_->options().max_key_bytes) return;
+  const RedisStoreOptions& options = store_->options();
+  std::vector<std::string> args = {NowArg(options, now), NowArg(options, at),
+                                   std::to_string(script_id_)};
+  AppendArgs(cost, args);
+  const std::string keys[1] = {RedisKeyFor(options.key_prefix, limit_id_, key)};
+  if (auto reply = store_->transport().Eval(internal::kRefundScript, keys, args); !reply) {
+    Failed(Decision{}, reply.error());
+  }
+}
+
+void RedisLimiter::Reset(std::string_view key) {
+  const std::string redis_key = RedisKeyFor(store_->options().key_prefix, limit_id_, key);
+  const std::array<std::string_view, 2> del = {"DEL", redis_key};
+  if (auto reply = store_->transport().Command(redis_key, del); !reply) {
+    Failed(Decision{}, reply.error());
+  }
+}
+
+// One request's checks grouped by hash slot, in order of first appearance (a standalone server
+// is one group); checks decided without Redis are already in `out`.
+std::vector<SlotGroup> RedisStoreImpl::Group(std::span<const LimitCheck> checks,
+                                             std::span<Decision> out, bool& rejected) const {
+  std::vector<SlotGroup> groups;
+  const bool cluster = !options_.cluster_seeds.empty();
+  for (size_t i = 0; i < checks.size(); ++i) {
+    auto* limiter = dynamic_cast<RedisLimiter*>(checks[i].limiter);
+    if (limiter == nullptr || limiter->store() != this) {
+      out[i] = Decision{};
+      out[i].reason = DecisionReason::kInvalidRequest;
+      out[i].retry_after = kNever;
+      rejected = true;
+      continue;
+    }
+    std::string key;
+    if (!limiter->Prepare(checks[i].key, checks[i].cost, out[i], key)) {
+      rejected = rejected || !out[i].allowed;
+      continue;
+    }
+    const int slot = cluster ? internal::RedisHashSlot(key) : 0;
+    auto group = std::find_if(groups.begin(), groups.end(),
+                              [slot](const SlotGroup& g) { return g.slot == slot; });
+    if (group == groups.end()) group = groups.insert(groups.end(), SlotGroup{slot, {}});
+    group->checks.push_back({i, limiter, std::move(key), checks[i].cost});
+  }
+  return groups;
+}
+
+void RedisStoreImpl::MultiCall(const SlotGroup& group, Timestamp now,
+                               std::vector<std::string>& keys,
+                               std::vector<std::string>& args) const {
+  args.push_back(NowArg(options_, now));
+  for (const SlotCheck& c : group.checks) {
+    keys.push_back(c.key);
+    args.push_back(std::to_string(c.limiter->script_id()));
+    const size_t count_at = args.size();
+    args.emplace_back();
+    c.limiter->AppendArgs(c.cost, args);
+    args[count_at] = std::to_string(args.size() - count_at - 1);
+  }
+}
+
+GroupOutcome RedisStoreImpl::ReadGroup(const SlotGroup& group, const Result<RedisReply>& reply,
+                                       std::span<Decision> out) const {
+  GroupOutcome outcome;
+  const bool ok = reply && reply->type == RedisReply::Type::kArray && reply->elements.size() == 3 &&
+                  reply->elements[1].elements.size() == group.checks.size();
+  const bool rolled_back = ok && reply->elements[2].integer == 1;
+  for (size_t k = 0; k < group.checks.size(); ++k) {
+    const SlotCheck& c = group.checks[k];
+    Decision& d = out[c.index];
+    if (!ok || !ReadDecision(reply->elements[1].elements[k], d)) {
+      d = c.limiter->Failed(d,
+                            reply ? Error{"redis: unexpected multi-limit reply"} : reply.error());
+    } else if (d.allowed && rolled_back) {
+      d.remaining = std::min(d.limit, d.remaining + c.cost);
+    }
+    outcome.rejected = outcome.rejected || !d.allowed;
+  }
+  outcome.admitted = ok && !rolled_back;
+  if (outcome.admitted) outcome.at_us = reply->elements[0].integer;
+  return outcome;
+}
+
+std::vector<std::string> RedisStoreImpl::RefundArgs(const SlotCheck& c, Timestamp now,
+                                                    int64_t at_us) const {
+  std::vector<std::string> args = {NowArg(options_, now), std::to_string(at_us),
+                                   std::to_string(c.limiter->script_id())};
+  c.limiter->AppendArgs(c.cost, args);
+  return args;
+}
+
+void RedisStoreImpl::CountRefund(bool given_back, const SlotCheck& c, Decision& d) {
+  if (given_back) {
+    d.remaining = std::min(d.limit, d.remaining + c.cost);
+    refunds_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    refund_failures_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void RedisStoreImpl::DecideAll(std::span<const LimitCheck> checks, Timestamp now,
+                               std::span<Decision> out) {
+  bool rejected = false;
+  const std::vector<SlotGroup> groups = Group(checks, out, rejected);
+  // Groups whose admissions stand unless another group rejects, with the script's now.
+  std::vector<std::pair<const SlotGroup*, int64_t>> admitted;
+  for (const SlotGroup& group : groups) {
+    std::vector<std::string> keys;
+    std::vector<std::string> args;
+    MultiCall(group, now, keys, args);
+    const GroupOutcome outcome =
+        ReadGroup(group, transport_->Eval(internal::kMultiScript, keys, args), out);
+    rejected = rejected || outcome.rejected;
+    if (outcome.admitted) admitted.emplace_back(&group, outcome.at_us);
+  }
+  if (!rejected) return;
+
+  // Another slot rejected: give back what these admitted.
+  for (const auto& [group, at_us] : admitted) {
+    for (const SlotCheck& c : group->checks) {
+      Decision& d = out[c.index];
+      if (!d.allowed || d.degraded) continue;
+      const std::string keys[1] = {c.key};
+      CountRefund(
+          transport_->Eval(internal::kRefundScript, keys, RefundArgs(c, now, at_us)).has_value(), c,
+          d);
+    }
+  }
+}
+
+// The state of one DecideAllAsync: its groups' replies may come on different connections'
+// threads, so it is shared and locked; the last reply (or refund) completes it.
+struct RedisStoreImpl::AsyncAll {
+  std::shared_ptr<RedisStoreImpl> store;
+  Timestamp now;
+  std::vector<Decision> out;
+  std::vector<SlotGroup> groups;
+  DecideAllCallback done;
+  std::mutex mu;
+  size_t pending = 0;  // replies (then refunds) still to come
+  bool rejected = false;
+  std::vector<std::pair<const SlotGroup*, int64_t>> admitted;
+};
+
+void RedisStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
+                                    DecideAllCallback done) {
+  auto state = std::make_shared<AsyncAll>();
+  state->store = shared_from_this();
+  state->now = now;
+  state->out.resize(checks.size());
+  state->done = std::move(done);
+  state->groups = Group(checks, state->out, state->rejected);
+  if (state->groups.empty()) return state->done(state->out);
+  state->pending = state->groups.size();
+  for (const SlotGroup& group : state->groups) {
+    std::vector<std::string> keys;
+    std::vector<std::string> args;
+    MultiCall(group, now, keys, args);
+    transport_->EvalAsync(internal::kMultiScript, std::move(keys), std::move(args),
+                          [state, &group](Result<RedisReply> reply) {
+                            bool last = false;
+                            {
+                              std::lock_guard<std::mutex> lock(state->mu);
+                              const GroupOutcome outcome =
+                                  state->store->ReadGroup(group, reply, state->out);
+                              state->rejected = state->rejected || outcome.rejected;
+                              if (outcome.admitted)
+                                state->admitted.emplace_back(&group, outcome.at_us);
+                              last = --state->pending == 0;
+                            }
+                            if (last) RefundAsync(state);
+                          });
+  }
+}
+
+// After every group answered: done, or first give back what the admitted groups took.
+void RedisStoreImpl::RefundAsync(const std::shared_ptr<AsyncAll>& state) {
+  std::vector<const SlotCheck*> refunds;
+  std::vector<int64_t> at;
+  if (state->rejected) {
+    for (const auto& [group, at_us] : state->admitted) {
+      for (const SlotCheck& c : group->checks) {
+        const Decision& d = state->out[c.index];
+        if (!d.allowed || d.degraded) continue;
+        refunds.push_back(&c);
+        at.push_back(at_us);
+      }
+    }
+  }
+  if (refunds.empty()) return state->done(state->out);
+  {
+    std::lock_guard<std::mutex> lock(state->mu);
+    state->pending = refunds.size();
+  }
+  for (size_t i = 0; i < refunds.size(); ++i) {
+    const SlotCheck& c = *refunds[i];
+    std::vector<std::string> keys = {c.key};
+    state->store->transport_->EvalAsync(
+        internal::kRefundScript, std::move(keys), state->store->RefundArgs(c, state->now, at[i]),
+        [state, &c](Result<RedisReply> reply) {
+          bool last = false;
+          {
+            std::lock_guard<std::mutex> lock(state->mu);
+            state->store->CountRefund(reply.has_value(), c, state->out[c.index]);
+            last = --state->pending == 0;
+          }
+          if (last) state->done(state->out);
+        });
+  }
+}
+
+Result<std::shared_ptr<RedisStore>> OpenRedisStore(const RedisStoreOptions& options) {
+  if (options.connections < 1 || options.connections > 64) {
+    return MakeError("redis connections must be 1-64");
+  }
+  if (options.command_timeout.count() <= 0 || options.connect_timeout.count() <= 0) {
+    return MakeError("redis timeouts must be positive");
+  }
+  if (options.breaker_failures < 1) return MakeError("breaker_failures must be at least 1");
+  internal::RedisEndpoint endpoint;
+  endpoint.host = options.host;
+  endpoint.port = options.port;
+  endpoint.user = options.user;
+  endpoint.password = options.password;
+  endpoint.db = options.db;
+  endpoint.connect_timeout = options.connect_timeout;
+  endpoint.command_timeout = options.command_timeout;
+  std::vector<internal::RedisEndpoint> seeds;
+  for (const std::string& seed : options.cluster_seeds) {
+    internal::RedisEndpoint e = endpoint;
+    const size_t colon = seed.rfind(':');
+    e.host = seed.substr(0, colon);
+    e.port = std::stoi(seed.substr(colon + 1));
+    e.db = 0;
+    seeds.push_back(std::move(e));
+  }
+  return std::shared_ptr<RedisStore>(
+      std::make_shared<RedisStoreImpl>(options, endpoint, std::move(seeds)));
+}
+
+Result<std::unique_ptr<Limiter>> MakeRedisLimiter(const LimitSpec& spec,
+                                                  const RedisStoreOptions& options) {
+  auto store = OpenRedisStore(options);
+  if (!store) return std::unexpected(store.error());
+  return (*store)->MakeLimiter(spec, options.limit_id, options.fail_open);
+}
+
+}  // namespace sluice

@@ -1,0 +1,162 @@
+// The JSON codec of POST /v1/check: every accepted shape, every rejected one (with the field it
+// names), and the rendered response.
+#include "http/check_json.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "http/json_text.h"
+
+namespace sluice::server {
+namespace {
+
+std::string ParseError(const std::string& body, const CheckLimits& limits = {}) {
+  auto r = ParseCheckRequest(body, limits);
+  EXPECT_FALSE(r.has_value()) << body;
+  return r ? "" : r.error().message;
+}
+
+TEST(CheckJson, ParsesTheIssueExample) {
+  auto r = ParseCheckRequest(
+      R"({"domain":"api","descriptors":[{"entries":[{"key":"api_key","value":"k1"}],"hits":3}],"hits":2})",
+      {});
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  EXPECT_EQ(r->domain, "api");
+  EXPECT_EQ(r->hits, 2);
+  ASSERT_EQ(r->descriptors.size(), 1u);
+  EXPECT_EQ(r->descriptors[0].hits, 3);
+  ASSERT_EQ(r->descriptors[0].entries.size(), 1u);
+  EXPECT_EQ(r->descriptors[0].entries[0].first, "api_key");
+  EXPECT_EQ(r->descriptors[0].entries[0].second, "k1");
+  EXPECT_FALSE(r->descriptors[0].limit_override.has_value());
+}
+
+TEST(CheckJson, HitsDefaultToOneAndKeepEntryOrder) {
+  auto r = ParseCheckRequest(
+      R"({"domain":"d","descriptors":[{"entries":[{"key":"b","value":"2"},{"key":"a","value":"1"}]}]})",
+      {});
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->hits, 1);
+  EXPECT_FALSE(r->descriptors[0].hits.has_value());
+  EXPECT_EQ(r->descriptors[0].entries[0].first, "b");
+  EXPECT_EQ(r->descriptors[0].entries[1].first, "a");
+}
+
+TEST(CheckJson, ParsesALimitOverride) {
+  auto r = ParseCheckRequest(
+      R"({"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}],
+          "limit":{"requests_per_unit":5,"unit":"MINUTE"}}]})",
+      {});
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  ASSERT_TRUE(r->descriptors[0].limit_override.has_value());
+  EXPECT_EQ(r->descriptors[0].limit_override->requests_per_unit, 5);
+  EXPECT_EQ(r->descriptors[0].limit_override->unit, Unit::kMinute);
+}
+
+TEST(CheckJson, RejectsMalformedAndWrongTypes) {
+  EXPECT_EQ(ParseError("{\"domain\":"), "the body is not valid JSON");
+  EXPECT_EQ(ParseError(""), "the body is not valid JSON");
+  EXPECT_EQ(ParseError("[]"), "the body must be a JSON object");
+  EXPECT_EQ(ParseError(R"({"domain":1,"descriptors":[]})"), "domain: must be a string");
+  EXPECT_EQ(ParseError(R"({"domain":"d","descriptors":{}})"), "descriptors: must be an array");
+  EXPECT_EQ(ParseError(R"({"domain":"d","descriptors":[{"entries":[{"key":"k","value":1}]}]})"),
+            "descriptors[0].entries[0].value: must be a string");
+  EXPECT_EQ(ParseError(R"({"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}]}],
+                          "hits":1.5})"),
+            "hits: must be an integer");
+  EXPECT_EQ(ParseError(R"({"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}],
+                          "hits":"1"}]})"),
+            "descriptors[0].hits: must be an integer");
+  EXPECT_EQ(ParseError(R"({"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}]}],
+                          "hits":-1})"),
+            "hits: must be between 0 and 1000000000");
+}
+
+TEST(CheckJson, RejectsUnknownAndMissingFields) {
+  EXPECT_EQ(ParseError(R"({"domain":"d","descriptors":[],"extra":1})"), "unknown field 'extra'");
+  EXPECT_EQ(ParseError(R"({"descriptors":[]})"), "missing 'domain'");
+  EXPECT_EQ(ParseError(R"({"domain":"d"})"), "missing 'descriptors'");
+  EXPECT_EQ(ParseError(R"({"domain":"d","descriptors":[{"entries":[{"key":"k"}]}]})"),
+            "descriptors[0].entries[0]: missing 'value'");
+  EXPECT_EQ(
+      ParseError(R"({"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v","x":1}]}]})"),
+      "descriptors[0].entries[0]: unknown field 'x'");
+  EXPECT_EQ(ParseError(R"({"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}],
+                          "limit":{"requests_per_unit":1,"unit":"fortnight"}}]})"),
+            "descriptors[0].limit.unit: unknown unit 'fortnight' (second, minute, hour, day, "
+            "week, month or year)");
+}
+
+TEST(CheckJson, RejectsEmptiesAndSizesOverTheLimits) {
+  EXPECT_EQ(ParseError(R"({"domain":"","descriptors":[]})"), "domain: must not be empty");
+  EXPECT_EQ(ParseError(R"({"domain":"d","descriptors":[]})"), "descriptors: must not be empty");
+  EXPECT_EQ(ParseError(R"({"domain":"d","descriptors":[{"entries":[]}]})"),
+            "descriptors[0].entries: must not be empty");
+  EXPECT_EQ(ParseError(R"({"domain":"d","descriptors":[{"entries":[{"key":"","value":"v"}]}]})"),
+            "descriptors[0].entries[0].key: must not be empty");
+
+  CheckLimits small;
+  small.max_descriptors = 2;
+  small.max_entries = 1;
+  small.max_key_bytes = 3;
+  small.max_value_bytes = 4;
+  small.max_hits = 10;
+  EXPECT_EQ(ParseError(R"({"domain":"d","descriptors":[{"entries":[{"key":"long","value":"v"}]}]})",
+                       small),
+            "descriptors[0].entries[0].key: 4 bytes, over the 3-byte limit");
+  EXPECT_EQ(
+      ParseError(R"({"domain":"d","descriptors":[{"entries":[{"key":"k","value":"12345"}]}]})",
+                 small),
+      "descriptors[0].entries[0].value: 5 bytes, over the 4-byte limit");
+  EXPECT_EQ(ParseError(R"({"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"},
+                          {"key":"k","value":"v"}]}]})",
+                       small),
+            "descriptors[0].entries: 2 entries, over the limit of 1");
+  const std::string d = R"({"entries":[{"key":"k","value":"v"}]})";
+  EXPECT_EQ(ParseError(R"({"domain":"d","descriptors":[)" + d + "," + d + "," + d + "]}", small),
+            "descriptors: 3 descriptors, over the limit of 2");
+  EXPECT_EQ(ParseError(R"({"domain":"d","descriptors":[)" + d + R"(],"hits":11})", small),
+            "hits: must be between 0 and 10");
+}
+
+TEST(CheckJson, RendersEveryStatusField) {
+  Limit limit;
+  limit.name = "per_key";
+  limit.requests_per_unit = 10;
+  limit.unit = Unit::kMinute;
+  limit.spec.algorithm = Algorithm::kGcra;
+  limit.spec.limit = 10;
+  limit.spec.burst = 20;
+  CheckResponse response;
+  response.overall = Code::kOverLimit;
+  DescriptorStatus over;
+  over.code = Code::kOverLimit;
+  over.limit = &limit;
+  over.remaining = 0;
+  over.reset_after = std::chrono::milliseconds(1500);
+  over.retry_after = Duration(2'000'001);  // rounds up to 3 ms
+  over.over_limit = true;
+  DescriptorStatus none;  // no rule matched
+  response.statuses = {over, none};
+  EXPECT_EQ(
+      RenderCheckResponse(response),
+      R"({"overall":"OVER_LIMIT","statuses":[)"
+      R"({"code":"OVER_LIMIT","limit":{"name":"per_key","requests_per_unit":10,"unit":"minute",)"
+      R"("algorithm":"gcra","burst":20},"remaining":0,"reset_after_ms":1500,)"
+      R"("retry_after_ms":3,"mode":"enforce","soft_over_limit":false,)"
+      R"("shadow_over_limit":false,"degraded":false,"replaced":false},)"
+      R"({"code":"OK","limit":null,"remaining":0,"reset_after_ms":0,"retry_after_ms":0,)"
+      R"("mode":"enforce","soft_over_limit":false,"shadow_over_limit":false,)"
+      R"("degraded":false,"replaced":false}]})"
+      "\n");
+}
+
+TEST(JsonText, EscapesControlsAndReplacesInvalidUtf8) {
+  std::string out;
+  AppendJsonString(out, std::string("a\"b\\c\n\x01\xC3\xA9\xFF", 10));
+  EXPECT_EQ(out, "\"a\\\"b\\\\c\\n\\u0001\xC3\xA9\xEF\xBF\xBD\"");
+}
+
+}  // namespace
+}  // namespace sluice::server

@@ -1,0 +1,252 @@
+// HttpServer with a trivial handler, over real sockets: keep-alive and pipelining, the body and
+// connection bounds, slow clients, and a graceful Stop that finishes the request in flight.
+#include "http/http_server.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/http_test_client.h"
+
+namespace sluice::server {
+namespace {
+
+using namespace std::chrono_literals;
+using sluice::testing::HttpClient;
+
+std::unique_ptr<HttpServer> StartEcho(HttpServerOptions options, std::atomic<int>* calls = nullptr,
+                                      std::chrono::milliseconds delay = 0ms) {
+  options.address = "127.0.0.1:0";
+  auto server = HttpServer::Start(options, [calls, delay](const HttpRequestView& r) {
+    if (calls) ++*calls;
+    if (delay > 0ms) std::this_thread::sleep_for(delay);
+    HttpReply reply;
+    reply.content_type = "text/plain";
+    reply.body = std::string(r.method) + " " + std::string(r.target) + " " + std::string(r.body);
+    return reply;
+  });
+  EXPECT_TRUE(server.has_value()) << (server ? "" : server.error().message);
+  return server ? std::move(*server) : nullptr;
+}
+
+TEST(HttpServer, RejectsBadAddresses) {
+  EXPECT_FALSE(HttpServer::Start({.address = "nohost"}, nullptr).has_value());
+  EXPECT_FALSE(HttpServer::Start({.address = "example.com:80"}, nullptr).has_value());
+  EXPECT_FALSE(HttpServer::Start({.address = "127.0.0.1:70000"}, nullptr).has_value());
+}
+
+TEST(HttpServer, KeepAliveAndPipelining) {
+  auto server = StartEcho({});
+  ASSERT_TRUE(server);
+  HttpClient c(server->port());
+  ASSERT_TRUE(c.Send(HttpClient::Format("POST", "/a", "1") + HttpClient::Format("GET", "/b") +
+                     HttpClient::Format("POST", "/c", "3")));
+  EXPECT_EQ(c.Read()->body, "POST /a 1");
+  EXPECT_EQ(c.Read()->body, "GET /b ");
+  EXPECT_EQ(c.Read()->body, "POST /c 3");
+  EXPECT_EQ(c.Request("GET", "/d")->body, "GET /d ");
+}
+
+TEST(HttpServer, OversizedBodyIs413AndTheReplyArrives) {
+  HttpServerOptions o;
+  o.max_body_bytes = 1000;
+  auto server = StartEcho(o);
+  ASSERT_TRUE(server);
+  HttpClient c(server->port());
+  const auto r = c.Request("POST", "/x", std::string(1 << 20, 'x'));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(r->Header("Connection"), "close");
+  EXPECT_TRUE(c.ClosedByPeer(3s));
+}
+
+TEST(HttpServer, SlowAndIdleClientsTimeOut) {
+  HttpServerOptions o;
+  o.request_timeout = 300ms;
+  auto server = StartEcho(o);
+  ASSERT_TRUE(server);
+  HttpClient slow(server->port());
+  ASSERT_TRUE(slow.Send("POST /x HTTP/1.1\r\nContent-Length: 10\r\n\r\n12345"));
+  HttpClient idle(server->port());
+  HttpClient busy(server->port());
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(busy.Request("GET", "/ok")->status, 200);  // each request restarts its clock
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(slow.ClosedByPeer(2s));
+  EXPECT_TRUE(idle.ClosedByPeer(2s));
+}
+
+TEST(HttpServer, ConnectionsAboveTheBoundGet503) {
+  HttpServerOptions o;
+  o.max_connections = 1;
+  auto server = StartEcho(o);
+  ASSERT_TRUE(server);
+  HttpClient a(server->port());
+  ASSERT_EQ(a.Request("GET", "/")->status, 200);
+  HttpClient b(server->port());
+  const auto r = b.Read(3s);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(r->body, "{\"error\":\"too many connections\"}\n");
+  EXPECT_EQ(a.Request("GET", "/")->status, 200);
+}
+
+TEST(HttpServer, StopFinishesTheRequestInFlightAndClosesIdleOnes) {
+  std::atomic<int> calls{0};
+  auto server = StartEcho({}, &calls, 400ms);
+  ASSERT_TRUE(server);
+  HttpClient idle(server->port());
+  ASSERT_EQ(idle.Request("GET", "/warm")->status, 200);
+  HttpClient busy(server->port());
+  ASSERT_TRUE(busy.Send(HttpClient::Format("GET", "/slow")));
+  while (calls.load() < 2) std::this_thread::sleep_for(5ms);
+  const auto start = std::chrono::steady_clock::now();
+  std::thread stopper([&] { server->Stop(); });
+  const auto r = busy.Read(3s);
+  ASSERT_TRUE(r.has_value()) << "the request in flight is answered";
+  EXPECT_EQ(r->body, "GET /slow ");
+  EXPECT_EQ(r->Header("Connection"), "close");
+  EXPECT_TRUE(idle.ClosedByPeer(2s));
+  stopper.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  EXPECT_EQ(server->connections(), 0u);
+  HttpClient after(server->port());
+  EXPECT_FALSE(after.connected() && after.Request("GET", "/").has_value());
+}
+
+TEST(HttpServer, ChunkedBodiesHttp10AndOversizedHeaders) {
+  HttpServerOptions o;
+  o.max_header_bytes = 1024;
+  auto server = StartEcho(o);
+  ASSERT_TRUE(server);
+  HttpClient c(server->port());
+  ASSERT_TRUE(
+      c.Send("POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n1\r\nc\r\n"
+             "0\r\n\r\n"));
+  const auto chunked = c.Read();
+  ASSERT_TRUE(chunked.has_value());
+  EXPECT_EQ(chunked->body, "POST /c abc");
+
+  HttpClient old(server->port());
+  ASSERT_TRUE(old.Send("GET /old HTTP/1.0\r\n\r\n"));
+  const auto r10 = old.Read();
+  ASSERT_TRUE(r10.has_value());
+  EXPECT_EQ(r10->body, "GET /old ");
+  EXPECT_TRUE(old.ClosedByPeer(2s)) << "HTTP/1.0 closes unless asked to keep alive";
+  HttpClient kept(server->port());
+  ASSERT_TRUE(kept.Send("GET /k HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
+  const auto k = kept.Read();
+  ASSERT_TRUE(k.has_value());
+  EXPECT_EQ(k->Header("Connection"), "keep-alive");
+  ASSERT_TRUE(kept.Send("GET /k2 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
+  EXPECT_EQ(kept.Read()->body, "GET /k2 ");
+
+  HttpClient big(server->port());
+  const auto r431 = big.Request("GET", "/h", "", {"X-Big: " + std::string(2000, 'x')});
+  ASSERT_TRUE(r431.has_value());
+  EXPECT_EQ(r431->status, 431);
+  EXPECT_EQ(r431->Header("Connection"), "close");
+  EXPECT_TRUE(big.ClosedByPeer(3s));
+}
+
+// HEAD gets the headers GET would, Content-Length included, and no body: the next response on
+// the connection must start right after them.
+TEST(HttpServer, HeadHasNoBodySoTheConnectionStaysInStep) {
+  auto server = StartEcho({});
+  ASSERT_TRUE(server);
+  HttpClient c(server->port());
+  ASSERT_TRUE(c.Send(HttpClient::Format("HEAD", "/h") + HttpClient::Format("GET", "/g")));
+  const auto head = c.Read(5s, /*head_request=*/true);
+  ASSERT_TRUE(head.has_value());
+  EXPECT_EQ(head->status, 200);
+  EXPECT_EQ(head->Header("Content-Length"), std::to_string(std::string("HEAD /h ").size()));
+  const auto get = c.Read(5s);
+  ASSERT_TRUE(get.has_value());
+  EXPECT_EQ(get->status, 200);
+  EXPECT_EQ(get->body, "GET /g ");
+}
+
+// A handler that throws fails its request (500, connection closed), not the process.
+TEST(HttpServer, AHandlerThatThrowsIs500) {
+  HttpServerOptions o;
+  o.address = "127.0.0.1:0";
+  auto started = HttpServer::Start(o, [](const HttpRequestView& r) -> HttpReply {
+    if (r.target == "/throw") throw std::bad_alloc();
+    return HttpReply{};
+  });
+  ASSERT_TRUE(started.has_value());
+  auto server = std::move(*started);
+  HttpClient c(server->port());
+  const auto r = c.Request("GET", "/throw");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 500);
+  EXPECT_EQ(r->body, "{\"error\":\"internal error\"}\n");
+  EXPECT_EQ(r->Header("Connection"), "close");
+  EXPECT_TRUE(c.ClosedByPeer(5s));
+  HttpClient after(server->port());
+  const auto ok = after.Request("GET", "/");
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_EQ(ok->status, 200);
+}
+
+// A handler that defers: answered from another thread, in order behind pipelined requests, and
+// a stop waits for the deferred reply.
+TEST(HttpServer, DeferredRepliesComeFromAnyThreadInOrder) {
+  std::vector<std::thread> answering;
+  std::mutex mu;
+  HttpServerOptions o;
+  o.address = "127.0.0.1:0";
+  auto started = HttpServer::Start(o, [&](const HttpRequestView& r) {
+    if (r.target != "/later") {
+      HttpReply reply;
+      reply.body = "now";
+      return reply;
+    }
+    HttpReplyCallback send = r.deferral->Defer();
+    std::lock_guard<std::mutex> lock(mu);
+    answering.emplace_back([send = std::move(send)]() mutable {
+      std::this_thread::sleep_for(100ms);
+      HttpReply reply;
+      reply.status = 429;
+      reply.body = "later";
+      send(std::move(reply));
+    });
+    return DeferredReply();
+  });
+  ASSERT_TRUE(started.has_value());
+  auto server = std::move(*started);
+  HttpClient c(server->port());
+  ASSERT_TRUE(c.Send(HttpClient::Format("GET", "/later") + HttpClient::Format("GET", "/now") +
+                     HttpClient::Format("GET", "/later")));
+  const auto a = c.Read();
+  const auto b = c.Read();
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->status, 429);
+  EXPECT_EQ(a->body, "later");
+  EXPECT_EQ(b->body, "now");
+  // The third is deferred when Stop comes: it is still answered, then the connection closes.
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (answering.size() == 2) break;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  server->Stop();
+  const auto d = c.Read(3s);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->body, "later");
+  EXPECT_EQ(d->Header("Connection"), "close");
+  EXPECT_EQ(server->connections(), 0u);
+  for (auto& t : answering) t.join();
+}
+
+}  // namespace
+}  // namespace sluice::server

@@ -1,0 +1,525 @@
+// sluiced end to end: the real binary, started as a process on a port of its own with a temp
+// config, talked to over plain sockets. Covers the check API and its JSON, the RateLimit
+// headers' exact syntax, 429 and Retry-After, shadow and soft modes, plans, SIGHUP reload
+// (valid and invalid), admin auth, every bad input, slow and surplus clients, keep-alive and
+// pipelining, SIGTERM, --check-config, and the Redis store.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "sluiced/sluiced_process.h"
+#include "support/http_test_client.h"
+#include "support/redis_server.h"
+
+namespace sluice::testing {
+namespace {
+
+using Json = nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr char kConfig[] = R"(domain: test
+plan_key: api_key
+plan_source: file:plans.yaml
+plans:
+  default:
+    - key: api_key
+      rate_limit: {name: plan_default, unit: minute, requests_per_unit: 1}
+  gold:
+    - key: api_key
+      rate_limit: {name: plan_gold, unit: minute, requests_per_unit: 5}
+descriptors:
+  - key: user
+    rate_limit: {name: per_user, unit: minute, requests_per_unit: 3}
+  - key: shadowed
+    shadow_mode: true
+    rate_limit: {name: shadow_limit, unit: minute, requests_per_unit: 1}
+  - key: softy
+    rate_limit: {name: soft_limit, unit: minute, requests_per_unit: 1, mode: soft}
+)";
+
+constexpr char kPlans[] = "identities:\n  gold_key: gold\n";
+
+// A temp config directory: test.yaml (the domain) and plans.yaml.
+class ConfigDir {
+ public:
+  ConfigDir() {
+    char tmpl[] = "/tmp/sluiced-e2e-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    Write("plans.yaml", kPlans);
+    Write("test.yaml", kConfig);
+  }
+  ~ConfigDir() { std::filesystem::remove_all(dir_); }
+  void Write(const std::string& name, const std::string& text) const {
+    std::ofstream(dir_ / name) << text;
+  }
+  std::string file() const { return (dir_ / "test.yaml").string(); }
+  std::string dir() const { return dir_.string(); }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+std::string CheckBody(const std::vector<std::vector<std::pair<std::string, std::string>>>& ds,
+                      const std::string& domain = "test") {
+  Json body = {{"domain", domain}, {"descriptors", Json::array()}};
+  for (const auto& d : ds) {
+    Json entries = Json::array();
+    for (const auto& [k, v] : d) entries.push_back({{"key", k}, {"value", v}});
+    body["descriptors"].push_back({{"entries", entries}});
+  }
+  return body.dump();
+}
+
+std::string One(const std::string& key, const std::string& value) {
+  return CheckBody({{{key, value}}});
+}
+
+// An RFC 8941 List of Items, each a String or Token with Integer parameters: the shape of
+// RateLimit-Policy and RateLimit. nullopt when `field` is not exactly that syntax.
+struct SfItem {
+  std::string value;
+  std::map<std::string, int64_t> params;
+};
+std::optional<std::vector<SfItem>> ParseSfList(std::string_view s) {
+  std::vector<SfItem> items;
+  size_t i = 0;
+  const auto is_digit = [&](size_t k) { return k < s.size() && s[k] >= '0' && s[k] <= '9'; };
+  for (;;) {
+    SfItem item;
+    if (i < s.size() && s[i] == '"') {
+      for (++i; i < s.size() && s[i] != '"'; ++i) {
+        if (s[i] == '\\') ++i;
+        if (i >= s.size() || s[i] < 0x20 || s[i] > 0x7e) return std::nullopt;
+        item.value += s[i];
+      }
+      if (i >= s.size()) return std::nullopt;
+      ++i;
+    } else if (i < s.size() && (std::isalpha(static_cast<unsigned char>(s[i])) || s[i] == '*')) {
+      while (i < s.size() &&
+             (std::isalnum(static_cast<unsigned char>(s[i])) ||
+              std::string_view(":/!#$%&'*+-.^_`|~").find(s[i]) != std::string_view::npos)) {
+        item.value += s[i++];
+      }
+    } else {
+      return std::nullopt;
+    }
+    while (i < s.size() && s[i] == ';') {
+      ++i;
+      std::string key;
+      while (i < s.size() && ((s[i] >= 'a' && s[i] <= 'z') || s[i] == '_' || s[i] == '-' ||
+                              (!key.empty() && is_digit(i)))) {
+        key += s[i++];
+      }
+      if (key.empty() || i >= s.size() || s[i] != '=' || !is_digit(i + 1)) return std::nullopt;
+      ++i;
+      int64_t v = 0;
+      int digits = 0;
+      while (is_digit(i)) {
+        v = v * 10 + (s[i++] - '0');
+        if (++digits > 15) return std::nullopt;
+      }
+      item.params[key] = v;
+    }
+    items.push_back(std::move(item));
+    if (i == s.size()) return items;
+    if (s[i] != ',') return std::nullopt;
+    ++i;
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+  }
+}
+
+class SluicedTest : public ::testing::Test {
+ protected:
+  // Starts sluiced on the temp config with `extra` flags.
+  std::unique_ptr<SluicedProcess> Start(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"--config", config_.file(), "--http",    "127.0.0.1:0",
+                                     "--grpc",   "off",          "--threads", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto p = std::make_unique<SluicedProcess>(args);
+    EXPECT_GT(p->port(), 0) << p->Log();
+    return p;
+  }
+
+  static HttpResponse Post(int port, const std::string& body,
+                           const std::vector<std::string>& headers = {}) {
+    HttpClient c(port);
+    auto r = c.Request("POST", "/v1/check", body, headers);
+    EXPECT_TRUE(r.has_value());
+    return r.value_or(HttpResponse{});
+  }
+  static HttpResponse Get(int port, const std::string& target,
+                          const std::vector<std::string>& headers = {},
+                          const std::string& method = "GET") {
+    HttpClient c(port);
+    auto r = c.Request(method, target, "", headers);
+    EXPECT_TRUE(r.has_value());
+    return r.value_or(HttpResponse{});
+  }
+  static Json Parse(const HttpResponse& r) {
+    Json j = Json::parse(r.body, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << r.body;
+    return j;
+  }
+
+  ConfigDir config_;
+};
+
+TEST_F(SluicedTest, CheckAnswersJsonAndRateLimitHeaders) {
+  auto sluiced = Start();
+  const HttpResponse r = Post(sluiced->port(), One("user", "alice"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Header("Content-Type"), "application/json");
+  const Json j = Parse(r);
+  EXPECT_EQ(j["overall"], "OK");
+  ASSERT_EQ(j["statuses"].size(), 1u);
+  const Json& s = j["statuses"][0];
+  EXPECT_EQ(s["code"], "OK");
+  EXPECT_EQ(s["limit"]["name"], "per_user");
+  EXPECT_EQ(s["limit"]["requests_per_unit"], 3);
+  EXPECT_EQ(s["limit"]["unit"], "minute");
+  EXPECT_EQ(s["limit"]["algorithm"], "token_bucket");
+  EXPECT_EQ(s["limit"]["burst"], 3);
+  EXPECT_EQ(s["remaining"], 2);
+  EXPECT_GT(s["reset_after_ms"].get<int64_t>(), 0);
+  EXPECT_LE(s["reset_after_ms"].get<int64_t>(), 60'000);
+  EXPECT_EQ(s["retry_after_ms"], 0);
+  EXPECT_EQ(s["mode"], "enforce");
+  EXPECT_EQ(s["soft_over_limit"], false);
+  EXPECT_FALSE(r.Header("Retry-After").has_value());
+
+  // RateLimit-Policy: "per_user";q=3;w=60 and RateLimit: "per_user";r=2;t=<1..60>, as RFC 8941
+  // lists of items.
+  ASSERT_TRUE(r.Header("RateLimit-Policy").has_value());
+  ASSERT_TRUE(r.Header("RateLimit").has_value());
+  const auto policy = ParseSfList(*r.Header("RateLimit-Policy"));
+  const auto current = ParseSfList(*r.Header("RateLimit"));
+  ASSERT_TRUE(policy.has_value()) << *r.Header("RateLimit-Policy");
+  ASSERT_TRUE(current.has_value()) << *r.Header("RateLimit");
+  ASSERT_EQ(policy->size(), 1u);
+  EXPECT_EQ((*policy)[0].value, "per_user");
+  EXPECT_EQ((*policy)[0].params, (std::map<std::string, int64_t>{{"q", 3}, {"w", 60}}));
+  ASSERT_EQ(current->size(), 1u);
+  EXPECT_EQ((*current)[0].value, "per_user");
+  EXPECT_EQ((*current)[0].params.at("r"), 2);
+  EXPECT_GE((*current)[0].params.at("t"), 1);
+  EXPECT_LE((*current)[0].params.at("t"), 60);
+  EXPECT_EQ((*current)[0].params.size(), 2u);
+
+  // No rule matches: allowed, limit null, no headers about it.
+  const HttpResponse none = Post(sluiced->port(), One("nobody", "x"));
+  EXPECT_EQ(none.status, 200);
+  EXPECT_TRUE(Parse(none)["statuses"][0]["limit"].is_null());
+}
+
+TEST_F(SluicedTest, OverTheLimitIs429WithRetryAfterAndTakesNoOtherQuota) {
+  auto sluiced = Start();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Post(sluiced->port(), One("user", "bob")).status, 200);
+  const HttpResponse over = Post(sluiced->port(), One("user", "bob"));
+  ASSERT_EQ(over.status, 429) << over.body;
+  const Json j = Parse(over);
+  EXPECT_EQ(j["overall"], "OVER_LIMIT");
+  EXPECT_EQ(j["statuses"][0]["code"], "OVER_LIMIT");
+  EXPECT_EQ(j["statuses"][0]["remaining"], 0);
+  // 3 per minute: one hit back in 20 s. Retry-After is delay-seconds: digits only.
+  ASSERT_TRUE(over.Header("Retry-After").has_value());
+  const std::string retry = *over.Header("Retry-After");
+  EXPECT_EQ(retry.find_first_not_of("0123456789"), std::string::npos) << retry;
+  EXPECT_GE(std::stoi(retry), 19);
+  EXPECT_LE(std::stoi(retry), 20);
+  EXPECT_GE(j["statuses"][0]["retry_after_ms"].get<int64_t>(), 19'000);
+
+  // bob is over; carol is checked in the same request: the request is rejected and takes
+  // none of carol's quota.
+  const HttpResponse both =
+      Post(sluiced->port(), CheckBody({{{"user", "carol"}}, {{"user", "bob"}}}));
+  EXPECT_EQ(both.status, 429);
+  const HttpResponse carol = Post(sluiced->port(), One("user", "carol"));
+  EXPECT_EQ(Parse(carol)["statuses"][0]["remaining"], 2) << carol.body;
+}
+
+TEST_F(SluicedTest, ShadowModeAllowsAndSoftModeFlags) {
+  auto sluiced = Start();
+  EXPECT_EQ(Post(sluiced->port(), One("shadowed", "s")).status, 200);
+  const HttpResponse shadow = Post(sluiced->port(), One("shadowed", "s"));
+  EXPECT_EQ(shadow.status, 200) << shadow.body;
+  const Json js = Parse(shadow);
+  EXPECT_EQ(js["overall"], "OK");
+  EXPECT_EQ(js["statuses"][0]["mode"], "shadow");
+  EXPECT_EQ(js["statuses"][0]["shadow_over_limit"], true);
+  EXPECT_FALSE(shadow.Header("Retry-After").has_value());
+  EXPECT_FALSE(shadow.Header("Sluice-Soft-Over-Limit").has_value());
+
+  const HttpResponse first = Post(sluiced->port(), One("softy", "s"));
+  EXPECT_FALSE(first.Header("Sluice-Soft-Over-Limit").has_value());
+  const HttpResponse soft = Post(sluiced->port(), One("softy", "s"));
+  EXPECT_EQ(soft.status, 200) << soft.body;
+  const Json jf = Parse(soft);
+  EXPECT_EQ(jf["statuses"][0]["mode"], "soft");
+  EXPECT_EQ(jf["statuses"][0]["soft_over_limit"], true);
+  EXPECT_EQ(soft.Header("Sluice-Soft-Over-Limit"), "?1");
+  EXPECT_FALSE(soft.Header("Retry-After").has_value());
+}
+
+TEST_F(SluicedTest, PlansGiveEachIdentityItsLimit) {
+  auto sluiced = Start();
+  const Json gold = Parse(Post(sluiced->port(), One("api_key", "gold_key")));
+  EXPECT_EQ(gold["statuses"][0]["limit"]["name"], "plan_gold");
+  EXPECT_EQ(gold["statuses"][0]["remaining"], 4);
+  const Json unknown = Parse(Post(sluiced->port(), One("api_key", "who_knows")));
+  EXPECT_EQ(unknown["statuses"][0]["limit"]["name"], "plan_default");
+  EXPECT_EQ(Post(sluiced->port(), One("api_key", "who_knows")).status, 429);
+  EXPECT_EQ(Post(sluiced->port(), One("api_key", "gold_key")).status, 200);
+}
+
+TEST_F(SluicedTest, SighupReloadsAValidConfigAndKeepsTheOldOnAnError) {
+  auto sluiced = Start({"--admin-token", "t"});
+  EXPECT_TRUE(Parse(Post(sluiced->port(), One("team", "a")))["statuses"][0]["limit"].is_null());
+
+  config_.Write("test.yaml", std::string(kConfig) + R"(  - key: team
+    rate_limit: {name: per_team, unit: hour, requests_per_unit: 1}
+)");
+  sluiced->Signal(SIGHUP);
+  ASSERT_TRUE(sluiced->WaitForLog("config reloaded")) << sluiced->Log();
+  EXPECT_EQ(Parse(Post(sluiced->port(), One("team", "a")))["statuses"][0]["limit"]["name"],
+            "per_team");
+  EXPECT_EQ(Post(sluiced->port(), One("team", "a")).status, 429);
+
+  config_.Write("test.yaml",
+                "domain: test\ndescriptors:\n  - key: x\n    rate_limit: {unit: sec}\n");
+  sluiced->Signal(SIGHUP);
+  ASSERT_TRUE(sluiced->WaitForLog("reload failed")) << sluiced->Log();
+  EXPECT_NE(sluiced->Log().find("test.yaml:"), std::string::npos) << "the error names the file";
+  EXPECT_EQ(Post(sluiced->port(), One("team", "a")).status, 429) << "old config still serves";
+  EXPECT_EQ(Parse(Post(sluiced->port(), One("user", "u")))["statuses"][0]["limit"]["name"],
+            "per_user");
+  const std::string metrics = Get(sluiced->port(), "/metrics").body;
+  EXPECT_NE(metrics.find("sluice_config_reloads_total{result=\"success\"} 1"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("sluice_config_reloads_total{result=\"failure\"} 1"), std::string::npos);
+}
+
+TEST_F(SluicedTest, AdminApiNeedsTheToken) {
+  auto sluiced = Start({"--admin-token", "s3cret"});
+  const int port = sluiced->port();
+  EXPECT_EQ(Get(port, "/v1/limits").status, 401);
+  EXPECT_EQ(Get(port, "/v1/limits", {"Authorization: Bearer wrong"}).status, 401);
+  EXPECT_EQ(Get(port, "/v1/state?domain=test&user=z", {"Authorization: Bearer s3cre"}).status, 401);
+  const std::vector<std::string> auth = {"Authorization: Bearer s3cret"};
+  const HttpResponse limits = Get(port, "/v1/limits", auth);
+  ASSERT_EQ(limits.status, 200);
+  const Json jl = Parse(limits);
+  EXPECT_EQ(jl["domains"][0]["name"], "test");
+  EXPECT_EQ(jl["domains"][0]["identities"], 1);
+  EXPECT_EQ(limits.body.find("gold_key"), std::string::npos) << "identities are not listed";
+
+  Post(port, One("user", "zed"));
+  Post(port, One("user", "zed"));
+  const HttpResponse state = Get(port, "/v1/state?domain=test&user=zed", auth);
+  ASSERT_EQ(state.status, 200) << state.body;
+  EXPECT_EQ(Parse(state)["remaining"], 1);
+  EXPECT_EQ(Parse(state)["limit"]["name"], "per_user");
+  EXPECT_EQ(Get(port, "/v1/state?domain=test&user=zed", auth, "DELETE").status, 200);
+  EXPECT_EQ(Parse(Get(port, "/v1/state?domain=test&user=zed", auth))["remaining"], 3);
+
+  for (int i = 0; i < 5; ++i) Post(port, One("user", "hot"));
+  const HttpResponse top = Get(port, "/v1/top?domain=test&n=5", auth);
+  ASSERT_EQ(top.status, 200) << top.body;
+  EXPECT_NE(top.body.find("hot"), std::string::npos) << top.body;
+
+  auto no_admin = Start();
+  EXPECT_EQ(Get(no_admin->port(), "/v1/limits", auth).status, 404);
+}
+
+TEST_F(SluicedTest, EveryBadInputIsAClearError) {
+  auto sluiced = Start();
+  const int port = sluiced->port();
+  const auto expect_error = [&](const std::string& body, int status, const std::string& text) {
+    const HttpResponse r = Post(port, body);
+    EXPECT_EQ(r.status, status) << body.substr(0, 200) << " -> " << r.body;
+    const Json j = Json::parse(r.body, nullptr, false);
+    ASSERT_TRUE(j.is_object() && j.contains("error")) << r.body;
+    EXPECT_NE(j["error"].get<std::string>().find(text), std::string::npos) << j["error"];
+  };
+  expect_error("{\"domain\":", 400, "not valid JSON");
+  expect_error(R"({"domain":"test","descriptors":"user"})", 400, "descriptors: must be an array");
+  expect_error(R"({"domain":"test","descriptors":[{"entries":[{"key":"user","value":7}]}]})", 400,
+               "must be a string");
+  expect_error(R"({"domain":"test","descriptors":[{"entries":[]}]})", 400, "must not be empty");
+  expect_error(R"({"domain":"test","descriptors":[{"entries":[{"key":"u","value":"v"}]}],"x":1})",
+               400, "unknown field 'x'");
+  expect_error(One(std::string(300, 'k'), "v"), 400, "over the 256-byte limit");
+  expect_error(One("user", std::string(2000, 'v')), 400, "over the 1024-byte limit");
+  std::vector<std::vector<std::pair<std::string, std::string>>> many(65, {{"user", "m"}});
+  expect_error(CheckBody(many), 400, "65 descriptors, over the limit of 64");
+  expect_error(CheckBody({{{"user", "u"}}}, "nope"), 400, "nope");
+  expect_error(CheckBody({{{"user", std::string(2 << 20, 'x')}}}), 413, "over the limit");
+
+  // Not even HTTP: 400, and the connection is closed.
+  HttpClient garbage(port);
+  ASSERT_TRUE(garbage.Send("HELLO\r\n\r\n"));
+  const auto r = garbage.Read();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 400);
+  EXPECT_TRUE(garbage.ClosedByPeer(2s));
+
+  EXPECT_EQ(Get(port, "/nowhere").status, 404);
+  EXPECT_EQ(Get(port, "/v1/check").status, 405);
+  EXPECT_EQ(Get(port, "/healthz").status, 200);
+  EXPECT_EQ(Get(port, "/readyz").status, 200);
+}
+
+TEST_F(SluicedTest, KeepAliveAndPipelinedRequestsAnswerInOrder) {
+  auto sluiced = Start();
+  HttpClient c(sluiced->port());
+  ASSERT_TRUE(c.Send(HttpClient::Format("POST", "/v1/check", One("user", "p")) +
+                     HttpClient::Format("GET", "/healthz") +
+                     HttpClient::Format("POST", "/v1/check", One("user", "p"))));
+  const auto a = c.Read();
+  const auto b = c.Read();
+  const auto d = c.Read();
+  ASSERT_TRUE(a && b && d);
+  EXPECT_EQ(Parse(*a)["statuses"][0]["remaining"], 2);
+  EXPECT_EQ(b->body, "{\"status\":\"ok\"}\n");
+  EXPECT_EQ(Parse(*d)["statuses"][0]["remaining"], 1);
+  EXPECT_EQ(c.Request("GET", "/healthz")->status, 200) << "still open";
+}
+
+TEST_F(SluicedTest, SlowClientsAreClosedWhileOthersAreServed) {
+  auto sluiced = Start({"--http-timeout-ms", "700"});
+  HttpClient slow(sluiced->port());
+  const std::string request = HttpClient::Format("POST", "/v1/check", One("user", "s"));
+  ASSERT_TRUE(slow.Send(request.substr(0, request.size() / 2)));
+  HttpClient idle(sluiced->port());
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(Get(sluiced->port(), "/healthz").status, 200);
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(slow.ClosedByPeer(3s));
+  EXPECT_TRUE(idle.ClosedByPeer(3s));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 600ms);
+  EXPECT_EQ(Get(sluiced->port(), "/healthz").status, 200);
+}
+
+TEST_F(SluicedTest, ConnectionsAboveTheBoundAreRefused) {
+  auto sluiced = Start({"--http-max-connections", "2"});
+  HttpClient a(sluiced->port());
+  HttpClient b(sluiced->port());
+  ASSERT_EQ(a.Request("GET", "/healthz")->status, 200);
+  ASSERT_EQ(b.Request("GET", "/healthz")->status, 200);
+  HttpClient c(sluiced->port());
+  const auto refused = c.Read(5s);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_TRUE(c.ClosedByPeer(2s));
+  EXPECT_EQ(a.Request("GET", "/healthz")->status, 200) << "the open ones still work";
+}
+
+TEST_F(SluicedTest, SigtermStopsGracefullyWithStatus0) {
+  auto sluiced = Start();
+  HttpClient idle(sluiced->port());
+  ASSERT_EQ(idle.Request("GET", "/healthz")->status, 200);
+  sluiced->Signal(SIGTERM);
+  EXPECT_EQ(sluiced->WaitExit(), 0) << sluiced->Log();
+  EXPECT_TRUE(idle.ClosedByPeer(1s));
+}
+
+TEST_F(SluicedTest, CheckConfigValidatesAndExits) {
+  SluicedProcess ok({"--config", config_.file(), "--check-config"}, false);
+  EXPECT_EQ(ok.WaitExit(), 0) << ok.Log();
+  EXPECT_NE(ok.Log().find("ok"), std::string::npos) << ok.Log();
+  config_.Write("bad.yaml", "domain: bad\ndescriptors:\n  - key: x\n    rate_limit: {unit: sec}\n");
+  SluicedProcess bad({"--config", config_.dir() + "/bad.yaml", "--check-config"}, false);
+  EXPECT_EQ(bad.WaitExit(), 1);
+  EXPECT_NE(bad.Log().find("bad.yaml:"), std::string::npos) << bad.Log();
+}
+
+TEST_F(SluicedTest, FlagsComeFromTheEnvironmentToo) {
+  setenv("SLUICE_ADMIN_TOKEN", "from-env", 1);
+  auto sluiced = Start();
+  unsetenv("SLUICE_ADMIN_TOKEN");
+  EXPECT_EQ(Get(sluiced->port(), "/v1/limits", {"Authorization: Bearer from-env"}).status, 200);
+}
+
+TEST_F(SluicedTest, RedisStoreLimitsTheSame) {
+  RedisServer redis;
+  auto sluiced = Start({"--store", "redis://127.0.0.1:" + std::to_string(redis.port())});
+  EXPECT_EQ(Get(sluiced->port(), "/readyz").status, 200);
+  for (int i = 0; i < 3; ++i) {
+    const HttpResponse r = Post(sluiced->port(), One("user", "r"));
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(Parse(r)["statuses"][0]["remaining"], 2 - i);
+  }
+  const HttpResponse over = Post(sluiced->port(), One("user", "r"));
+  EXPECT_EQ(over.status, 429) << over.body;
+  EXPECT_TRUE(over.Header("Retry-After").has_value());
+  sluiced->Signal(SIGTERM);
+  EXPECT_EQ(sluiced->WaitExit(), 0);
+}
+
+// With Redis, a check does not hold its I/O thread: the 2 threads keep the checks of many
+// connections in flight, each connection still answered in order, and the count exact.
+TEST_F(SluicedTest, RedisChecksAreAsynchronousInOrderAndExact) {
+  RedisServer redis;
+  auto sluiced = Start({"--store", "redis://127.0.0.1:" + std::to_string(redis.port())});
+  constexpr int kConnections = 16;
+  std::vector<std::unique_ptr<HttpClient>> clients;
+  for (int i = 0; i < kConnections; ++i) {
+    clients.push_back(std::make_unique<HttpClient>(sluiced->port()));
+    ASSERT_TRUE(clients.back()->Send(HttpClient::Format("POST", "/v1/check", One("user", "a")) +
+                                     HttpClient::Format("GET", "/healthz") +
+                                     HttpClient::Format("POST", "/v1/check", One("user", "a"))));
+  }
+  int allowed = 0;
+  for (auto& c : clients) {
+    const auto first = c->Read();
+    const auto health = c->Read();
+    const auto second = c->Read();
+    ASSERT_TRUE(first && health && second);
+    EXPECT_EQ(health->body, "{\"status\":\"ok\"}\n") << "answered in order";
+    for (const auto& r : {*first, *second}) {
+      ASSERT_TRUE(r.status == 200 || r.status == 429) << r.status << " " << r.body;
+      allowed += r.status == 200;
+      EXPECT_TRUE(r.Header("RateLimit").has_value());
+      EXPECT_FALSE(Parse(r)["statuses"][0]["degraded"].get<bool>());
+    }
+  }
+  EXPECT_EQ(allowed, 3) << "per_user allows 3 a minute";
+  EXPECT_EQ(clients[0]->Request("GET", "/healthz")->status, 200) << "still open";
+  sluiced->Signal(SIGTERM);
+  EXPECT_EQ(sluiced->WaitExit(), 0);
+}
+
+// Checks still waiting on Redis when a stop's grace runs out (shorter than a Redis timeout)
+// are answered by the store as it closes; those answers must not reach a server already gone.
+TEST_F(SluicedTest, ChecksWaitingOnAHungRedisAtStopDoNotCrashIt) {
+  RedisServer redis;
+  auto sluiced = Start(
+      {"--store", "redis://127.0.0.1:" + std::to_string(redis.port()), "--shutdown-grace-ms", "0"});
+  ASSERT_EQ(Post(sluiced->port(), One("user", "h")).status, 200);  // connected, script loaded
+  redis.Pause();
+  std::vector<std::unique_ptr<HttpClient>> clients;
+  for (int i = 0; i < 8; ++i) {
+    clients.push_back(std::make_unique<HttpClient>(sluiced->port()));
+    ASSERT_TRUE(clients.back()->Send(HttpClient::Format("POST", "/v1/check", One("user", "h"))));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the checks reach Redis
+  sluiced->Signal(SIGTERM);
+  EXPECT_EQ(sluiced->WaitExit(), 0) << sluiced->Log();
+  redis.Resume();
+}
+
+}  // namespace
+}  // namespace sluice::testing

@@ -1,0 +1,449 @@
+// The Redis store against a real 3-master/3-replica Redis Cluster, started by
+// scripts/redis-cluster as a ctest fixture (SLUICE_REDIS_CLUSTER_DIR names its state). Shows that
+// keys are routed by hash slot (our CRC16 agrees with CLUSTER KEYSLOT), that decisions through
+// the cluster equal the memory store's, that a slot moved to another master is followed (ASK while
+// it migrates, MOVED after), and that a master killed mid-run costs only the failure policy until
+// its replica takes over.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <span>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sluice/memory_store.h"
+#include "sluice/redis_store.h"
+#include "store/redis/crc16.h"
+#include "store/redis/redis_client.h"
+
+namespace sluice {
+namespace {
+
+using internal::RedisClient;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+std::string ClusterDir() {
+  const char* dir = std::getenv("SLUICE_REDIS_CLUSTER_DIR");
+  return dir != nullptr ? dir : "";
+}
+
+std::vector<int> Ports() {
+  std::ifstream in(ClusterDir() + "/ports");
+  std::vector<int> ports;
+  for (int p = 0; in >> p;) ports.push_back(p);
+  return ports;
+}
+
+std::unique_ptr<RedisClient> Client(int port) {
+  auto c = RedisClient::Connect("127.0.0.1", port, milliseconds(300), milliseconds(3000));
+  return c ? std::move(*c) : nullptr;
+}
+
+struct Master {
+  std::string id;
+  int port = 0;
+  std::vector<std::pair<int, int>> ranges;
+  bool Owns(int slot) const {
+    for (auto [a, b] : ranges) {
+      if (slot >= a && slot <= b) return true;
+    }
+    return false;
+  }
+};
+
+// The live masters, from CLUSTER NODES as seen by the first node that answers.
+std::vector<Master> Masters() {
+  for (int port : Ports()) {
+    auto c = Client(port);
+    if (!c) continue;
+    auto nodes = c->Command({"CLUSTER", "NODES"});
+    if (!nodes) continue;
+    std::vector<Master> out;
+    std::istringstream lines(nodes->str);
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream f(line);
+      std::string id, addr, flags, master, ping, pong, epoch, link;
+      f >> id >> addr >> flags >> master >> ping >> pong >> epoch >> link;
+      if (flags.find("master") == std::string::npos || flags.find("fail") != std::string::npos) {
+        continue;
+      }
+      Master m{id, std::stoi(addr.substr(addr.find(':') + 1, addr.find('@'))), {}};
+      for (std::string range; f >> range;) {
+        if (range.starts_with("[")) continue;  // a slot being migrated or imported
+        const size_t dash = range.find('-');
+        const int a = std::stoi(range.substr(0, dash));
+        m.ranges.emplace_back(a, dash == std::string::npos ? a : std::stoi(range.substr(dash + 1)));
+      }
+      if (!m.ranges.empty()) out.push_back(m);
+    }
+    return out;
+  }
+  return {};
+}
+
+const Master* OwnerOf(const std::vector<Master>& masters, int slot) {
+  for (const Master& m : masters) {
+    if (m.Owns(slot)) return &m;
+  }
+  return nullptr;
+}
+
+bool WaitForClusterOk(seconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    bool all = true;
+    for (int port : Ports()) {
+      auto c = Client(port);
+      auto info = c ? c->Command({"CLUSTER", "INFO"}) : MakeError("down");
+      if (!info || info->str.find("cluster_state:ok") == std::string::npos) all = false;
+    }
+    if (all && Masters().size() == 3) return true;
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  return false;
+}
+
+RedisStoreOptions RedisClusterOptions() {
+  RedisStoreOptions o;
+  o.cluster_seeds = {"127.0.0.1:" + std::to_string(Ports().front())};
+  o.use_server_time = false;
+  o.command_timeout = milliseconds(1000);
+  o.fail_open = false;
+  return o;
+}
+
+class RedisCluster : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (ClusterDir().empty()) GTEST_SKIP() << "run through ctest: the cluster is its fixture";
+    ASSERT_EQ(Ports().size(), 6u);
+    ASSERT_TRUE(WaitForClusterOk(seconds(30)));
+  }
+
+  static RedisStoreOptions Options(const std::string& limit_id) {
+    RedisStoreOptions o;
+    o.cluster_seeds = {"127.0.0.1:" + std::to_string(Ports().front())};
+    o.use_server_time = false;
+    o.limit_id = limit_id;
+    o.command_timeout = milliseconds(1000);
+    o.fail_open = false;
+    return o;
+  }
+
+  // An identity whose key for `limit_id` hashes to `slot`.
+  static std::string IdentityInSlot(const std::string& limit_id, int slot) {
+    for (int i = 0;; ++i) {
+      const std::string id = "x" + std::to_string(i);
+      if (internal::RedisHashSlot(RedisKeyFor("sluice", limit_id, id)) == slot) return id;
+    }
+  }
+};
+
+TEST_F(RedisCluster, OurHashSlotsAreTheClustersHashSlots) {
+  auto c = Client(Ports().front());
+  ASSERT_NE(c, nullptr);
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 300; ++i) {
+    std::string identity;
+    for (int k = 0; k < 1 + i % 20; ++k) identity.push_back(static_cast<char>(rng() % 256));
+    for (const std::string& key :
+         {RedisKeyFor("sluice", "api", identity), identity, "{}" + identity, "a{" + identity}) {
+      auto slot = c->Command({"CLUSTER", "KEYSLOT", key});
+      ASSERT_TRUE(slot.has_value());
+      EXPECT_EQ(internal::RedisHashSlot(key), slot->integer) << key;
+    }
+  }
+}
+
+TEST_F(RedisCluster, EveryAlgorithmDecidesAsTheMemoryStoreWithKeysOnEveryMaster) {
+  const std::vector<LimitSpec> specs = {
+      {Algorithm::kTokenBucket, 10, seconds(1), 20, false},
+      {Algorithm::kGcra, 3, seconds(1), 5, false},
+      {Algorithm::kLeakyBucket, 5, seconds(1), 8, true},
+      {Algorithm::kFixedWindow, 7, milliseconds(250), 0, false},
+      {Algorithm::kSlidingWindowLog, 10, seconds(1), 0, false},
+      {Algorithm::kSlidingWindowCounter, 10, seconds(1), 0, false},
+  };
+  int n = 0;
+  for (const LimitSpec& spec : specs) {
+    const std::string limit_id = "parity" + std::to_string(n++);
+    auto memory = MakeMemoryLimiter(spec);
+    auto redis = MakeRedisLimiter(spec, Options(limit_id));
+    ASSERT_TRUE(memory.has_value());
+    ASSERT_TRUE(redis.has_value()) << redis.error().message;
+    std::mt19937_64 rng(n);
+    int64_t t_ms = 1'700'000'000'000;
+    int admitted = 0, rejected = 0;
+    for (int i = 0; i < 600; ++i) {
+      t_ms += static_cast<int64_t>(rng() % 10);
+      const std::string key = "client-" + std::to_string(rng() % 8);
+      const int64_t cost = 1 + static_cast<int64_t>(rng() % 2);
+      const Timestamp now = FromNanos(t_ms * 1'000'000);
+      const Decision m = (*memory)->Decide(key, now, cost);
+      const Decision r = (*redis)->Decide(key, now, cost);
+      ASSERT_FALSE(r.degraded) << DescribeLimitSpec(spec) << " line " << i;
+      ASSERT_EQ(r.allowed, m.allowed) << DescribeLimitSpec(spec) << " line " << i;
+      ASSERT_EQ(r.remaining, m.remaining) << DescribeLimitSpec(spec) << " line " << i;
+      (m.allowed ? admitted : rejected)++;
+    }
+    EXPECT_GT(admitted, 50) << DescribeLimitSpec(spec);
+    EXPECT_GT(rejected, 50) << DescribeLimitSpec(spec);
+  }
+  // 8 identities x 6 limits hash all over the slot space: every master holds some of them.
+  for (const Master& m : Masters()) {
+    auto c = Client(m.port);
+    ASSERT_NE(c, nullptr);
+    auto size = c->Command({"DBSIZE"});
+    ASSERT_TRUE(size.has_value());
+    EXPECT_GT(size->integer, 0) << "master " << m.port << " got no keys";
+  }
+}
+
+// Moves `slot` from its master to another one the way redis-cli --cluster reshard does, calling
+// `while_migrating` between MIGRATING/IMPORTING and the move of its keys.
+template <typename Fn>
+void MoveSlot(int slot, Fn&& while_migrating) {
+  const std::vector<Master> masters = Masters();
+  ASSERT_EQ(masters.size(), 3u);
+  const Master* from = OwnerOf(masters, slot);
+  ASSERT_NE(from, nullptr);
+  const Master* to = from == &masters[0] ? &masters[1] : &masters[0];
+  auto src = Client(from->port);
+  auto dst = Client(to->port);
+  ASSERT_TRUE(src && dst);
+  const std::string s = std::to_string(slot);
+  ASSERT_TRUE(dst->Command({"CLUSTER", "SETSLOT", s, "IMPORTING", from->id}).has_value());
+  ASSERT_TRUE(src->Command({"CLUSTER", "SETSLOT", s, "MIGRATING", to->id}).has_value());
+  while_migrating();
+  auto keys = src->Command({"CLUSTER", "GETKEYSINSLOT", s, "1000"});
+  ASSERT_TRUE(keys.has_value());
+  for (const auto& key : keys->elements) {
+    auto moved = src->Command(
+        {"MIGRATE", "127.0.0.1", std::to_string(to->port), key.str, "0", "5000", "REPLACE"});
+    ASSERT_TRUE(moved.has_value()) << moved.error().message;
+  }
+  for (const Master& m : masters) {
+    auto c = Client(m.port);
+    ASSERT_TRUE(c && c->Command({"CLUSTER", "SETSLOT", s, "NODE", to->id}).has_value());
+  }
+}
+
+TEST_F(RedisCluster, FollowsAskWhileASlotMigratesAndMovedAfterItMoved) {
+  const std::string limit_id = "reshard";
+  const int slot = internal::RedisHashSlot(RedisKeyFor("sluice", limit_id, "alice"));
+  const std::string bob = IdentityInSlot(limit_id, slot);  // a second key in the same slot
+  auto store = OpenRedisStore(Options(limit_id));
+  ASSERT_TRUE(store.has_value());
+  auto limiter =
+      (*store)->MakeLimiter({Algorithm::kTokenBucket, 1, seconds(60), 10, false}, limit_id, false);
+  ASSERT_TRUE(limiter.has_value());
+  const Timestamp now = FromNanos(int64_t{1'700'000'000} * 1'000'000'000);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*limiter)->Decide("alice", now, 1).allowed);
+  const uint64_t redirects_before = (*store)->Stats().redirects;
+
+  MoveSlot(slot, [&] {
+    // bob has no key on the old master yet: it answers ASK, and bob's counter starts on the new
+    // one. alice's key is still on the old master, which serves it.
+    const Decision b = (*limiter)->Decide(bob, now, 4);
+    EXPECT_FALSE(b.degraded);
+    EXPECT_TRUE(b.allowed);
+    EXPECT_EQ(b.remaining, 6);
+    EXPECT_EQ((*limiter)->Decide("alice", now, 1).remaining, 6);
+  });
+  EXPECT_GT((*store)->Stats().redirects, redirects_before) << "the ASK was followed";
+
+  // Both counters moved with the slot: MOVED is followed and the state is where it was.
+  const uint64_t after_ask = (*store)->Stats().redirects;
+  const Decision a = (*limiter)->Decide("alice", now, 1);
+  EXPECT_FALSE(a.degraded);
+  EXPECT_EQ(a.remaining, 5);
+  EXPECT_EQ((*limiter)->Decide(bob, now, 1).remaining, 5);
+  EXPECT_GT((*store)->Stats().redirects, after_ask) << "the MOVED was followed";
+  EXPECT_GT((*store)->Stats().map_refreshes, 0u);
+}
+
+TEST_F(RedisCluster, AMasterKilledMidRunCostsTheFailurePolicyUntilItsReplicaTakesOver) {
+  const std::vector<Master> masters = Masters();
+  ASSERT_EQ(masters.size(), 3u);
+  const std::string limit_id = "failover";
+  // One identity on the master we kill, one on another master.
+  const Master& victim = masters[0];
+  const std::string on_victim = IdentityInSlot(limit_id, victim.ranges.front().first);
+  const std::string elsewhere = IdentityInSlot(limit_id, masters[1].ranges.front().first);
+  RedisStoreOptions o = Options(limit_id);
+  o.use_server_time = true;
+  o.command_timeout = milliseconds(200);
+  o.breaker_open_for = milliseconds(200);
+  auto limiter = MakeRedisLimiter({Algorithm::kTokenBucket, 100000, seconds(1), 100000, false}, o);
+  ASSERT_TRUE(limiter.has_value());
+  ASSERT_FALSE((*limiter)->Decide(on_victim, Timestamp{}, 1).degraded);
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> degraded{0}, degraded_but_admitted{0}, served{0};
+  std::atomic<int64_t> last_degraded_ms{0};
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 2; ++t) {
+    callers.emplace_back([&, t] {
+      for (int i = 0; !stop.load(); ++i) {
+        const Decision d = (*limiter)->Decide(i % 2 == t % 2 ? on_victim : elsewhere, {}, 1);
+        if (d.degraded) {
+          degraded.fetch_add(1);
+          if (d.allowed) degraded_but_admitted.fetch_add(1);
+          last_degraded_ms.store(
+              std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start)
+                  .count());
+        } else {
+          served.fetch_add(1);
+        }
+        std::this_thread::sleep_for(milliseconds(1));
+      }
+    });
+  }
+  std::this_thread::sleep_for(milliseconds(300));
+  std::ifstream pid_file(ClusterDir() + "/pid-" + std::to_string(victim.port));
+  int pid = 0;
+  ASSERT_TRUE(pid_file >> pid);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  const auto killed_ms =
+      std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start).count();
+
+  // Wait until the victim's key is served again (its replica promoted and found).
+  bool recovered = false;
+  for (int i = 0; i < 300 && !recovered; ++i) {
+    std::this_thread::sleep_for(milliseconds(100));
+    recovered = !(*limiter)->Decide(on_victim, {}, 1).degraded;
+  }
+  std::this_thread::sleep_for(milliseconds(300));
+  const int served_before_end = served.load();
+  std::this_thread::sleep_for(milliseconds(300));
+  stop = true;
+  for (auto& c : callers) c.join();
+
+  EXPECT_TRUE(recovered) << "the promoted replica never served the victim's slots";
+  EXPECT_GT(degraded.load(), 0) << "the outage was not seen";
+  EXPECT_EQ(degraded_but_admitted.load(), 0) << "failure_mode closed admitted while degraded";
+  EXPECT_GT(last_degraded_ms.load(), killed_ms);
+  EXPECT_GT(served.load(), served_before_end) << "decisions did not resume";
+  std::printf("failover: %d degraded decisions, recovered %lld ms after the kill\n",
+              degraded.load(), static_cast<long long>(last_degraded_ms.load() - killed_ms));
+
+  // Put the node back (it rejoins as a replica) so the cluster has replicas again.
+  const std::string restart =
+      "scripts/redis-cluster restart-node " + ClusterDir() + " " + std::to_string(victim.port);
+  EXPECT_EQ(std::system(("cd " SLUICE_SOURCE_DIR " && " + restart).c_str()), 0);
+  EXPECT_TRUE(WaitForClusterOk(seconds(30)));
+}
+
+// Limits whose keys live in different slots cannot share a script: each slot decides on its own,
+// and when one rejects, the others' admissions are given back.
+// Through DecideAll, or DecideAllAsync (answered on the caller's thread: the cluster transport is
+// synchronous), with limit ids of their own.
+void GivenBackWhenOneRejects(bool async, const std::string& prefix) {
+  auto store = OpenRedisStore(RedisClusterOptions());
+  ASSERT_TRUE(store.has_value());
+  const auto decide_all = [&](std::span<const LimitCheck> checks, Timestamp now,
+                              std::span<Decision> out) {
+    if (!async) return (*store)->DecideAll(checks, now, out);
+    bool answered = false;
+    (*store)->DecideAllAsync(checks, now, [&](std::span<const Decision> decisions) {
+      std::copy(decisions.begin(), decisions.end(), out.begin());
+      answered = true;
+    });
+    ASSERT_TRUE(answered) << "a cluster answers before DecideAllAsync returns";
+  };
+  const std::vector<LimitSpec> specs = {
+      {Algorithm::kFixedWindow, 3, seconds(60), 0, false},  // the one that will say no
+      {Algorithm::kTokenBucket, 1, seconds(60), 10, false},
+      {Algorithm::kGcra, 1, seconds(60), 10, false},
+      {Algorithm::kLeakyBucket, 1, seconds(60), 10, false},
+      {Algorithm::kFixedWindow, 10, seconds(60), 0, false},
+      {Algorithm::kSlidingWindowCounter, 10, seconds(60), 0, false},
+      {Algorithm::kSlidingWindowLog, 10, seconds(60), 0, false},
+  };
+  std::vector<std::unique_ptr<Limiter>> limiters;
+  std::set<int> slots;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const std::string id = prefix + std::to_string(i);
+    auto l = (*store)->MakeLimiter(specs[i], id, false);
+    ASSERT_TRUE(l.has_value());
+    limiters.push_back(std::move(*l));
+    slots.insert(internal::RedisHashSlot(RedisKeyFor("sluice", id, "alice")));
+  }
+  ASSERT_GT(slots.size(), 3u) << "the limits should spread over slots";
+  std::vector<LimitCheck> checks;
+  for (auto& l : limiters) checks.push_back({l.get(), "alice", 1});
+  // Minute-aligned, so every request is in one fixed window.
+  const Timestamp now = FromNanos(int64_t{28'333'333} * 60 * 1'000'000'000);
+  std::vector<Decision> out(checks.size());
+  for (int n = 0; n < 3; ++n) {
+    decide_all(checks, now, out);
+    for (const Decision& d : out) ASSERT_TRUE(d.allowed && !d.degraded) << "request " << n;
+  }
+  decide_all(checks, now, out);
+  EXPECT_FALSE(out[0].allowed);
+  for (size_t i = 1; i < out.size(); ++i) {
+    EXPECT_TRUE(out[i].allowed) << i;
+    EXPECT_EQ(out[i].remaining, 7) << "reported as after the give-back, limit " << i;
+  }
+  EXPECT_GT((*store)->Stats().refunds, 0u);
+  EXPECT_EQ((*store)->Stats().refund_failures, 0u);
+  // Each limit holds exactly the three admitted requests: ask without consuming.
+  for (size_t i = 1; i < limiters.size(); ++i) {
+    EXPECT_EQ(limiters[i]->Decide("alice", now, 0).remaining, 7)
+        << AlgorithmName(specs[i].algorithm) << ": the rejected request kept quota";
+  }
+}
+
+TEST_F(RedisCluster, LimitsInDifferentSlotsAreGivenBackWhenOneRejects) {
+  GivenBackWhenOneRejects(/*async=*/false, "cross");
+}
+
+TEST_F(RedisCluster, LimitsInDifferentSlotsAreGivenBackWhenOneRejectsAsynchronously) {
+  GivenBackWhenOneRejects(/*async=*/true, "across");
+}
+
+// `sluice replay --store redis+cluster://...` prints what the memory store prints.
+TEST_F(RedisCluster, ReplayThroughTheClusterPrintsWhatTheMemoryStorePrints) {
+  const char* sluice = SLUICE_BIN;
+  const std::string trace = ::testing::TempDir() + "/cluster-trace.csv";
+  {
+    std::ofstream out(trace);
+    std::mt19937_64 rng(11);
+    int64_t t = 1'700'000'000'000;
+    for (int i = 0; i < 2000; ++i) {
+      t += static_cast<int64_t>(rng() % 30);
+      out << t << ",user-" << rng() % 10 << "," << 1 + rng() % 3 << "\n";
+    }
+  }
+  auto run = [&](const std::string& store) {
+    const std::string cmd = std::string(sluice) +
+                            " replay --algorithm sliding_window_counter --limit 3 --per 1s" +
+                            " --input " + trace + " --store " + store;
+    std::FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    EXPECT_EQ(pclose(p), 0) << cmd;
+    return out;
+  };
+  const std::string memory = run("memory");
+  EXPECT_NE(memory.find("\"allowed\":false"), std::string::npos);
+  EXPECT_EQ(run("redis+cluster://127.0.0.1:" + std::to_string(Ports()[1])), memory);
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,474 @@
+// The Redis store against a real redis-server: the same trace gives the same decisions through
+// the memory store and through Redis (time passed in), keys stay in their namespace and always
+// carry a TTL, and a dead Redis gets the configured failure policy.
+#include "sluice/redis_store.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli/replay.h"
+#include "cli/trace_reader.h"
+#include "sluice/memory_store.h"
+#include "store/redis/redis_client.h"
+#include "support/redis_server.h"
+
+namespace sluice {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+class RedisStore : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server_ = std::make_unique<testing::RedisServer>(); }
+  static void TearDownTestSuite() { server_.reset(); }
+
+  RedisStoreOptions Options(const std::string& limit_id) const {
+    RedisStoreOptions o;
+    o.port = server_->port();
+    o.use_server_time = false;
+    o.limit_id = limit_id;
+    o.command_timeout = milliseconds(2000);
+    return o;
+  }
+  std::unique_ptr<internal::RedisClient> Client() const {
+    auto c = internal::RedisClient::Connect("127.0.0.1", server_->port(), milliseconds(500),
+                                            milliseconds(2000));
+    return c ? std::move(*c) : nullptr;
+  }
+
+  static std::unique_ptr<testing::RedisServer> server_;
+};
+std::unique_ptr<testing::RedisServer> RedisStore::server_;
+
+int64_t CeilMs(Duration d) { return (d.count() + 999'999) / 1'000'000; }
+
+// Random millisecond traces over a few keys, with bursts and idle gaps.
+struct Line {
+  int64_t t_ms;
+  std::string key;
+  int64_t cost;
+};
+// Mean gap: about two hits per key per limit-share of the period, so both sides are exercised.
+std::vector<Line> Trace(uint64_t seed, int n, int64_t period_ms, int64_t limit) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> key(0, 4), cost(1, 3), idle(0, 300);
+  std::uniform_int_distribution<int64_t> gap(0, period_ms / (limit * 4) + 1);
+  std::vector<Line> out;
+  int64_t t = 1'700'000'000'000;
+  for (int i = 0; i < n; ++i) {
+    t += gap(rng);
+    if (idle(rng) == 0) t += 2 * period_ms;
+    out.push_back({t, "client-" + std::to_string(key(rng)), cost(rng)});
+  }
+  return out;
+}
+
+void ExpectParity(const LimitSpec& spec, const RedisStoreOptions& options, uint64_t seed) {
+  auto memory = MakeMemoryLimiter(spec);
+  auto redis = MakeRedisLimiter(spec, options);
+  ASSERT_TRUE(memory.has_value());
+  ASSERT_TRUE(redis.has_value()) << redis.error().message;
+  int admitted = 0;
+  const auto trace = Trace(seed, 1500, spec.period.count() / 1'000'000, spec.limit);
+  for (size_t i = 0; i < trace.size(); ++i) {
+    const Line& l = trace[i];
+    const Timestamp now = FromNanos(l.t_ms * 1'000'000);
+    const Decision m = (*memory)->Decide(l.key, now, l.cost);
+    const Decision r = (*redis)->Decide(l.key, now, l.cost);
+    ASSERT_FALSE(r.degraded) << "line " << i;
+    ASSERT_EQ(r.allowed, m.allowed) << DescribeLimitSpec(spec) << " line " << i;
+    ASSERT_EQ(r.remaining, m.remaining) << DescribeLimitSpec(spec) << " line " << i;
+    // Redis counts microseconds, the memory store nanoseconds: equal once rounded up to ms.
+    ASSERT_EQ(CeilMs(r.retry_after), CeilMs(m.retry_after))
+        << DescribeLimitSpec(spec) << " line " << i;
+    ASSERT_EQ(CeilMs(r.reset_after), CeilMs(m.reset_after))
+        << DescribeLimitSpec(spec) << " line " << i;
+    ASSERT_EQ(CeilMs(r.delay), CeilMs(m.delay)) << DescribeLimitSpec(spec) << " line " << i;
+    admitted += m.allowed;
+  }
+  EXPECT_GT(admitted, 100) << DescribeLimitSpec(spec);
+  EXPECT_LT(admitted, static_cast<int>(trace.size()) - 20) << DescribeLimitSpec(spec);
+}
+
+TEST_F(RedisStore, SameDecisionsAsTheMemoryStore) {
+  const std::vector<LimitSpec> specs = {
+      {Algorithm::kTokenBucket, 10, seconds(1), 20, false},
+      {Algorithm::kTokenBucket, 3, seconds(1), 5, false},  // a rate that does not divide
+      {Algorithm::kTokenBucket, 100, std::chrono::minutes(1), 100, false},
+      {Algorithm::kGcra, 10, seconds(1), 20, false},
+      {Algorithm::kGcra, 3, seconds(1), 5, false},
+      {Algorithm::kLeakyBucket, 10, seconds(1), 20, false},
+      {Algorithm::kLeakyBucket, 3, seconds(1), 5, true},  // shaper: delays must match too
+      {Algorithm::kFixedWindow, 10, seconds(1), 0, false},
+      {Algorithm::kFixedWindow, 7, milliseconds(250), 0, false},
+      {Algorithm::kSlidingWindowCounter, 10, seconds(1), 0, false},
+      {Algorithm::kSlidingWindowCounter, 7, milliseconds(300), 0, false},
+      {Algorithm::kSlidingWindowLog, 10, seconds(1), 0, false},
+      {Algorithm::kSlidingWindowLog, 7, milliseconds(300), 0, false},
+  };
+  int n = 0;
+  for (const LimitSpec& spec : specs) {
+    ExpectParity(spec, Options("parity" + std::to_string(n)), 100 + n);
+    ++n;
+  }
+  // Whatever the algorithm, no key is left without a TTL: INFO keyspace's db0:keys=N,expires=M.
+  auto c = Client();
+  ASSERT_NE(c, nullptr);
+  auto keyspace = c->Command({"INFO", "keyspace"});
+  ASSERT_TRUE(keyspace.has_value());
+  const std::string& info = keyspace->str;
+  ASSERT_NE(info.find("keys="), std::string::npos) << info;
+  EXPECT_EQ(std::stoll(info.substr(info.find("keys=") + 5)),
+            std::stoll(info.substr(info.find("expires=") + 8)))
+      << info;
+}
+
+TEST_F(RedisStore, EveryKeyHasATtlNoLongerThanItsReplenishTime) {
+  auto limiter =
+      MakeRedisLimiter({Algorithm::kTokenBucket, 10, seconds(1), 50, false}, Options("ttl"));
+  ASSERT_TRUE(limiter.has_value());
+  const Timestamp now = FromNanos(1'700'000'000'000'000'000);
+  for (int i = 0; i < 20; ++i) (*limiter)->Decide("k" + std::to_string(i), now, 1 + i);
+  auto c = Client();
+  ASSERT_NE(c, nullptr);
+  for (int i = 0; i < 20; ++i) {
+    auto ttl = c->Command({"PTTL", RedisKeyFor(Options("ttl"), "k" + std::to_string(i))});
+    ASSERT_TRUE(ttl.has_value());
+    EXPECT_GT(ttl->integer, 0) << "no TTL on k" << i;
+    EXPECT_LE(ttl->integer, (1 + i) * 100) << "k" << i << " outlives its refill";
+  }
+  auto keyspace = c->Command({"INFO", "keyspace"});
+  ASSERT_TRUE(keyspace.has_value());
+  // db0:keys=N,expires=M: every key expires.
+  const std::string& info = keyspace->str;
+  const auto keys_at = info.find("keys=");
+  const auto expires_at = info.find("expires=");
+  ASSERT_NE(keys_at, std::string::npos);
+  EXPECT_EQ(std::stoll(info.substr(keys_at + 5)), std::stoll(info.substr(expires_at + 8)));
+}
+
+TEST_F(RedisStore, IdentitiesCannotLeaveTheirNamespace) {
+  const RedisStoreOptions o = Options("api");
+  EXPECT_EQ(RedisKeyFor(o, "k1"), "sluice:{api:k1}");
+  EXPECT_EQ(RedisKeyFor(o, "a}b{c"), "sluice:{api:a%7Db%7Bc}");
+  EXPECT_EQ(RedisKeyFor(o, "x:y%z"), "sluice:{api:x%3Ay%25z}");
+  EXPECT_EQ(RedisKeyFor(o, std::string("\n\0 ", 3)), "sluice:{api:%0A%00%20}");
+  EXPECT_NE(RedisKeyFor(o, "a:b"), RedisKeyFor(Options("api:a"), "b"));
+}
+
+TEST_F(RedisStore, OutOfRangeSpecsAndBadLimitIdsAreClearErrors) {
+  for (const char* bad_id : {"", "a{b", "a}b"}) {
+    RedisStoreOptions o = Options("x");
+    o.limit_id = bad_id;
+    auto limiter = MakeRedisLimiter({Algorithm::kTokenBucket, 10, seconds(1), 10, false}, o);
+    ASSERT_FALSE(limiter.has_value()) << bad_id;
+    EXPECT_NE(limiter.error().message.find("limit id"), std::string::npos);
+  }
+  RedisStoreOptions no_connections = Options("x");
+  no_connections.connections = 0;
+  EXPECT_FALSE(OpenRedisStore(no_connections).has_value());
+  auto big = MakeRedisLimiter({Algorithm::kTokenBucket, 7, std::chrono::hours(24), 20'000, false},
+                              Options("x"));
+  ASSERT_FALSE(big.has_value());
+  EXPECT_NE(big.error().message.find("2^53"), std::string::npos);
+}
+
+// `sluice replay --store redis://...` must print exactly what the memory store prints.
+std::string ReplayToString(const std::vector<Line>& trace, Limiter& limiter) {
+  std::string csv;
+  for (const Line& l : trace)
+    csv += std::to_string(l.t_ms) + "," + l.key + "," + std::to_string(l.cost) + "\n";
+  std::FILE* in = fmemopen(csv.data(), csv.size(), "r");
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* out = open_memstream(&buf, &len);
+  cli::TraceReader reader(in);
+  auto result = cli::Replay(reader, limiter, cli::ReplayOutput::kJsonl, out);
+  std::fclose(out);
+  std::fclose(in);
+  std::string text = result ? std::string(buf, len) : "error: " + result.error().message;
+  std::free(buf);
+  return text;
+}
+
+TEST_F(RedisStore, ReplayThroughRedisPrintsWhatTheMemoryStorePrints) {
+  int n = 0;
+  for (const LimitSpec& spec :
+       {LimitSpec{Algorithm::kTokenBucket, 10, seconds(1), 30, false},
+        LimitSpec{Algorithm::kFixedWindow, 10, seconds(1), 0, false},
+        LimitSpec{Algorithm::kSlidingWindowCounter, 10, seconds(1), 0, false},
+        LimitSpec{Algorithm::kSlidingWindowLog, 10, seconds(1), 0, false}}) {
+    const auto trace = Trace(7 + n, 2000, 1000, spec.limit);
+    auto memory = MakeMemoryLimiter(spec);
+    auto redis = MakeRedisLimiter(spec, Options("replay" + std::to_string(n++)));
+    ASSERT_TRUE(memory.has_value() && redis.has_value());
+    const std::string want = ReplayToString(trace, **memory);
+    EXPECT_EQ(ReplayToString(trace, **redis), want) << DescribeLimitSpec(spec);
+    EXPECT_NE(want.find("\"allowed\":false"), std::string::npos);
+  }
+}
+
+TEST(RedisAddress, ParsesTheDocumentedForms) {
+  auto a = ParseRedisAddress("redis://127.0.0.1:6380");
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->host, "127.0.0.1");
+  EXPECT_EQ(a->port, 6380);
+  auto b = ParseRedisAddress("redis://alice:s3cr:et@cache.internal:6379/2");
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->user, "alice");
+  EXPECT_EQ(b->password, "s3cr:et");
+  EXPECT_EQ(b->host, "cache.internal");
+  EXPECT_EQ(b->db, 2);
+  auto c = ParseRedisAddress("redis://:pw@h:1");
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->user, "");
+  EXPECT_EQ(c->password, "pw");
+  for (const char* bad :
+       {"memcached://h:1", "redis://h", "redis://h:0", "redis://h:99999", "redis://h:12x",
+        "redis://h:1/x", "redis://:6379", "redis+cluster://", "redis+cluster://h:1,",
+        "redis+cluster://h:1,h", "redis+cluster://h:1/2"}) {
+    EXPECT_FALSE(ParseRedisAddress(bad).has_value()) << bad;
+  }
+}
+
+TEST(RedisAddress, ClusterSeedsAndCredentials) {
+  auto a = ParseRedisAddress("redis+cluster://u:p@10.0.0.1:7000,10.0.0.2:7001");
+  ASSERT_TRUE(a.has_value()) << a.error().message;
+  EXPECT_EQ(a->cluster_seeds, (std::vector<std::string>{"10.0.0.1:7000", "10.0.0.2:7001"}));
+  EXPECT_EQ(a->user, "u");
+  EXPECT_EQ(a->password, "p");
+  auto b = ParseRedisAddress("redis+cluster://127.0.0.1:7000");
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->cluster_seeds.size(), 1u);
+  EXPECT_TRUE(ParseRedisAddress("redis://127.0.0.1:7000")->cluster_seeds.empty());
+}
+
+TEST(RedisStoreDown, TheBreakerOpensSoADeadRedisIsNotAskedAgain) {
+  testing::RedisServer server;
+  const int port = server.port();
+  server.Stop();
+  ManualClock clock(FromNanos(1'000'000'000));
+  RedisStoreOptions o;
+  o.port = port;
+  o.breaker_failures = 3;
+  o.breaker_open_for = milliseconds(500);
+  o.clock = &clock;
+  auto limiter = MakeRedisLimiter({Algorithm::kTokenBucket, 10, seconds(1), 10, false}, o);
+  ASSERT_TRUE(limiter.has_value());
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE((*limiter)->Decide("k", clock.Now(), 1).degraded);
+  StoreStats s = (*limiter)->Stats();
+  EXPECT_EQ(s.store_errors, 3u) << "three failures open the breaker";
+  EXPECT_EQ(s.short_circuited, 97u);
+  clock.Advance(milliseconds(500));  // one probe, which fails, and the breaker opens again
+  for (int i = 0; i < 10; ++i) (*limiter)->Decide("k", clock.Now(), 1);
+  s = (*limiter)->Stats();
+  EXPECT_EQ(s.store_errors, 4u);
+  EXPECT_EQ(s.short_circuited, 106u);
+}
+
+TEST(RedisStoreDown, FailureModeDecidesAndIsMarkedDegraded) {
+  // A port nobody listens on: connection refused, answered by policy, never a hang.
+  testing::RedisServer server;
+  const int port = server.port();
+  server.Stop();
+  for (bool open : {true, false}) {
+    RedisStoreOptions o;
+    o.port = port;
+    o.fail_open = open;
+    auto limiter = MakeRedisLimiter({Algorithm::kFixedWindow, 10, seconds(1), 0, false}, o);
+    ASSERT_TRUE(limiter.has_value());
+    const Decision d = (*limiter)->Decide("k", FromNanos(0), 1);
+    EXPECT_EQ(d.allowed, open);
+    EXPECT_TRUE(d.degraded);
+    EXPECT_EQ(d.reason, DecisionReason::kStoreUnavailable);
+  }
+}
+
+// DecideAll against an oracle made of memory limiters: a request is admitted iff every limit
+// has room for its cost (asked with cost 0, which consumes nothing), and then it takes the cost
+// from every limit; otherwise from none.
+TEST_F(RedisStore, SeveralLimitsForOneRequestAreAllOrNothing) {
+  const std::vector<LimitSpec> specs = {
+      {Algorithm::kTokenBucket, 10, seconds(1), 6, false},
+      {Algorithm::kFixedWindow, 8, seconds(1), 0, false},
+      {Algorithm::kSlidingWindowLog, 9, seconds(1), 0, false},
+      {Algorithm::kGcra, 7, seconds(1), 5, false},
+      {Algorithm::kSlidingWindowCounter, 12, seconds(1), 0, false},
+      {Algorithm::kLeakyBucket, 6, seconds(1), 4, false},
+  };
+  RedisStoreOptions o = Options("unused");
+  auto store = OpenRedisStore(o);
+  ASSERT_TRUE(store.has_value());
+  std::vector<std::unique_ptr<Limiter>> redis, memory;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto r = (*store)->MakeLimiter(specs[i], "all" + std::to_string(i), false);
+    auto m = MakeMemoryLimiter(specs[i]);
+    ASSERT_TRUE(r.has_value() && m.has_value());
+    redis.push_back(std::move(*r));
+    memory.push_back(std::move(*m));
+  }
+  std::mt19937_64 rng(3);
+  int64_t t_ms = 1'700'000'000'000;
+  int admitted = 0, refused = 0, partly_room = 0;
+  for (int n = 0; n < 1500; ++n) {
+    t_ms += static_cast<int64_t>(rng() % 60);
+    const Timestamp now = FromNanos(t_ms * 1'000'000);
+    const std::string user = "u" + std::to_string(rng() % 3);
+    const int64_t cost = 1 + static_cast<int64_t>(rng() % 2);
+    // Each request is checked against a random subset of the limits (at least one).
+    std::vector<size_t> chosen;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      if (rng() % 2 == 0) chosen.push_back(i);
+    }
+    if (chosen.empty()) chosen.push_back(rng() % specs.size());
+    std::vector<bool> room;
+    for (size_t i : chosen) room.push_back(memory[i]->Decide(user, now, 0).remaining >= cost);
+    const bool all_room = std::all_of(room.begin(), room.end(), [](bool b) { return b; });
+    if (all_room) {
+      for (size_t i : chosen) ASSERT_TRUE(memory[i]->Decide(user, now, cost).allowed);
+    }
+    std::vector<LimitCheck> checks;
+    for (size_t i : chosen) checks.push_back({redis[i].get(), user, cost});
+    std::vector<Decision> out(checks.size());
+    (*store)->DecideAll(checks, now, out);
+    for (size_t k = 0; k < checks.size(); ++k) {
+      ASSERT_FALSE(out[k].degraded);
+      ASSERT_EQ(out[k].allowed, room[k]) << "request " << n << " limit " << chosen[k];
+    }
+    if (all_room) {
+      ++admitted;
+    } else {
+      ++refused;
+      partly_room += std::any_of(room.begin(), room.end(), [](bool b) { return b; });
+    }
+  }
+  // The interesting case -- some limits had room and must not keep it -- happened often.
+  EXPECT_GT(admitted, 200);
+  EXPECT_GT(partly_room, 100);
+  EXPECT_EQ((*store)->Stats().refunds, 0u) << "one server: the script rolls back, no refunds";
+}
+
+TEST_F(RedisStore, DecideAllRefusesALimiterFromElsewhere) {
+  auto store = OpenRedisStore(Options("unused"));
+  ASSERT_TRUE(store.has_value());
+  const LimitSpec spec{Algorithm::kTokenBucket, 10, seconds(1), 10, false};
+  auto mine = (*store)->MakeLimiter(spec, "mine", false);
+  auto memory = MakeMemoryLimiter(spec);
+  ASSERT_TRUE(mine.has_value() && memory.has_value());
+  const std::vector<LimitCheck> checks = {{mine->get(), "k", 1}, {memory->get(), "k", 1}};
+  std::vector<Decision> out(2);
+  (*store)->DecideAll(checks, FromNanos(1'700'000'000'000'000'000), out);
+  EXPECT_EQ(out[1].reason, DecisionReason::kInvalidRequest);
+  EXPECT_TRUE(out[0].allowed);
+  EXPECT_EQ(out[0].remaining, 10) << "the request was refused, so nothing was kept";
+}
+
+// DecideAsync: the same decisions as Decide, many in flight from one thread, pipelined.
+TEST_F(RedisStore, AsyncDecisionsAreTheSameDecisions) {
+  const LimitSpec spec{Algorithm::kTokenBucket, 3, seconds(1), 5, false};
+  auto memory = MakeMemoryLimiter(spec);
+  auto redis = MakeRedisLimiter(spec, Options("async-parity"));  // a new store: no script known
+  ASSERT_TRUE(memory.has_value() && redis.has_value());
+  const auto trace = Trace(21, 600, 1000, spec.limit);
+  for (size_t i = 0; i < trace.size(); ++i) {
+    const Timestamp now = FromNanos(trace[i].t_ms * 1'000'000);
+    std::promise<Decision> got;
+    (*redis)->DecideAsync(trace[i].key, now, trace[i].cost,
+                          [&got](const Decision& d) { got.set_value(d); });
+    const Decision r = got.get_future().get();
+    const Decision m = (*memory)->Decide(trace[i].key, now, trace[i].cost);
+    ASSERT_FALSE(r.degraded) << "line " << i;
+    ASSERT_EQ(r.allowed, m.allowed) << "line " << i;
+    ASSERT_EQ(r.remaining, m.remaining) << "line " << i;
+    ASSERT_EQ(CeilMs(r.retry_after), CeilMs(m.retry_after)) << "line " << i;
+  }
+}
+
+TEST_F(RedisStore, OneThreadKeepsManyAsyncDecisionsInFlight) {
+  RedisStoreOptions o = Options("inflight");
+  o.connections = 1;
+  auto store = OpenRedisStore(o);
+  ASSERT_TRUE(store.has_value());
+  auto limiter = (*store)->MakeLimiter({Algorithm::kFixedWindow, 100, seconds(60), 0, false},
+                                       "inflight", false);
+  ASSERT_TRUE(limiter.has_value());
+  // The script cache is emptied first: the first calls load it, later ones reload by EVAL.
+  auto c = Client();
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(c->Command({"SCRIPT", "FLUSH"}).has_value());
+  const Timestamp now = FromNanos(int64_t{28'333'333} * 60 * 1'000'000'000);
+  constexpr int kCalls = 1000;
+  std::atomic<int> answered{0}, admitted{0};
+  std::promise<void> all;
+  for (int i = 0; i < kCalls; ++i) {
+    (*limiter)->DecideAsync("one-key", now, 1, [&](const Decision& d) {
+      EXPECT_FALSE(d.degraded);
+      admitted.fetch_add(d.allowed ? 1 : 0);
+      if (answered.fetch_add(1) + 1 == kCalls) all.set_value();
+    });
+  }
+  all.get_future().wait();
+  EXPECT_EQ(admitted.load(), 100) << "exactly the limit, however many were in flight";
+  const RedisStoreStats stats = (*store)->Stats();
+  EXPECT_GT(static_cast<double>(stats.requests) / static_cast<double>(stats.batches), 2.0)
+      << "the calls were pipelined: " << stats.requests << " commands in " << stats.batches
+      << " writes";
+}
+
+TEST(RedisStoreDown, AsyncDecisionsGetTheFailurePolicyWithoutHanging) {
+  testing::RedisServer server;
+  const int port = server.port();
+  server.Stop();
+  RedisStoreOptions o;
+  o.port = port;
+  o.fail_open = false;
+  auto limiter = MakeRedisLimiter({Algorithm::kTokenBucket, 10, seconds(1), 10, false}, o);
+  ASSERT_TRUE(limiter.has_value());
+  for (int i = 0; i < 20; ++i) {
+    std::promise<Decision> got;
+    (*limiter)->DecideAsync("k", {}, 1, [&got](const Decision& d) { got.set_value(d); });
+    const Decision d = got.get_future().get();
+    EXPECT_TRUE(d.degraded);
+    EXPECT_FALSE(d.allowed);
+  }
+}
+
+// AUTH with a password, and with an ACL user, against servers that require them.
+TEST(RedisAuth, PasswordAndAclUserAreSentAndAWrongOneFailsByPolicy) {
+  testing::RedisServer server(
+      {"--requirepass", "s3cret", "--user", "alice", "on", ">alicepw", "~*", "&*", "+@all"});
+  const LimitSpec spec{Algorithm::kTokenBucket, 10, seconds(1), 10, false};
+  for (const std::string& address :
+       {"redis://:s3cret@127.0.0.1:" + std::to_string(server.port()),
+        "redis://alice:alicepw@127.0.0.1:" + std::to_string(server.port())}) {
+    auto options = ParseRedisAddress(address);
+    ASSERT_TRUE(options.has_value());
+    auto limiter = MakeRedisLimiter(spec, *options);
+    ASSERT_TRUE(limiter.has_value());
+    const Decision d = (*limiter)->Decide("k", {}, 1);
+    EXPECT_FALSE(d.degraded) << address;
+    EXPECT_TRUE(d.allowed);
+  }
+  auto wrong = ParseRedisAddress("redis://alice:nope@127.0.0.1:" + std::to_string(server.port()));
+  ASSERT_TRUE(wrong.has_value());
+  wrong->fail_open = false;
+  auto limiter = MakeRedisLimiter(spec, *wrong);
+  ASSERT_TRUE(limiter.has_value());
+  const Decision d = (*limiter)->Decide("k", {}, 1);
+  EXPECT_TRUE(d.degraded);
+  EXPECT_FALSE(d.allowed);
+}
+
+}  // namespace
+}  // namespace sluice
