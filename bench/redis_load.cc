@@ -289,7 +289,7 @@ int Run(const Options& o) {
     });
   }
   std::this_thread::sleep_for(std::chrono::duration<double>(o.warmup));
-  const RedisStoreStats before = (*store)->Stats();
+  const RedisStoreStats before = (*store)->RedisStats();
   const auto start = std::chrono::steady_clock::now();
   phase.store(1);
   std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));
@@ -299,7 +299,7 @@ int Run(const Options& o) {
   // `after`, and the decisions themselves too, so the ratios below stay exact.
   for (auto& t : threads) t.join();
   if (o.inflight > 0) lanes_done.get_future().wait();
-  const RedisStoreStats after = (*store)->Stats();
+  const RedisStoreStats after = (*store)->RedisStats();
 
   uint64_t decisions = 0, rejected = 0, degraded = 0;
   std::vector<uint32_t> lat;

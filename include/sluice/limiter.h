@@ -38,9 +38,10 @@ struct DecideRequest {
 };
 
 class Limiter;
+class Store;
 
-// One of several limits one request is checked against (see DecideAll in decide_all.h and
-// RedisStore::DecideAll).
+// One of several limits one request is checked against (Store::DecideAll, and DecideAll in
+// decide_all.h for limiters of any store).
 struct LimitCheck {
   Limiter* limiter = nullptr;
   std::string_view key;
@@ -69,7 +70,7 @@ class Limiter {
 
   // Decides requests[i] into out[i] (out.size() >= requests.size()), in order: exactly what
   // calling Decide for each would return, also when keys repeat. Stores override it to overlap
-  // the memory or network latency of the batch.
+  // the memory or network latency of the batch (the memory store does).
   virtual void DecideBatch(std::span<const DecideRequest> requests, std::span<Decision> out) {
     for (size_t i = 0; i < requests.size(); ++i) {
       out[i] = Decide(requests[i].key, requests[i].now, requests[i].cost);
@@ -97,11 +98,20 @@ class Limiter {
   // Forgets the key's counter (an administrative reset): its next request sees a fresh key.
   virtual void Reset(std::string_view key) = 0;
 
-  // Drops every counter that is fully replenished at `now`; returns how many.
-  virtual size_t Sweep(Timestamp now) = 0;
-
   virtual StoreStats Stats() const = 0;
   virtual const LimitSpec& spec() const = 0;
+
+  // The store that made this limiter (Store::MakeLimiter), which alone may decide it in
+  // Store::DecideAll; null for a limiter made outside any store. Stores tell their own limiters
+  // by this identity, never by their type.
+  const Store* owner() const { return owner_; }
+
+ protected:
+  Limiter() = default;
+  explicit Limiter(const Store* owner) : owner_(owner) {}
+
+ private:
+  const Store* owner_ = nullptr;
 };
 
 }  // namespace sluice

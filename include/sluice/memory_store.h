@@ -18,18 +18,41 @@
 
 #include "sluice/limiter.h"
 #include "sluice/status.h"
+#include "sluice/store.h"
 
 namespace sluice {
 
 struct MemoryStoreOptions {
-  size_t max_bytes = size_t{256} << 20;  // accounted memory bound for this limiter's counters
-  size_t shards = 64;                    // rounded up to a power of two
-  size_t max_key_bytes = 4096;           // longer keys get kInvalidRequest
-  uint64_t hash_seed = 0;                // 0: random per store
+  // The accounted memory bound: for MakeMemoryLimiter, this limiter's counters; for
+  // OpenMemoryStore, the store's, shared by its limiters (LimiterOptions::limits_sharing_memory).
+  size_t max_bytes = size_t{256} << 20;
+  size_t min_limiter_bytes = size_t{4} << 20;  // OpenMemoryStore: the least one limiter gets
+  size_t shards = 64;                          // per limiter; rounded up to a power of two
+  size_t max_key_bytes = 4096;                 // longer keys get kInvalidRequest
+  uint64_t hash_seed = 0;                      // 0: random per limiter
 };
 
-Result<std::unique_ptr<Limiter>> MakeMemoryLimiter(const LimitSpec& spec,
-                                                   const MemoryStoreOptions& options = {});
+// A limiter of the memory store: a Limiter that can also be swept.
+class MemoryLimiter : public Limiter {
+ public:
+  // Drops every counter that is fully replenished at `now`; returns how many. Never needed for
+  // correctness or the memory bound (new keys drop replenished ones near them); it gives memory
+  // back sooner.
+  virtual size_t Sweep(Timestamp now) = 0;
+
+ protected:
+  using Limiter::Limiter;
+};
+
+// One limiter with a memory store of its own (the CLI's replay, benchmarks, embedding).
+Result<std::unique_ptr<MemoryLimiter>> MakeMemoryLimiter(const LimitSpec& spec,
+                                                         const MemoryStoreOptions& options = {});
+
+// A memory store for many limits: each limiter it makes gets
+// max(min_limiter_bytes, max_bytes / limits_sharing_memory) of memory. DecideAll is
+// sluice::DecideAll (decide_all.h): a rejected request's admissions are refunded at once.
+// DecideAllAsync answers on the caller's thread before it returns. Always ready.
+Result<std::shared_ptr<Store>> OpenMemoryStore(const MemoryStoreOptions& options = {});
 
 }  // namespace sluice
 

@@ -5,11 +5,11 @@
 //   auto store = OpenRedisStore(*ParseRedisAddress("redis://127.0.0.1:6379"));
 //   auto limiter = (*store)->MakeLimiter(spec, "api_per_key", /*fail_open=*/true);
 //
-// One store holds the connections (pipelined: concurrent decisions from many threads share
-// round trips) and the circuit breaker, for any number of limits. Time is Redis's own clock
-// (TIME, microseconds) unless use_server_time is false, when the `now` passed to Decide is used
-// (replays and parity tests). Keys: <prefix>:{<limit id>:<escaped identity>}, every one with a
-// TTL no longer than the time its counter takes to replenish. Thread-safe.
+// A sluice::Store (store.h). One store holds the connections (pipelined: concurrent decisions from
+// many threads share round trips) and the circuit breaker, for any number of limits. Time is
+// Redis's own clock (TIME, microseconds) unless use_server_time is false, when the `now` passed to
+// Decide is used (replays and parity tests). Keys: <prefix>:{<limit id>:<escaped identity>}, every
+// one with a TTL no longer than the time its counter takes to replenish. Thread-safe.
 #ifndef SLUICE_REDIS_STORE_H_
 #define SLUICE_REDIS_STORE_H_
 
@@ -24,6 +24,7 @@
 #include "sluice/clock.h"
 #include "sluice/limiter.h"
 #include "sluice/status.h"
+#include "sluice/store.h"
 
 namespace sluice {
 
@@ -65,42 +66,34 @@ struct RedisStoreStats {
   uint64_t refund_failures = 0;    // ... that could not be given back (Redis did not answer)
 };
 
-class RedisStore {
+class RedisStore : public Store {
  public:
-  virtual ~RedisStore() = default;
+  // A limit whose keys are <prefix>:{<options.id>:<identity>}. options.fail_open: when Redis
+  // cannot answer (down, slow, breaker open), admit and mark the decision degraded; otherwise
+  // reject.
+  Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec,
+                                               const LimiterOptions& options) override = 0;
+  Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec, std::string_view limit_id,
+                                               bool fail_open) {
+    return MakeLimiter(spec, LimiterOptions{std::string(limit_id), fail_open});
+  }
 
-  // A limit whose keys are <prefix>:{<limit_id>:<identity>}. fail_open: when Redis cannot
-  // answer (down, slow, breaker open), admit and mark the decision degraded; otherwise reject.
-  virtual Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec,
-                                                       std::string_view limit_id,
-                                                       bool fail_open) = 0;
+  // Store::DecideAll: checks whose keys share a hash slot (on a standalone Redis: all of them)
+  // are one atomic script call, so there the all-or-nothing guarantee is exact. A cluster's
+  // slots are one call each; when one rejects, the others' admissions are refunded by a second
+  // call (docs/redis.md states what that guarantees).
+  //
+  // Store::DecideAllAsync: `done` runs on a Redis connection's I/O thread, or on the caller's
+  // thread before DecideAllAsync returns when nothing needs Redis (every check decided at once,
+  // or refused by an open breaker) or the store is a cluster (its transport is synchronous, see
+  // docs/redis.md).
 
-  // Decides one request against several limits, all or nothing. out[i] (out.size() >=
-  // checks.size()) is checks[i]'s own verdict; when any check is not allowed (over its limit,
-  // invalid, or failed closed), no limit keeps the quota this request took, and the remaining
-  // of those that allowed is reported as after the give-back. Checks whose keys share a hash
-  // slot (on a standalone Redis: all of them) are one atomic script call, so there the guarantee
-  // is exact. A cluster's slots are one call each; when one rejects, the others' admissions are
-  // refunded by a second call (docs/redis.md states what that guarantees). Every limiter must
-  // come from this store's MakeLimiter; any other gets kInvalidRequest.
-  virtual void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
-                         std::span<Decision> out) = 0;
-
-  using DecideAllCallback = std::function<void(std::span<const Decision>)>;
-
-  // DecideAll without waiting: the same verdicts, all-or-nothing give-backs and failure policy,
-  // delivered to `done` (one decision per check, in order) on a Redis connection's I/O thread,
-  // or on the caller's thread before DecideAllAsync returns when nothing needs Redis (every
-  // check decided at once, or refused by an open breaker) or the store is a cluster (its
-  // transport is synchronous, see docs/redis.md). `checks` and their keys are read before
-  // DecideAllAsync returns. `done` must not block; it may call DecideAllAsync again.
-  virtual void DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
-                              DecideAllCallback done) = 0;
-
-  // Whether Redis answers a PING now (readiness checks). Bounded by the command timeout.
+  // Whether Redis answers a PING now; Store::Ready(). Bounded by the command timeout.
   virtual bool Ping() = 0;
+  bool Ready() override { return Ping(); }
 
-  virtual RedisStoreStats Stats() const = 0;
+  // Store::Stats() counts failed and short-circuited calls; these are the connections' own.
+  virtual RedisStoreStats RedisStats() const = 0;
 };
 
 // Parses "redis://[user:password@]host:port[/db]" and

@@ -2,14 +2,23 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <utility>
 
 #include "config/limit_unit.h"
 #include "service/limiter_set.h"
+#include "sluice/open_store.h"
 
 namespace sluice::server {
 namespace {
+
+// The longest counter key a request can produce: CheckLimits allows 16 entries of 256 + 1024
+// bytes, escaped (up to 3x); also the memory store's own maximum.
+constexpr size_t kMaxCounterKeyBytes = 65535;
 
 // The part of a counter key after the limit id: the limiter is already per limit.
 std::string_view IdentityOf(std::string_view key) {
@@ -67,22 +76,22 @@ DecisionResult ResultOf(const DescriptorStatus& s) {
 
 class Service final : public RateLimitService {
  public:
-  Service(ServiceOptions options, Metrics* metrics, std::unique_ptr<LimiterFactory> factory)
+  Service(ServiceOptions options, Metrics* metrics, std::shared_ptr<Store> store)
       : options_(std::move(options)),
         metrics_(metrics),
         clock_(options_.clock != nullptr ? options_.clock : &own_clock_),
-        factory_(std::move(factory)) {}
+        store_(std::move(store)) {}
 
   Result<void> Install(std::shared_ptr<const Config> config) {
     const std::shared_ptr<const LimiterSet> previous = current_.load();
-    auto set = LimiterSet::Install(std::move(config), previous.get(), *factory_);
+    auto set = LimiterSet::Install(std::move(config), previous.get(), *store_);
     if (!set) return std::unexpected(set.error());
     current_.store(std::move(*set));
     return {};
   }
 
   Result<CheckResponse> Check(const CheckRequest& request) override;
-  bool ChecksAsynchronously() const override { return factory_->redis() != nullptr; }
+  bool ChecksAsynchronously() const override { return true; }  // every store: CheckAsync
   void CheckAsync(const CheckRequest& request, CheckCallback done) override;
 
   Result<void> Reload(std::shared_ptr<const Config> config) override {
@@ -93,9 +102,9 @@ class Service final : public RateLimitService {
 
   std::shared_ptr<const Config> config() const override { return current_.load()->config(); }
 
-  StoreStats StoreTotals() const override { return current_.load()->Totals(); }
+  StoreStats StoreTotals() const override { return store_->Stats(); }
 
-  bool Ready() override { return current_.load() != nullptr && factory_->Ready(); }
+  bool Ready() override { return current_.load() != nullptr && store_->Ready(); }
 
   Result<CounterState> State(
       std::string_view domain,
@@ -175,16 +184,15 @@ class Service final : public RateLimitService {
   struct Checking;
   // A check up to the store: validated, matched, the limits to decide collected.
   Result<void> Prepare(const CheckRequest& request, Checking& c);
-  // The enforced decisions in, then the shadow and soft limits observed.
+  // The enforced decisions in (the shadow and soft limits are observed after them).
   static void ApplyEnforced(Checking& c, std::span<const Decision> out);
-  void Observe(Checking& c);
   CheckResponse Finish(Checking& c);
 
   const ServiceOptions options_;
   Metrics* const metrics_;
   MonotonicClock own_clock_;
   const Clock* const clock_;
-  const std::unique_ptr<LimiterFactory> factory_;
+  const std::shared_ptr<Store> store_;
   std::atomic<std::shared_ptr<const LimiterSet>> current_;
 };
 
@@ -288,21 +296,6 @@ void Service::ApplyEnforced(Checking& c, std::span<const Decision> out) {
   }
 }
 
-// A rejected request never reaches the backend, so shadow and soft limits only look (cost 0:
-// nothing is counted) at whether it would have fit.
-void Service::Observe(Checking& c) {
-  for (const Pending& p : c.observing) {
-    DescriptorStatus& s = c.response.statuses[p.status];
-    if (c.rejected) {
-      Decision d = p.limiter->Decide(p.identity, c.now, 0);
-      d.allowed = d.allowed && d.remaining >= p.hits;
-      Apply(s, d);
-    } else {
-      Apply(s, p.limiter->Decide(p.identity, c.now, p.hits));
-    }
-  }
-}
-
 CheckResponse Service::Finish(Checking& c) {
   c.response.overall = c.rejected ? Code::kOverLimit : Code::kOk;
   for (const DescriptorStatus& s : c.response.statuses) Record(c.domain, s);
@@ -310,24 +303,29 @@ CheckResponse Service::Finish(Checking& c) {
   return std::move(c.response);
 }
 
+// Check is CheckAsync, waited for: one decision path. With the memory store the answer is in
+// before CheckAsync returns; with Redis it comes from the store's I/O thread.
 Result<CheckResponse> Service::Check(const CheckRequest& request) {
-  Checking c;
-  if (auto prepared = Prepare(request, c); !prepared) return std::unexpected(prepared.error());
-  if (!c.checks.empty()) {
-    std::vector<Decision> out(c.checks.size());
-    factory_->DecideAll(c.checks, c.now, out);
-    ApplyEnforced(c, out);
-  }
-  Observe(c);
-  return Finish(c);
+  struct Wait {
+    std::mutex mu;
+    std::condition_variable answered;
+    std::optional<Result<CheckResponse>> response;
+  };
+  auto wait = std::make_shared<Wait>();
+  CheckAsync(request, [wait](Result<CheckResponse> response) {
+    std::lock_guard<std::mutex> lock(wait->mu);
+    wait->response = std::move(response);
+    wait->answered.notify_one();
+  });
+  std::unique_lock<std::mutex> lock(wait->mu);
+  wait->answered.wait(lock, [&] { return wait->response.has_value(); });
+  return std::move(*wait->response);
 }
 
-// The same phases as Check, each store call asynchronous: the enforced limits with
-// RedisStore::DecideAllAsync, then the observing ones with Limiter::DecideAsync (all at once;
-// the last answer finishes the check). Whatever thread answers last runs `done`.
+// The enforced limits are decided together with Store::DecideAllAsync, then the observing ones
+// with Limiter::DecideAsync (all at once; the last answer finishes the check). Whatever thread
+// answers last runs `done`: with the memory store, this one, before CheckAsync returns.
 void Service::CheckAsync(const CheckRequest& request, CheckCallback done) {
-  RedisStore* redis = factory_->redis();
-  if (redis == nullptr) return done(Check(request));
   struct Async {
     Checking c;
     CheckCallback done;
@@ -348,6 +346,8 @@ void Service::CheckAsync(const CheckRequest& request, CheckCallback done) {
       p.limiter->DecideAsync(p.identity, c.now, cost, [this, state, &p](const Decision& decision) {
         Checking& check = state->c;
         Decision d = decision;
+        // A rejected request never reaches the backend, so shadow and soft limits only look
+        // (cost 0: nothing is counted) at whether it would have fit.
         if (check.rejected) d.allowed = d.allowed && d.remaining >= p.hits;
         Apply(check.response.statuses[p.status], d);  // each answer writes its own status
         if (state->observing.fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -357,22 +357,33 @@ void Service::CheckAsync(const CheckRequest& request, CheckCallback done) {
     }
   };
   if (state->c.checks.empty()) return observe();
-  redis->DecideAllAsync(state->c.checks, state->c.now,
-                        [state, observe](std::span<const Decision> out) {
-                          ApplyEnforced(state->c, out);
-                          observe();
-                        });
+  store_->DecideAllAsync(state->c.checks, state->c.now,
+                         [state, observe](std::span<const Decision> out) {
+                           ApplyEnforced(state->c, out);
+                           observe();
+                         });
 }
 
 }  // namespace
 
 Result<std::unique_ptr<RateLimitService>> RateLimitService::Create(
     std::shared_ptr<const Config> config, ServiceOptions options, Metrics* metrics) {
+  OpenStoreOptions store_options;
+  store_options.memory.max_bytes = options.memory_max_bytes;
+  store_options.redis_connections = options.redis_connections;
+  store_options.redis_command_timeout = std::chrono::milliseconds(options.redis_command_timeout_ms);
+  store_options.max_key_bytes = kMaxCounterKeyBytes;
+  auto store = OpenStore(options.store, store_options);
+  if (!store) return std::unexpected(store.error());
+  return Create(std::move(config), std::move(*store), std::move(options), metrics);
+}
+
+Result<std::unique_ptr<RateLimitService>> RateLimitService::Create(
+    std::shared_ptr<const Config> config, std::shared_ptr<Store> store, ServiceOptions options,
+    Metrics* metrics) {
   if (config == nullptr) return MakeError("no config");
-  auto factory = LimiterFactory::Open(options.store, options.memory_max_bytes,
-                                      options.redis_connections, options.redis_command_timeout_ms);
-  if (!factory) return std::unexpected(factory.error());
-  auto service = std::make_unique<Service>(std::move(options), metrics, std::move(*factory));
+  if (store == nullptr) return MakeError("no store");
+  auto service = std::make_unique<Service>(std::move(options), metrics, std::move(store));
   if (auto installed = service->Install(std::move(config)); !installed) {
     return std::unexpected(installed.error());
   }

@@ -25,6 +25,7 @@
 #include "sluice/clock.h"
 #include "sluice/limiter.h"
 #include "sluice/status.h"
+#include "sluice/store.h"
 
 namespace sluice::server {
 
@@ -52,7 +53,12 @@ struct CounterState {
 
 class RateLimitService {
  public:
+  // Decides in the store options.store names (OpenStore).
   static Result<std::unique_ptr<RateLimitService>> Create(std::shared_ptr<const Config> config,
+                                                          ServiceOptions options, Metrics* metrics);
+  // Decides in `store` (options.store and the store settings are unused).
+  static Result<std::unique_ptr<RateLimitService>> Create(std::shared_ptr<const Config> config,
+                                                          std::shared_ptr<Store> store,
                                                           ServiceOptions options, Metrics* metrics);
   virtual ~RateLimitService() = default;
 

@@ -105,7 +105,6 @@ class FakeLimiter final : public Limiter {
     refunds.push_back({std::string(key), at, now, cost});
   }
   void Reset(std::string_view) override {}
-  size_t Sweep(Timestamp) override { return 0; }
   StoreStats Stats() const override { return {}; }
   const LimitSpec& spec() const override { return spec_; }
 

@@ -1,10 +1,14 @@
 #include "sluice/memory_store.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
+#include <mutex>
 #include <random>
 #include <utility>
+#include <vector>
 
+#include "sluice/decide_all.h"
 #include "sluice/fixed_window.h"
 #include "sluice/gcra.h"
 #include "sluice/leaky_bucket.h"
@@ -17,19 +21,63 @@
 namespace sluice {
 namespace {
 
-template <typename Alg>
-class MemoryLimiter final : public Limiter {
+// The limiters of one memory store that are alive, for the store's Stats().
+class LiveLimiters {
  public:
-  MemoryLimiter(Alg alg, const LimitSpec& spec, const MemoryStoreOptions& options, size_t shards,
-                uint64_t seed)
-      : alg_(std::move(alg)),
+  void Add(const Limiter* limiter) {
+    std::lock_guard<std::mutex> lock(mu_);
+    limiters_.push_back(limiter);
+  }
+  void Remove(const Limiter* limiter) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase(limiters_, limiter);
+  }
+  StoreStats Sum() const {
+    StoreStats total;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Limiter* limiter : limiters_) {
+      const StoreStats s = limiter->Stats();
+      total.keys += s.keys;
+      total.bytes += s.bytes;
+      total.max_bytes += s.max_bytes;
+      total.evictions += s.evictions;
+      total.expirations += s.expirations;
+    }
+    return total;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<const Limiter*> limiters_;
+};
+
+// Where a limiter belongs: a store (which counts it in its Stats()) or none.
+struct Owner {
+  const Store* store = nullptr;
+  std::shared_ptr<LiveLimiters> live;
+};
+
+template <typename Alg>
+class MemoryLimiterOf final : public MemoryLimiter {
+ public:
+  MemoryLimiterOf(Alg alg, const LimitSpec& spec, const MemoryStoreOptions& options, size_t shards,
+                  uint64_t seed, Owner owner)
+      : MemoryLimiter(owner.store),
+        live_(std::move(owner.live)),
+        alg_(std::move(alg)),
         spec_(spec),
         max_key_bytes_(options.max_key_bytes),
         seed_(seed),
         shard_mask_(shards - 1),
         shards_(std::make_unique<Shard[]>(shards)) {
     for (size_t i = 0; i < shards; ++i) shards_[i].Init(options.max_bytes / shards);
+    if (live_ != nullptr) live_->Add(this);
   }
+  ~MemoryLimiterOf() override {
+    if (live_ != nullptr) live_->Remove(this);
+  }
+  MemoryLimiterOf(const MemoryLimiterOf&) = delete;
+  MemoryLimiterOf& operator=(const MemoryLimiterOf&) = delete;
 
   Decision Decide(std::string_view key, Timestamp now, int64_t cost) override {
     if (!Valid(key, cost)) return Invalid();
@@ -106,6 +154,7 @@ class MemoryLimiter final : public Limiter {
     std::unique_ptr<internal::MemoryShard<Alg>> shard;
   };
 
+  const std::shared_ptr<LiveLimiters> live_;
   const Alg alg_;
   const LimitSpec spec_;
   const size_t max_key_bytes_;
@@ -115,8 +164,9 @@ class MemoryLimiter final : public Limiter {
 };
 
 template <typename Alg>
-Result<std::unique_ptr<Limiter>> Make(const LimitSpec& spec, const MemoryStoreOptions& options,
-                                      size_t shards, uint64_t seed) {
+Result<std::unique_ptr<MemoryLimiter>> Make(const LimitSpec& spec,
+                                            const MemoryStoreOptions& options, size_t shards,
+                                            uint64_t seed, Owner owner) {
   auto alg = Alg::Create(spec);
   if (!alg) return std::unexpected(alg.error());
   const size_t per_shard = options.max_bytes / shards;
@@ -126,20 +176,24 @@ Result<std::unique_ptr<Limiter>> Make(const LimitSpec& spec, const MemoryStoreOp
                      DescribeLimitSpec(spec) + ": each shard needs at least " +
                      std::to_string(need) + " bytes (raise max_bytes or lower shards)");
   }
-  return std::unique_ptr<Limiter>(
-      std::make_unique<MemoryLimiter<Alg>>(std::move(*alg), spec, options, shards, seed));
+  return std::unique_ptr<MemoryLimiter>(std::make_unique<MemoryLimiterOf<Alg>>(
+      std::move(*alg), spec, options, shards, seed, std::move(owner)));
 }
 
-}  // namespace
-
-Result<std::unique_ptr<Limiter>> MakeMemoryLimiter(const LimitSpec& spec,
-                                                   const MemoryStoreOptions& options) {
+Result<void> CheckOptions(const MemoryStoreOptions& options) {
   if (options.shards == 0 || options.shards > (size_t{1} << 16)) {
     return MakeError("memory store shards must be between 1 and 65536");
   }
   if (options.max_key_bytes == 0 || options.max_key_bytes > 65535) {
     return MakeError("memory store max_key_bytes must be between 1 and 65535");
   }
+  return {};
+}
+
+Result<std::unique_ptr<MemoryLimiter>> MakeOwnedLimiter(const LimitSpec& spec,
+                                                        const MemoryStoreOptions& options,
+                                                        Owner owner) {
+  if (auto valid = CheckOptions(options); !valid) return std::unexpected(valid.error());
   const size_t shards = std::bit_ceil(options.shards);
   uint64_t seed = options.hash_seed;
   if (seed == 0) {
@@ -148,19 +202,84 @@ Result<std::unique_ptr<Limiter>> MakeMemoryLimiter(const LimitSpec& spec,
   }
   switch (spec.algorithm) {
     case Algorithm::kTokenBucket:
-      return Make<TokenBucket>(spec, options, shards, seed);
+      return Make<TokenBucket>(spec, options, shards, seed, std::move(owner));
     case Algorithm::kLeakyBucket:
-      return Make<LeakyBucket>(spec, options, shards, seed);
+      return Make<LeakyBucket>(spec, options, shards, seed, std::move(owner));
     case Algorithm::kFixedWindow:
-      return Make<FixedWindow>(spec, options, shards, seed);
+      return Make<FixedWindow>(spec, options, shards, seed, std::move(owner));
     case Algorithm::kSlidingWindowLog:
-      return Make<SlidingWindowLog>(spec, options, shards, seed);
+      return Make<SlidingWindowLog>(spec, options, shards, seed, std::move(owner));
     case Algorithm::kSlidingWindowCounter:
-      return Make<SlidingWindowCounter>(spec, options, shards, seed);
+      return Make<SlidingWindowCounter>(spec, options, shards, seed, std::move(owner));
     case Algorithm::kGcra:
-      return Make<Gcra>(spec, options, shards, seed);
+      return Make<Gcra>(spec, options, shards, seed, std::move(owner));
   }
   return MakeError("unknown algorithm");
+}
+
+class MemoryStore final : public Store {
+ public:
+  explicit MemoryStore(const MemoryStoreOptions& options) : options_(options) {}
+
+  Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec,
+                                               const LimiterOptions& limiter) override {
+    MemoryStoreOptions options = options_;
+    options.max_bytes =
+        std::max(options_.min_limiter_bytes,
+                 options_.max_bytes / std::max<size_t>(1, limiter.limits_sharing_memory));
+    auto made = MakeOwnedLimiter(spec, options, Owner{this, live_});
+    if (!made) return std::unexpected(made.error());
+    return std::unique_ptr<Limiter>(std::move(*made));
+  }
+
+  void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
+                 std::span<Decision> out) override {
+    const auto foreign = [this](const LimitCheck& c) {
+      return c.limiter != nullptr && c.limiter->owner() != this;
+    };
+    if (std::none_of(checks.begin(), checks.end(), foreign)) {
+      return sluice::DecideAll(checks, now, out);
+    }
+    // Another store's limiter: decided as a null one (kInvalidRequest), rejecting the request.
+    std::vector<LimitCheck> own(checks.begin(), checks.end());
+    for (LimitCheck& c : own) {
+      if (foreign(c)) c.limiter = nullptr;
+    }
+    sluice::DecideAll(own, now, out);
+  }
+
+  void DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
+                      DecideAllCallback done) override {
+    constexpr size_t kOnStack = 16;
+    if (checks.size() <= kOnStack) {
+      std::array<Decision, kOnStack> out;
+      DecideAll(checks, now, out);
+      return done(std::span<const Decision>(out.data(), checks.size()));
+    }
+    std::vector<Decision> out(checks.size());
+    DecideAll(checks, now, out);
+    done(out);
+  }
+
+  bool Ready() override { return true; }
+
+  StoreStats Stats() const override { return live_->Sum(); }
+
+ private:
+  const MemoryStoreOptions options_;
+  const std::shared_ptr<LiveLimiters> live_ = std::make_shared<LiveLimiters>();
+};
+
+}  // namespace
+
+Result<std::unique_ptr<MemoryLimiter>> MakeMemoryLimiter(const LimitSpec& spec,
+                                                         const MemoryStoreOptions& options) {
+  return MakeOwnedLimiter(spec, options, Owner{});
+}
+
+Result<std::shared_ptr<Store>> OpenMemoryStore(const MemoryStoreOptions& options) {
+  if (auto valid = CheckOptions(options); !valid) return std::unexpected(valid.error());
+  return std::shared_ptr<Store>(std::make_shared<MemoryStore>(options));
 }
 
 }  // namespace sluice

@@ -29,14 +29,7 @@ class RedisStoreImpl;
 class RedisLimiter final : public Limiter {
  public:
   RedisLimiter(std::shared_ptr<RedisStoreImpl> store, const LimitSpec& spec, std::string limit_id,
-               bool fail_open, std::vector<std::string> params, const internal::LuaScript& script)
-      : store_(std::move(store)),
-        script_id_(internal::ScriptAlgorithmId(spec.algorithm)),
-        spec_(spec),
-        limit_id_(std::move(limit_id)),
-        fail_open_(fail_open),
-        params_(std::move(params)),
-        script_(script) {}
+               bool fail_open, std::vector<std::string> params, const internal::LuaScript& script);
 
   Decision Decide(std::string_view key, Timestamp now, int64_t cost) override;
   void DecideAsync(std::string_view key, Timestamp now, int64_t cost,
@@ -54,23 +47,18 @@ class RedisLimiter final : public Limiter {
   }
   // `d` after Redis failed to answer: the failure policy, marked degraded.
   Decision Failed(const Decision& d, const Error& error) {
-    if (internal::IsShortCircuit(error)) {
-      short_circuited_.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      errors_.fetch_add(1, std::memory_order_relaxed);
-    }
+    CountFailure(internal::IsShortCircuit(error));
     return Degraded(d);
   }
+  // Counted for this limiter and for its store.
+  void CountFailure(bool short_circuit);
   // Gives back an admission (see Limiter::Refund). Under Redis's clock the admission time is
   // taken as Redis's now: the caller's clock may be skewed from it.
   void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override;
   // Forgets the key's counter.
   void Reset(std::string_view key) override;
 
-  const RedisStoreImpl* store() const { return store_.get(); }
   int script_id() const { return script_id_; }
-
-  size_t Sweep(Timestamp) override { return 0; }  // Redis expires keys itself (TTLs)
 
   StoreStats Stats() const override {
     StoreStats s;
@@ -134,8 +122,9 @@ class RedisStoreImpl final : public RedisStore,
             : internal::MakeClusterTransport(std::move(seeds), options_.connections, breaker);
   }
 
-  Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec, std::string_view limit_id,
-                                               bool fail_open) override;
+  using RedisStore::MakeLimiter;
+  Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec,
+                                               const LimiterOptions& options) override;
 
   void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
                  std::span<Decision> out) override;
@@ -148,7 +137,18 @@ class RedisStoreImpl final : public RedisStore,
     return reply.has_value() && reply->str == "PONG";
   }
 
-  RedisStoreStats Stats() const override {
+  StoreStats Stats() const override {
+    StoreStats s;
+    s.store_errors = errors_.load(std::memory_order_relaxed);
+    s.short_circuited = short_circuited_.load(std::memory_order_relaxed);
+    return s;
+  }
+
+  void CountFailure(bool short_circuit) {
+    (short_circuit ? short_circuited_ : errors_).fetch_add(1, std::memory_order_relaxed);
+  }
+
+  RedisStoreStats RedisStats() const override {
     const internal::TransportStats t = transport_->Stats();
     RedisStoreStats s{t.requests,      t.batches,         t.redirects,        t.retries,
                       t.map_refreshes, t.short_circuited, t.connection_errors};
@@ -179,9 +179,28 @@ class RedisStoreImpl final : public RedisStore,
   const Clock* clock_;
   std::atomic<uint64_t> refunds_{0};
   std::atomic<uint64_t> refund_failures_{0};
+  std::atomic<uint64_t> errors_{0};  // failed calls of every limiter (Stats)
+  std::atomic<uint64_t> short_circuited_{0};
   // Declared last: its connections' threads stop before the clock they read goes away.
   std::unique_ptr<internal::RedisTransport> transport_;
 };
+
+RedisLimiter::RedisLimiter(std::shared_ptr<RedisStoreImpl> store, const LimitSpec& spec,
+                           std::string limit_id, bool fail_open, std::vector<std::string> params,
+                           const internal::LuaScript& script)
+    : Limiter(store.get()),
+      store_(std::move(store)),
+      script_id_(internal::ScriptAlgorithmId(spec.algorithm)),
+      spec_(spec),
+      limit_id_(std::move(limit_id)),
+      fail_open_(fail_open),
+      params_(std::move(params)),
+      script_(script) {}
+
+void RedisLimiter::CountFailure(bool short_circuit) {
+  (short_circuit ? short_circuited_ : errors_).fetch_add(1, std::memory_order_relaxed);
+  store_->CountFailure(short_circuit);
+}
 
 bool RedisLimiter::Prepare(std::string_view key, int64_t cost, Decision& d,
                            std::string& redis_key) {
@@ -201,7 +220,7 @@ bool RedisLimiter::Prepare(std::string_view key, int64_t cost, Decision& d,
   redis_key = RedisKeyFor(options.key_prefix, limit_id_, key);
   // With the node's breaker open, refuse before building the request.
   if (store_->transport().Refuses(redis_key)) {
-    short_circuited_.fetch_add(1, std::memory_order_relaxed);
+    CountFailure(/*short_circuit=*/true);
     d = Degraded(d);
     return false;
   }
@@ -403,8 +422,8 @@ Result<ScriptCall> ScriptFor(const LimitSpec& spec) {
 }  // namespace
 
 Result<std::unique_ptr<Limiter>> RedisStoreImpl::MakeLimiter(const LimitSpec& spec,
-                                                             std::string_view limit_id,
-                                                             bool fail_open) {
+                                                             const LimiterOptions& options) {
+  const std::string_view limit_id = options.id;
   if (limit_id.empty() || limit_id.size() > 256 ||
       limit_id.find_first_of("{}") != std::string_view::npos) {
     return MakeError("redis limit id '" + std::string(limit_id) +
@@ -413,7 +432,7 @@ Result<std::unique_ptr<Limiter>> RedisStoreImpl::MakeLimiter(const LimitSpec& sp
   auto call = ScriptFor(spec);
   if (!call) return std::unexpected(call.error());
   return std::unique_ptr<Limiter>(
-      std::make_unique<RedisLimiter>(shared_from_this(), spec, std::string(limit_id), fail_open,
+      std::make_unique<RedisLimiter>(shared_from_this(), spec, options.id, options.fail_open,
                                      std::move(call->params), *call->script));
 }
 
@@ -465,14 +484,15 @@ std::vector<SlotGroup> RedisStoreImpl::Group(std::span<const LimitCheck> checks,
   std::vector<SlotGroup> groups;
   const bool cluster = !options_.cluster_seeds.empty();
   for (size_t i = 0; i < checks.size(); ++i) {
-    auto* limiter = dynamic_cast<RedisLimiter*>(checks[i].limiter);
-    if (limiter == nullptr || limiter->store() != this) {
+    // Only this store's limiters are RedisLimiters: told by who made them, not by their type.
+    if (checks[i].limiter == nullptr || checks[i].limiter->owner() != this) {
       out[i] = Decision{};
       out[i].reason = DecisionReason::kInvalidRequest;
       out[i].retry_after = kNever;
       rejected = true;
       continue;
     }
+    auto* limiter = static_cast<RedisLimiter*>(checks[i].limiter);
     std::string key;
     if (!limiter->Prepare(checks[i].key, checks[i].cost, out[i], key)) {
       rejected = rejected || !out[i].allowed;

@@ -25,7 +25,7 @@ using std::chrono::seconds;
 
 constexpr int64_t kStart = 1'700'000'000'000'000'000;
 
-std::unique_ptr<Limiter> MustMake(const LimitSpec& spec, MemoryStoreOptions options = {}) {
+std::unique_ptr<MemoryLimiter> MustMake(const LimitSpec& spec, MemoryStoreOptions options = {}) {
   auto l = MakeMemoryLimiter(spec, options);
   EXPECT_TRUE(l.has_value()) << (l ? "" : l.error().message);
   return l ? std::move(*l) : nullptr;

@@ -18,7 +18,7 @@ using std::chrono::seconds;
 constexpr int64_t kStart = 1'700'000'000'000'000'000;
 constexpr int kThreads = 4;
 
-std::unique_ptr<Limiter> MustMake(const LimitSpec& spec, MemoryStoreOptions options = {}) {
+std::unique_ptr<MemoryLimiter> MustMake(const LimitSpec& spec, MemoryStoreOptions options = {}) {
   auto l = MakeMemoryLimiter(spec, options);
   EXPECT_TRUE(l.has_value());
   return l ? std::move(*l) : nullptr;

@@ -252,7 +252,7 @@ TEST_F(RedisCluster, FollowsAskWhileASlotMigratesAndMovedAfterItMoved) {
   ASSERT_TRUE(limiter.has_value());
   const Timestamp now = FromNanos(int64_t{1'700'000'000} * 1'000'000'000);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE((*limiter)->Decide("alice", now, 1).allowed);
-  const uint64_t redirects_before = (*store)->Stats().redirects;
+  const uint64_t redirects_before = (*store)->RedisStats().redirects;
 
   MoveSlot(slot, [&] {
     // bob has no key on the old master yet: it answers ASK, and bob's counter starts on the new
@@ -263,16 +263,16 @@ TEST_F(RedisCluster, FollowsAskWhileASlotMigratesAndMovedAfterItMoved) {
     EXPECT_EQ(b.remaining, 6);
     EXPECT_EQ((*limiter)->Decide("alice", now, 1).remaining, 6);
   });
-  EXPECT_GT((*store)->Stats().redirects, redirects_before) << "the ASK was followed";
+  EXPECT_GT((*store)->RedisStats().redirects, redirects_before) << "the ASK was followed";
 
   // Both counters moved with the slot: MOVED is followed and the state is where it was.
-  const uint64_t after_ask = (*store)->Stats().redirects;
+  const uint64_t after_ask = (*store)->RedisStats().redirects;
   const Decision a = (*limiter)->Decide("alice", now, 1);
   EXPECT_FALSE(a.degraded);
   EXPECT_EQ(a.remaining, 5);
   EXPECT_EQ((*limiter)->Decide(bob, now, 1).remaining, 5);
-  EXPECT_GT((*store)->Stats().redirects, after_ask) << "the MOVED was followed";
-  EXPECT_GT((*store)->Stats().map_refreshes, 0u);
+  EXPECT_GT((*store)->RedisStats().redirects, after_ask) << "the MOVED was followed";
+  EXPECT_GT((*store)->RedisStats().map_refreshes, 0u);
 }
 
 TEST_F(RedisCluster, AMasterKilledMidRunCostsTheFailurePolicyUntilItsReplicaTakesOver) {
@@ -399,8 +399,8 @@ void GivenBackWhenOneRejects(bool async, const std::string& prefix) {
     EXPECT_TRUE(out[i].allowed) << i;
     EXPECT_EQ(out[i].remaining, 7) << "reported as after the give-back, limit " << i;
   }
-  EXPECT_GT((*store)->Stats().refunds, 0u);
-  EXPECT_EQ((*store)->Stats().refund_failures, 0u);
+  EXPECT_GT((*store)->RedisStats().refunds, 0u);
+  EXPECT_EQ((*store)->RedisStats().refund_failures, 0u);
   // Each limit holds exactly the three admitted requests: ask without consuming.
   for (size_t i = 1; i < limiters.size(); ++i) {
     EXPECT_EQ(limiters[i]->Decide("alice", now, 0).remaining, 7)

@@ -69,7 +69,7 @@ TEST(RedisFailure, AHungRedisCostsTheTimeoutThenNothingAndIsUsedAgainWhenItWakes
     const uint64_t short_before = (*limiter)->Stats().short_circuited;
     for (int i = 0; i < 1000; ++i) EXPECT_TRUE((*limiter)->Decide("k", {}, 1).degraded);
     EXPECT_GE((*limiter)->Stats().short_circuited - short_before, 990u);
-    EXPECT_GE((*store)->Stats().connection_errors, 3u);
+    EXPECT_GE((*store)->RedisStats().connection_errors, 3u);
 
     server.Resume();
     EXPECT_TRUE(RecoversWithin(**limiter, seconds(5)));
@@ -166,7 +166,7 @@ TEST(RedisFailure, ErrorRepliesAreDegradedDecisionsButDoNotOpenTheBreaker) {
   EXPECT_FALSE(ok.degraded);
   EXPECT_TRUE(ok.allowed);
   EXPECT_EQ((*limiter)->Stats().store_errors, 20u);
-  EXPECT_EQ((*store)->Stats().short_circuited, 0u);
+  EXPECT_EQ((*store)->RedisStats().short_circuited, 0u);
 }
 
 }  // namespace

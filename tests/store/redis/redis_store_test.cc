@@ -356,7 +356,7 @@ TEST_F(RedisStore, SeveralLimitsForOneRequestAreAllOrNothing) {
   // The interesting case -- some limits had room and must not keep it -- happened often.
   EXPECT_GT(admitted, 200);
   EXPECT_GT(partly_room, 100);
-  EXPECT_EQ((*store)->Stats().refunds, 0u) << "one server: the script rolls back, no refunds";
+  EXPECT_EQ((*store)->RedisStats().refunds, 0u) << "one server: the script rolls back, no refunds";
 }
 
 TEST_F(RedisStore, DecideAllRefusesALimiterFromElsewhere) {
@@ -420,7 +420,7 @@ TEST_F(RedisStore, OneThreadKeepsManyAsyncDecisionsInFlight) {
   }
   all.get_future().wait();
   EXPECT_EQ(admitted.load(), 100) << "exactly the limit, however many were in flight";
-  const RedisStoreStats stats = (*store)->Stats();
+  const RedisStoreStats stats = (*store)->RedisStats();
   EXPECT_GT(static_cast<double>(stats.requests) / static_cast<double>(stats.batches), 2.0)
       << "the calls were pipelined: " << stats.requests << " commands in " << stats.batches
       << " writes";

@@ -1,0 +1,32 @@
+// OpenStore: a store from its address, as sluiced's --store and embedders name one.
+//
+//   auto store = OpenStore("redis://127.0.0.1:6379/0", {});
+//
+// "memory" is the embedded memory store; "redis://[user:password@]host:port[/db]" one Redis
+// server; "redis+cluster://[user:password@]host:port[,host:port...]" a Redis Cluster.
+#ifndef SLUICE_OPEN_STORE_H_
+#define SLUICE_OPEN_STORE_H_
+
+#include <chrono>
+#include <memory>
+#include <string_view>
+
+#include "sluice/memory_store.h"
+#include "sluice/status.h"
+#include "sluice/store.h"
+
+namespace sluice {
+
+struct OpenStoreOptions {
+  MemoryStoreOptions memory;  // "memory"; max_bytes is shared by the store's limits
+  // Redis: set over what the address says.
+  int redis_connections = 4;
+  std::chrono::milliseconds redis_command_timeout{50};
+  size_t max_key_bytes = 65535;  // longest identity either store accepts
+};
+
+Result<std::shared_ptr<Store>> OpenStore(std::string_view address, const OpenStoreOptions& options);
+
+}  // namespace sluice
+
+#endif  // SLUICE_OPEN_STORE_H_

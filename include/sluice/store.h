@@ -1,0 +1,89 @@
+// Store: where the counters of many limits live -- the embedded memory store, Redis, a Redis
+// Cluster, or a layer in front of another store. This is the one seam between sluice's service
+// and its backends: the service makes every limiter through it, decides every request through
+// it and asks it whether it is ready; nothing above it knows which store it is.
+//
+//   auto store = OpenStore("redis://127.0.0.1:6379", {});      // open_store.h
+//   auto per_key = (*store)->MakeLimiter(spec, {.id = "api_per_key"});
+//   const LimitCheck checks[] = {{per_key->get(), "api_key=k1", 1}};
+//   Decision out[1];
+//   (*store)->DecideAll(checks, clock.Now(), out);
+//
+// A store that wraps another one makes its own limiters (holding the inner store's) and hands
+// the inner store only limiters the inner store made. A limiter knows which store made it
+// (Limiter::owner()); a store refuses, as kInvalidRequest, a limiter that another store made.
+// Implementations are thread-safe.
+#ifndef SLUICE_STORE_H_
+#define SLUICE_STORE_H_
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "sluice/decision.h"
+#include "sluice/limit_spec.h"
+#include "sluice/limiter.h"
+#include "sluice/status.h"
+#include "sluice/time.h"
+
+namespace sluice {
+
+// How one limit is kept in its store.
+struct LimiterOptions {
+  // Names the limit's counters where several nodes share them (Redis keys
+  // <prefix>:{<id>:<identity>}): limits with the same id share counters. The memory store,
+  // whose counters are its own, ignores it.
+  std::string id = "default";
+  // When the store cannot answer (Redis down, slow, its breaker open): admit (true) or reject
+  // (false); either way the decision is marked degraded. Stores that cannot fail ignore it.
+  bool fail_open = true;
+  // How many limits share a store's memory bound: a store with one (the memory store) gives
+  // this limiter bound / limits_sharing_memory, with a floor. Others ignore it.
+  size_t limits_sharing_memory = 1;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // A limiter for `spec` whose counters live in this store. The store must outlive it.
+  virtual Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec,
+                                                       const LimiterOptions& options) = 0;
+
+  // Decides one request against several limits, all or nothing. out[i] (out.size() >=
+  // checks.size()) is checks[i]'s own verdict, decided at `now` (a store with a clock of its own,
+  // such as Redis's, uses that instead). When any check is not allowed (over its limit,
+  // invalid, or failed closed), no limit keeps the quota this request took, and the `remaining`
+  // of those that allowed is reported as after the give-back. A degraded admission (fail-open)
+  // took nothing and gives nothing back. The same limiter and key may appear more than once:
+  // each check takes its own cost. A null limiter, or one another store made, is
+  // kInvalidRequest. docs/algorithms.md ("Refunds") and docs/redis.md say how exact the
+  // give-back is for each store.
+  virtual void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
+                         std::span<Decision> out) = 0;
+
+  using DecideAllCallback = std::function<void(std::span<const Decision>)>;
+
+  // DecideAll without waiting: the same verdicts, delivered to `done` (one decision per check,
+  // in order) exactly once. A store that decides in memory calls `done` on the caller's thread
+  // before DecideAllAsync returns; a remote store may call it on its I/O thread, before or
+  // after DecideAllAsync returns. `checks` and their keys are read before DecideAllAsync
+  // returns. `done` must not block; it may call DecideAllAsync again.
+  virtual void DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
+                              DecideAllCallback done) = 0;
+
+  // Whether the store can decide now: always for the memory store; for Redis, whether it
+  // answers a PING (bounded by the command timeout). Readiness probes (HTTP /readyz, and gRPC
+  // health) all come from here.
+  virtual bool Ready() = 0;
+
+  // Summed over every limiter this store has made that is still alive: counters held, memory,
+  // evictions, expirations, failed and short-circuited calls.
+  virtual StoreStats Stats() const = 0;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_STORE_H_

@@ -1,0 +1,26 @@
+#include "sluice/open_store.h"
+
+#include <utility>
+
+#include "sluice/redis_store.h"
+
+namespace sluice {
+
+Result<std::shared_ptr<Store>> OpenStore(std::string_view address,
+                                         const OpenStoreOptions& options) {
+  if (address == "memory") {
+    MemoryStoreOptions memory = options.memory;
+    memory.max_key_bytes = options.max_key_bytes;
+    return OpenMemoryStore(memory);
+  }
+  auto redis = ParseRedisAddress(address);
+  if (!redis) return std::unexpected(redis.error());
+  redis->connections = options.redis_connections;
+  redis->command_timeout = options.redis_command_timeout;
+  redis->max_key_bytes = options.max_key_bytes;
+  auto store = OpenRedisStore(*redis);
+  if (!store) return std::unexpected(store.error());
+  return std::shared_ptr<Store>(std::move(*store));
+}
+
+}  // namespace sluice
