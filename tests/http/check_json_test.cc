@@ -6,8 +6,6 @@
 
 #include <string>
 
-#include "http/json_text.h"
-
 namespace sluice::server {
 namespace {
 
@@ -150,12 +148,6 @@ TEST(CheckJson, RendersEveryStatusField) {
       R"("mode":"enforce","soft_over_limit":false,"shadow_over_limit":false,)"
       R"("degraded":false,"replaced":false}]})"
       "\n");
-}
-
-TEST(JsonText, EscapesControlsAndReplacesInvalidUtf8) {
-  std::string out;
-  AppendJsonString(out, std::string("a\"b\\c\n\x01\xC3\xA9\xFF", 10));
-  EXPECT_EQ(out, "\"a\\\"b\\\\c\\n\\u0001\xC3\xA9\xEF\xBF\xBD\"");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// AppendJsonString and IsValidUtf8, checked against nlohmann::json as an independent oracle.
-#include "cli/json_text.h"
+// Utf8SequenceLength, IsValidUtf8 and AppendUtf8, checked against Table 3-7 of the Unicode
+// standard (written out below as data) and nlohmann::json as independent oracles.
+#include "util/utf8.h"
 
 #include <gtest/gtest.h>
 
@@ -10,54 +11,15 @@
 #include <string_view>
 #include <vector>
 
-namespace sluice::cli {
+#include "utf8_test_util.h"
+
+namespace sluice::util {
 namespace {
 
 using namespace std::string_literals;
-
-std::string Quoted(std::string_view s) {
-  std::string out;
-  AppendJsonString(out, s);
-  return out;
-}
-
-// Parses `text` as one JSON value that must be a string, and returns it.
-std::string ParseJsonString(const std::string& text) {
-  const nlohmann::json j = nlohmann::json::parse(text);  // throws on invalid JSON
-  EXPECT_TRUE(j.is_string()) << text;
-  return j.get<std::string>();
-}
-
-void ExpectRoundTrip(std::string_view s) {
-  const std::string text = Quoted(s);
-  ASSERT_GE(text.size(), 2u);
-  EXPECT_EQ(text.front(), '"');
-  EXPECT_EQ(text.back(), '"');
-  std::string back;
-  ASSERT_NO_THROW(back = ParseJsonString(text)) << "not valid JSON: " << text;
-  EXPECT_EQ(back, std::string(s)) << text;
-}
-
-// UTF-8 encoding of one code point (no validation; callers pass scalar values).
-std::string Encode(uint32_t cp) {
-  std::string out;
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xc0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xe0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    out += static_cast<char>(0xf0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  }
-  return out;
-}
+using test_support::Encode;
+using test_support::Hex;
+using test_support::Table37Length;
 
 // The oracle for UTF-8 validity: nlohmann's lexer rejects ill-formed UTF-8 inside strings
 // (Unicode Table 3-7). Only meaningful for bytes that need no JSON escaping.
@@ -68,151 +30,7 @@ bool OracleValidUtf8(const std::string& s) {
   return nlohmann::json::accept("\"" + s + "\"");
 }
 
-std::string Hex(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (!out.empty()) out += ' ';
-    out += kHex[c >> 4];
-    out += kHex[c & 0xf];
-  }
-  return out;
-}
-
-// ---- AppendJsonString ----
-
-TEST(JsonTextTest, PlainAsciiIsQuotedVerbatim) {
-  EXPECT_EQ(Quoted(""), "\"\"");
-  EXPECT_EQ(Quoted("abc"), "\"abc\"");
-  EXPECT_EQ(Quoted("user:42 /api/v1?x=1"), "\"user:42 /api/v1?x=1\"");
-  ExpectRoundTrip("");
-  ExpectRoundTrip("abc");
-}
-
-TEST(JsonTextTest, AppendsWithoutClobberingExistingContent) {
-  std::string out = "{\"key\":";
-  AppendJsonString(out, "a\"b");
-  out += "}";
-  EXPECT_EQ(out, "{\"key\":\"a\\\"b\"}");
-  EXPECT_EQ(nlohmann::json::parse(out).at("key").get<std::string>(), "a\"b");
-}
-
-TEST(JsonTextTest, QuotesAndBackslashes) {
-  EXPECT_EQ(Quoted("\""), R"("\"")");
-  EXPECT_EQ(Quoted("\\"), R"("\\")");
-  ExpectRoundTrip("\"");
-  ExpectRoundTrip("\\");
-  ExpectRoundTrip("\"\"\"");
-  ExpectRoundTrip("\\\\\\");
-  ExpectRoundTrip("a\\\"b");
-  ExpectRoundTrip("\\u0041");  // must stay six literal characters, not become "A"
-  ExpectRoundTrip("ends with backslash\\");
-  ExpectRoundTrip("\"starts and ends with quotes\"");
-}
-
-TEST(JsonTextTest, EveryControlCharacterRoundTrips) {
-  for (int c = 0x00; c <= 0x1f; ++c) {
-    SCOPED_TRACE(c);
-    const std::string alone(1, static_cast<char>(c));
-    ExpectRoundTrip(alone);
-    ExpectRoundTrip("x" + alone + "y");
-    ExpectRoundTrip(alone + alone);
-    // No raw control byte may survive into the JSON text.
-    for (unsigned char b : Quoted("x" + alone + "y")) EXPECT_GE(b, 0x20);
-  }
-}
-
-TEST(JsonTextTest, ShortEscapesAreUsedWhereJsonHasThem) {
-  EXPECT_EQ(Quoted("\n"), R"("\n")");
-  EXPECT_EQ(Quoted("\r"), R"("\r")");
-  EXPECT_EQ(Quoted("\t"), R"("\t")");
-  EXPECT_EQ(Quoted("\b"), R"("\b")");
-  EXPECT_EQ(Quoted("\f"), R"("\f")");
-  EXPECT_EQ(Quoted("\x01"s), R"("\u0001")");
-  EXPECT_EQ(Quoted("\x1f"s), R"("\u001f")");
-  EXPECT_EQ(Quoted("\0"s), R"("\u0000")");
-}
-
-TEST(JsonTextTest, EmbeddedNulIsNotATerminator) {
-  const std::string s = "a\0b\0"s;
-  ASSERT_EQ(s.size(), 4u);
-  ExpectRoundTrip(s);
-}
-
-TEST(JsonTextTest, AllAsciiInOneString) {
-  std::string s;
-  for (int c = 0; c < 0x80; ++c) s += static_cast<char>(c);
-  ExpectRoundTrip(s);
-}
-
-TEST(JsonTextTest, MultiByteUtf8PassesThrough) {
-  const std::vector<std::string> samples = {
-      "\xc3\xa9",                  // U+00E9
-      "\xc2\x80",                  // U+0080, smallest 2-byte
-      "\xdf\xbf",                  // U+07FF, largest 2-byte
-      "\xe0\xa0\x80",              // U+0800, smallest 3-byte
-      "\xe2\x82\xac",              // U+20AC euro
-      "\xed\x9f\xbf",              // U+D7FF, just below the surrogates
-      "\xee\x80\x80",              // U+E000, just above the surrogates
-      "\xef\xbf\xbf",              // U+FFFF
-      "\xf0\x90\x80\x80",          // U+10000, smallest 4-byte
-      "\xf0\x9f\x98\x80",          // U+1F600 emoji
-      "\xf4\x8f\xbf\xbf",          // U+10FFFF, the last code point
-      "\xe6\x97\xa5\xe6\x9c\xac",  // two CJK characters
-      "caf\xc3\xa9 \"\xe2\x82\xac\" \\ \n\xf0\x9f\x98\x80",
-  };
-  for (const std::string& s : samples) {
-    SCOPED_TRACE(Hex(s));
-    ExpectRoundTrip(s);
-    // Non-ASCII bytes are copied, not escaped: the text is the input plus two quotes.
-    if (s.find_first_of("\"\\\n") == std::string::npos) {
-      EXPECT_EQ(Quoted(s), "\"" + s + "\"");
-    }
-  }
-}
-
-TEST(JsonTextTest, RandomValidStringsRoundTrip) {
-  std::mt19937 rng(20240611);
-  std::uniform_int_distribution<int> kind(0, 5);
-  for (int iter = 0; iter < 3000; ++iter) {
-    std::string s;
-    const int n = std::uniform_int_distribution<int>(0, 24)(rng);
-    for (int i = 0; i < n; ++i) {
-      uint32_t cp = 0;
-      switch (kind(rng)) {
-        case 0:
-          cp = std::uniform_int_distribution<uint32_t>(0x00, 0x1f)(rng);
-          break;
-        case 1:
-          cp = std::uniform_int_distribution<int>(0, 1)(rng) ? '"' : '\\';
-          break;
-        case 2:
-          cp = std::uniform_int_distribution<uint32_t>(0x20, 0x7f)(rng);
-          break;
-        case 3:
-          cp = std::uniform_int_distribution<uint32_t>(0x80, 0x7ff)(rng);
-          break;
-        case 4:
-          do {
-            cp = std::uniform_int_distribution<uint32_t>(0x800, 0xffff)(rng);
-          } while (cp >= 0xd800 && cp <= 0xdfff);
-          break;
-        default:
-          cp = std::uniform_int_distribution<uint32_t>(0x10000, 0x10ffff)(rng);
-          break;
-      }
-      s += Encode(cp);
-    }
-    ASSERT_TRUE(IsValidUtf8(s)) << Hex(s);
-    ExpectRoundTrip(s);
-    if (HasFailure()) {
-      ADD_FAILURE() << "first failing input: " << Hex(s);
-      return;
-    }
-  }
-}
-
-// ---- IsValidUtf8 ----
+// ---- IsValidUtf8: the CLI's tests, from tests/cli/json_text_test.cc ----
 
 TEST(JsonUtf8Test, AcceptsValidSequences) {
   EXPECT_TRUE(IsValidUtf8(""));
@@ -371,5 +189,163 @@ TEST(JsonUtf8Test, AgreesWithOracleOnRandomByteStrings) {
   EXPECT_EQ(disagreements, 0);
 }
 
+// ---- Utf8SequenceLength against Table 3-7 ----
+
+std::string Bytes(std::initializer_list<int> bytes) {
+  std::string s;
+  for (int b : bytes) s += static_cast<char>(b);
+  return s;
+}
+
+TEST(Utf8SequenceLength, Table37Boundaries) {
+  struct Case {
+    std::string bytes;
+    size_t length;  // of the sequence at the start, 0 if none
+  };
+  const std::vector<Case> cases = {
+      {Bytes({0x00}), 1},
+      {Bytes({0x7F}), 1},
+      {Bytes({0x80}), 0},  // a continuation byte alone
+      {Bytes({0xBF}), 0},
+      {Bytes({0xC0, 0x80}), 0},  // overlong: C0 and C1 start nothing
+      {Bytes({0xC1, 0xBF}), 0},
+      {Bytes({0xC2, 0x80}), 2},  // U+0080
+      {Bytes({0xC2, 0x7F}), 0},
+      {Bytes({0xC2, 0xC0}), 0},
+      {Bytes({0xDF, 0xBF}), 2},        // U+07FF
+      {Bytes({0xE0, 0x80, 0x80}), 0},  // overlong
+      {Bytes({0xE0, 0x9F, 0xBF}), 0},  // overlong U+07FF
+      {Bytes({0xE0, 0xA0, 0x80}), 3},  // U+0800
+      {Bytes({0xE1, 0x80, 0x80}), 3},  // U+1000
+      {Bytes({0xEC, 0xBF, 0xBF}), 3},  // U+CFFF
+      {Bytes({0xED, 0x80, 0x80}), 3},  // U+D000
+      {Bytes({0xED, 0x9F, 0xBF}), 3},  // U+D7FF
+      {Bytes({0xED, 0xA0, 0x80}), 0},  // U+D800, a surrogate
+      {Bytes({0xED, 0xBF, 0xBF}), 0},  // U+DFFF
+      {Bytes({0xEE, 0x80, 0x80}), 3},  // U+E000
+      {Bytes({0xEF, 0xBF, 0xBF}), 3},  // U+FFFF
+      {Bytes({0xEF, 0xBF, 0xC0}), 0},
+      {Bytes({0xF0, 0x80, 0x80, 0x80}), 0},  // overlong
+      {Bytes({0xF0, 0x8F, 0xBF, 0xBF}), 0},  // overlong U+FFFF
+      {Bytes({0xF0, 0x90, 0x80, 0x80}), 4},  // U+10000
+      {Bytes({0xF1, 0x80, 0x80, 0x80}), 4},  // U+40000
+      {Bytes({0xF3, 0xBF, 0xBF, 0xBF}), 4},  // U+FFFFF
+      {Bytes({0xF4, 0x80, 0x80, 0x80}), 4},  // U+100000
+      {Bytes({0xF4, 0x8F, 0xBF, 0xBF}), 4},  // U+10FFFF
+      {Bytes({0xF4, 0x90, 0x80, 0x80}), 0},  // U+110000
+      {Bytes({0xF5, 0x80, 0x80, 0x80}), 0},
+      {Bytes({0xF8, 0x88, 0x80, 0x80, 0x80}), 0},
+      {Bytes({0xFF}), 0},
+      // Cut short, by the end or by a byte that is no continuation.
+      {Bytes({0xC2}), 0},
+      {Bytes({0xE0, 0xA0}), 0},
+      {Bytes({0xE1, 0x80, 0x41}), 0},
+      {Bytes({0xF0, 0x90, 0x80}), 0},
+      {Bytes({0xF4, 0x80, 0x80, 0x7F}), 0},
+      // Only the first sequence counts.
+      {Bytes({0xC2, 0x80, 0xC2, 0x80}), 2},
+      {Bytes({0x41, 0xFF}), 1},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(Hex(c.bytes));
+    EXPECT_EQ(Table37Length(c.bytes), c.length);  // the oracle agrees with the cases
+    EXPECT_EQ(Utf8SequenceLength(c.bytes, 0), c.length);
+    if (c.length == 0) {
+      EXPECT_FALSE(IsValidUtf8(c.bytes));
+    } else if (c.length == c.bytes.size()) {
+      EXPECT_TRUE(IsValidUtf8(c.bytes));
+    }
+  }
+}
+
+// Every string of one, two and three bytes (all 16.8 million), and every four-byte string whose
+// later bytes sit at the edges of the continuation range: the length agrees with Table 3-7.
+TEST(Utf8SequenceLength, AgreesWithTable37OnEveryShortString) {
+  int disagreements = 0;
+  auto check = [&](const std::string& s) {
+    const size_t got = Utf8SequenceLength(s, 0);
+    const size_t want = Table37Length(s);
+    if (got != want && ++disagreements <= 10) {
+      ADD_FAILURE() << Hex(s) << ": Utf8SequenceLength=" << got << " Table 3-7=" << want;
+    }
+  };
+  std::string s;
+  for (int a = 0; a < 256; ++a) {
+    check(Bytes({a}));
+    for (int b = 0; b < 256; ++b) {
+      check(Bytes({a, b}));
+      s = Bytes({a, b, 0});
+      for (int c = 0; c < 256; ++c) {
+        s[2] = static_cast<char>(c);
+        check(s);
+      }
+    }
+  }
+  const std::vector<int> edges = {0x00, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xFF};
+  for (int a = 0xC0; a < 256; ++a) {
+    for (int b = 0; b < 256; ++b) {
+      for (int c : edges) {
+        for (int d : edges) check(Bytes({a, b, c, d}));
+      }
+    }
+  }
+  EXPECT_EQ(disagreements, 0);
+}
+
+TEST(Utf8SequenceLength, StartsAtTheOffsetAndStopsAtTheViewsEnd) {
+  const std::string buf = "a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80";
+  const std::string_view view(buf);
+  EXPECT_EQ(Utf8SequenceLength(view, 0), 1u);
+  EXPECT_EQ(Utf8SequenceLength(view, 1), 2u);
+  EXPECT_EQ(Utf8SequenceLength(view, 2), 0u);  // inside a sequence
+  EXPECT_EQ(Utf8SequenceLength(view, 3), 3u);
+  EXPECT_EQ(Utf8SequenceLength(view, 6), 4u);
+  // The bytes completing a sequence lie past the view's end: not read, not counted.
+  EXPECT_EQ(Utf8SequenceLength(view.substr(0, 2), 1), 0u);
+  EXPECT_EQ(Utf8SequenceLength(view.substr(0, 5), 3), 0u);
+  EXPECT_EQ(Utf8SequenceLength(view.substr(0, 9), 6), 0u);
+}
+
+// ---- AppendUtf8 ----
+
+TEST(AppendUtf8, EncodesEveryScalarValueAsTheStandardDoes) {
+  for (uint32_t cp = 0; cp <= 0x10FFFF; ++cp) {
+    if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+    std::string out = "x";
+    AppendUtf8(out, static_cast<char32_t>(cp));
+    const std::string want = "x" + Encode(cp);
+    if (out != want || Table37Length(std::string_view(out).substr(1)) != out.size() - 1) {
+      ADD_FAILURE() << "U+" << std::hex << cp << ": " << Hex(out);
+      return;
+    }
+  }
+}
+
+// nlohmann::json decodes \u escapes (surrogate pairs for the supplementary planes) to UTF-8.
+TEST(AppendUtf8, AgreesWithNlohmannDecodingEscapes) {
+  auto escape = [](uint32_t unit) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string e = "\\u";
+    for (int shift = 12; shift >= 0; shift -= 4) e += kHex[(unit >> shift) & 0xF];
+    return e;
+  };
+  std::vector<uint32_t> cps = {0x0,    0x7F,   0x80,    0x7FF,   0x800,   0xD7FF,   0xE000,
+                               0xFFFD, 0xFFFF, 0x10000, 0x1F600, 0xFFFFF, 0x100000, 0x10FFFF};
+  for (uint32_t cp = 0; cp < 0x10FFFF; cp += 97) cps.push_back(cp);
+  for (uint32_t cp : cps) {
+    if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+    std::string json = "\"";
+    if (cp < 0x10000) {
+      json += escape(cp);
+    } else {
+      json += escape(0xD800 + ((cp - 0x10000) >> 10));
+      json += escape(0xDC00 + ((cp - 0x10000) & 0x3FF));
+    }
+    json += '"';
+    std::string out;
+    AppendUtf8(out, static_cast<char32_t>(cp));
+    ASSERT_EQ(out, nlohmann::json::parse(json).get<std::string>()) << "U+" << std::hex << cp;
+  }
+}
 }  // namespace
-}  // namespace sluice::cli
+}  // namespace sluice::util
