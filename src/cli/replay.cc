@@ -13,8 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cli/json_text.h"
 #include "sluice/duration.h"
+#include "util/json_string.h"
 
 namespace sluice::cli {
 namespace {
@@ -65,7 +65,7 @@ struct StringHash {
 
 void AppendDecision(std::string& out, const TraceLine& line, const Decision& d, bool shaper) {
   fmt::format_to(std::back_inserter(out), "{{\"t_ms\":{},\"key\":", line.t_ms);
-  AppendJsonString(out, line.key);
+  util::AppendJsonStringOfUtf8(out, line.key);  // the trace reader checked it is UTF-8
   fmt::format_to(std::back_inserter(out),
                  ",\"allowed\":{},\"remaining\":{},\"retry_after_ms\":", d.allowed, d.remaining);
   if (d.reason == DecisionReason::kCostExceedsCapacity) {

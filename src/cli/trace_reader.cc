@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "cli/json_text.h"
+#include "util/utf8.h"
 
 namespace sluice::cli {
 namespace {
@@ -70,7 +70,7 @@ Result<std::optional<TraceLine>> ParseTraceLine(std::string_view line) {
     return MakeError("key is " + std::to_string(out.key.size()) + " bytes; the maximum is " +
                      std::to_string(kMaxTraceKeyBytes));
   }
-  if (!IsValidUtf8(out.key)) return MakeError("key is not valid UTF-8");
+  if (!util::IsValidUtf8(out.key)) return MakeError("key is not valid UTF-8");
   if (n == 3) {
     const auto cost = ParseCount(fields[2], kMaxTraceCost);
     if (!cost || *cost == 0) {

@@ -1,9 +1,10 @@
 #include "http/admin_json.h"
 
 #include "config/limit_unit.h"
+#include "http/ceil_millis.h"
 #include "http/check_json.h"
-#include "http/json_text.h"
 #include "sluice/algorithm.h"
+#include "util/json_string.h"
 
 namespace sluice::server {
 namespace {
@@ -21,9 +22,9 @@ std::string_view KindName(LimitKind kind) {
 }
 
 void AppendField(std::string& out, std::string_view name, std::string_view value) {
-  AppendJsonString(out, name);
+  util::AppendJsonStringOfBytes(out, name);
   out += ':';
-  AppendJsonString(out, value);
+  util::AppendJsonStringOfBytes(out, value);
 }
 
 void AppendConfigLimit(std::string& out, const Limit& limit) {
@@ -40,12 +41,12 @@ void AppendConfigLimit(std::string& out, const Limit& limit) {
   out += ',';
   AppendField(out, "unit", UnitName(limit.unit));
   out += ",\"requests_per_unit\":";
-  AppendJsonInt(out, limit.requests_per_unit);
+  util::AppendJsonInt(out, limit.requests_per_unit);
   if (limit.kind == LimitKind::kLimited) {
     out += ',';
     AppendField(out, "algorithm", AlgorithmName(limit.spec.algorithm));
     out += ",\"burst\":";
-    AppendJsonInt(out, limit.spec.Capacity());
+    util::AppendJsonInt(out, limit.spec.Capacity());
     out += limit.spec.shaper ? ",\"shaper\":true" : ",\"shaper\":false";
   } else {
     out += ",\"algorithm\":null,\"burst\":null,\"shaper\":false";
@@ -58,7 +59,7 @@ void AppendConfigLimit(std::string& out, const Limit& limit) {
   out += ",\"replaces\":[";
   for (size_t i = 0; i < limit.replaces.size(); ++i) {
     if (i > 0) out += ',';
-    AppendJsonString(out, limit.replaces[i]);
+    util::AppendJsonStringOfBytes(out, limit.replaces[i]);
   }
   out += "],";
   AppendField(out, "origin", limit.origin);
@@ -86,10 +87,10 @@ std::string RenderConfigJson(const Config& config) {
     for (const auto& plan : domain.plans) {
       if (!first_plan) out += ',';
       first_plan = false;
-      AppendJsonString(out, plan.first);
+      util::AppendJsonStringOfBytes(out, plan.first);
     }
     out += "],\"identities\":";
-    AppendJsonInt(out, static_cast<int64_t>(domain.identity_plans.size()));
+    util::AppendJsonInt(out, static_cast<int64_t>(domain.identity_plans.size()));
     out += ",\"limits\":[";
     for (size_t i = 0; i < domain.limits.size(); ++i) {
       if (i > 0) out += ',';
@@ -109,9 +110,9 @@ std::string RenderCounterStateJson(std::string_view domain, const CounterState& 
   out += ",\"limit\":";
   AppendLimitJson(out, state.limit);
   out += ",\"remaining\":";
-  AppendJsonInt(out, state.remaining);
+  util::AppendJsonInt(out, state.remaining);
   out += ",\"reset_after_ms\":";
-  AppendJsonInt(out, CeilMillis(state.reset_after));
+  util::AppendJsonInt(out, CeilMillis(state.reset_after));
   out += "}\n";
   return out;
 }
@@ -125,11 +126,11 @@ std::string RenderTopJson(std::string_view domain, const std::vector<HeavyHitter
     out += '{';
     AppendField(out, "identity", top[i].identity);
     out += ",\"rejected\":";
-    AppendJsonInt(out, static_cast<int64_t>(top[i].rejected));
+    util::AppendJsonInt(out, static_cast<int64_t>(top[i].rejected));
     out += ",\"near_limit\":";
-    AppendJsonInt(out, static_cast<int64_t>(top[i].near_limit));
+    util::AppendJsonInt(out, static_cast<int64_t>(top[i].near_limit));
     out += ",\"error\":";
-    AppendJsonInt(out, static_cast<int64_t>(top[i].error));
+    util::AppendJsonInt(out, static_cast<int64_t>(top[i].error));
     out += '}';
   }
   out += "]}\n";

@@ -6,10 +6,11 @@
 #include <utility>
 
 #include "config/limit_unit.h"
+#include "http/ceil_millis.h"
 #include "http/flat_json.h"
-#include "http/json_text.h"
 #include "sluice/algorithm.h"
 #include "sluice/decision.h"
+#include "util/json_string.h"
 
 namespace sluice::server {
 namespace {
@@ -175,16 +176,16 @@ void AppendLimitJson(std::string& out, const Limit* limit) {
     return;
   }
   out += "{\"name\":";
-  AppendJsonString(out, limit->name);
+  util::AppendJsonStringOfBytes(out, limit->name);
   out += ",\"requests_per_unit\":";
-  AppendJsonInt(out, limit->requests_per_unit);
+  util::AppendJsonInt(out, limit->requests_per_unit);
   out += ",\"unit\":";
-  AppendJsonString(out, UnitName(limit->unit));
+  util::AppendJsonStringOfBytes(out, UnitName(limit->unit));
   if (limit->kind == LimitKind::kLimited) {
     out += ",\"algorithm\":";
-    AppendJsonString(out, AlgorithmName(limit->spec.algorithm));
+    util::AppendJsonStringOfBytes(out, AlgorithmName(limit->spec.algorithm));
     out += ",\"burst\":";
-    AppendJsonInt(out, limit->spec.Capacity());
+    util::AppendJsonInt(out, limit->spec.Capacity());
   } else {
     out += ",\"algorithm\":null,\"burst\":null";
   }
@@ -206,17 +207,17 @@ std::string RenderCheckResponse(const CheckResponse& response) {
     out += ",\"limit\":";
     AppendLimitJson(out, s.limit);
     out += ",\"remaining\":";
-    AppendJsonInt(out, s.remaining);
+    util::AppendJsonInt(out, s.remaining);
     out += ",\"reset_after_ms\":";
-    AppendJsonInt(out, CeilMillis(s.reset_after));
+    util::AppendJsonInt(out, CeilMillis(s.reset_after));
     out += ",\"retry_after_ms\":";
     if (s.retry_after == kNever) {
       out += "null";  // these hits can never pass this limit (more than its capacity, blocked)
     } else {
-      AppendJsonInt(out, CeilMillis(s.retry_after));
+      util::AppendJsonInt(out, CeilMillis(s.retry_after));
     }
     out += ",\"mode\":";
-    AppendJsonString(out, ModeName(s.mode));
+    util::AppendJsonStringOfBytes(out, ModeName(s.mode));
     out += ",\"soft_over_limit\":";
     AppendBool(out, s.soft_over_limit);
     out += ",\"shadow_over_limit\":";

@@ -7,6 +7,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "util/utf8.h"
+
 namespace sluice::server {
 namespace {
 
@@ -18,42 +20,6 @@ int HexValue(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
-}
-
-void AppendUtf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
-// The length of the valid UTF-8 sequence at s[i] (RFC 3629: no overlongs, no surrogates,
-// nothing above U+10FFFF), or 0.
-size_t Utf8Length(std::string_view s, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
-  const auto cont = [&](size_t k, unsigned char lo = 0x80, unsigned char hi = 0xBF) {
-    return i + k < s.size() && b(k) >= lo && b(k) <= hi;
-  };
-  const unsigned char c = b(0);
-  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
-  if (c == 0xE0) return cont(1, 0xA0) && cont(2) ? 3 : 0;
-  if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) return cont(1) && cont(2) ? 3 : 0;
-  if (c == 0xED) return cont(1, 0x80, 0x9F) && cont(2) ? 3 : 0;
-  if (c == 0xF0) return cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
-  if (c >= 0xF1 && c <= 0xF3) return cont(1) && cont(2) && cont(3) ? 4 : 0;
-  if (c == 0xF4) return cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : 0;
-  return 0;
 }
 
 // A JSON reader over one text, appending nodes; iterative, so nesting depth costs no stack.
@@ -195,7 +161,7 @@ class Reader {
       }
       if (c < 0x20) return false;
       if (c >= 0x80) {
-        const size_t n = Utf8Length(s_, i_);
+        const size_t n = util::Utf8SequenceLength(s_, i_);
         if (n == 0) return false;
         i_ += n;
         continue;
@@ -242,7 +208,7 @@ class Reader {
             if (low < 0xDC00 || low > 0xDFFF) return false;
             cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
           }
-          AppendUtf8(out, static_cast<uint32_t>(cp));
+          util::AppendUtf8(out, static_cast<char32_t>(cp));
           break;
         }
         default:

@@ -9,7 +9,7 @@
 #include "http/admin_json.h"
 #include "http/check_json.h"
 #include "http/http_query.h"
-#include "http/json_text.h"
+#include "http/ceil_millis.h"
 #include "sluice/decision.h"
 
 namespace sluice::server {

@@ -1,6 +1,6 @@
 #include "http/http_message.h"
 
-#include "http/json_text.h"
+#include "util/json_string.h"
 
 namespace sluice::server {
 
@@ -8,7 +8,7 @@ HttpReply ErrorReply(int status, std::string_view message) {
   HttpReply reply;
   reply.status = status;
   reply.body = "{\"error\":";
-  AppendJsonString(reply.body, message);
+  util::AppendJsonStringOfBytes(reply.body, message);
   reply.body += "}\n";
   return reply;
 }

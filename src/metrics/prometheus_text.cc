@@ -3,40 +3,10 @@
 #include <charconv>
 #include <cmath>
 
+#include "util/utf8.h"
+
 namespace sluice::server {
 namespace {
-
-// Length of the valid UTF-8 sequence at the start of `s`, or 0 if it is not one (overlong
-// forms, surrogates and code points above U+10FFFF are invalid, as Go's utf8.ValidString has
-// them, which is what Prometheus checks with).
-size_t Utf8SequenceLength(std::string_view s) {
-  const auto b0 = static_cast<unsigned char>(s[0]);
-  if (b0 < 0x80) return 1;
-  size_t n = 0;
-  unsigned char lo = 0x80;
-  unsigned char hi = 0xBF;
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    n = 2;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    n = 3;
-    if (b0 == 0xE0) lo = 0xA0;  // overlong
-    if (b0 == 0xED) hi = 0x9F;  // surrogates
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    n = 4;
-    if (b0 == 0xF0) lo = 0x90;  // overlong
-    if (b0 == 0xF4) hi = 0x8F;  // above U+10FFFF
-  } else {
-    return 0;
-  }
-  if (s.size() < n) return 0;
-  const auto b1 = static_cast<unsigned char>(s[1]);
-  if (b1 < lo || b1 > hi) return 0;
-  for (size_t i = 2; i < n; ++i) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    if (b < 0x80 || b > 0xBF) return 0;
-  }
-  return n;
-}
 
 void AppendLabels(std::string& out, std::string_view labels, std::string_view extra) {
   if (labels.empty() && extra.empty()) return;
@@ -50,12 +20,11 @@ void AppendLabels(std::string& out, std::string_view labels, std::string_view ex
 }  // namespace
 
 void AppendLabelValue(std::string& out, std::string_view value) {
-  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
   while (!value.empty()) {
     const char c = value[0];
-    const size_t n = Utf8SequenceLength(value);
+    const size_t n = util::Utf8SequenceLength(value, 0);
     if (n == 0) {
-      out += kReplacement;
+      out += util::kReplacementCharacter;
       value.remove_prefix(1);
       continue;
     }

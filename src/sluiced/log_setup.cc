@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "http/json_text.h"
+#include "util/json_string.h"
 
 namespace sluice::server {
 namespace {
@@ -20,7 +20,7 @@ class JsonMessageFlag : public spdlog::custom_flag_formatter {
   void format(const spdlog::details::log_msg& msg, const std::tm&,
               spdlog::memory_buf_t& dest) override {
     std::string out;
-    AppendJsonString(out, std::string_view(msg.payload.data(), msg.payload.size()));
+    util::AppendJsonStringOfBytes(out, std::string_view(msg.payload.data(), msg.payload.size()));
     dest.append(out.data(), out.data() + out.size());
   }
   std::unique_ptr<custom_flag_formatter> clone() const override {
