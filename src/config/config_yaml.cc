@@ -8,6 +8,8 @@
 #include <memory>
 #include <unordered_map>
 
+#include "util/ascii.h"
+
 namespace sluice::server::internal {
 namespace {
 
@@ -378,7 +380,7 @@ std::optional<YamlInt> SplitYamlInt(std::string_view text) {
     v.remove_prefix(1);
   }
   if (v.size() > 1 && v[0] == '0') {
-    const char p = static_cast<char>(std::tolower(static_cast<unsigned char>(v[1])));
+    const char p = util::ToLowerAscii(v[1]);
     n.base = p == 'x' ? 16 : p == 'o' ? 8 : p == 'b' ? 2 : 0;
     v.remove_prefix(n.base == 0 ? 1 : 2);
     if (n.base == 0) n.base = 8;  // Go's base 0: a leading 0 is octal

@@ -1,5 +1,7 @@
 #include "config/key_escape.h"
 
+#include "util/hex.h"
+
 namespace sluice::server {
 namespace {
 
@@ -11,14 +13,12 @@ bool NeedsEscape(unsigned char c) {
 }  // namespace
 
 void AppendEscaped(std::string& out, std::string_view text) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
   out.reserve(out.size() + text.size());
   for (char ch : text) {
     const auto c = static_cast<unsigned char>(ch);
     if (NeedsEscape(c)) {
       out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
+      util::AppendHexByte(out, c, util::HexCase::kUpper);
     } else {
       out += ch;
     }

@@ -2,20 +2,9 @@
 
 #include <chrono>
 
+#include "util/ascii.h"
+
 namespace sluice::server {
-namespace {
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char c = a[i];
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    if (c != b[i]) return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 std::string_view UnitName(Unit unit) {
   switch (unit) {
@@ -39,7 +28,7 @@ std::string_view UnitName(Unit unit) {
 
 std::optional<Unit> ParseUnit(std::string_view name) {
   for (Unit u : kAllUnits) {
-    if (EqualsIgnoreCase(name, UnitName(u))) return u;
+    if (util::EqualsIgnoreAsciiCase(name, UnitName(u))) return u;
   }
   return std::nullopt;
 }

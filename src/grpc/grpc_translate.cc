@@ -9,6 +9,8 @@
 #include <string>
 #include <utility>
 
+#include "util/hex.h"
+
 namespace sluice::server {
 namespace {
 
@@ -76,12 +78,8 @@ std::string ValueForCounting(const std::string& value, size_t max_value_bytes) {
   if (value.size() <= max_value_bytes) return value;
   unsigned char digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(value.data()), value.size(), digest);
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string out = kLongValuePrefix;
-  for (const unsigned char byte : digest) {
-    out += kHex[byte >> 4];
-    out += kHex[byte & 0xf];
-  }
+  for (const unsigned char byte : digest) util::AppendHexByte(out, byte, util::HexCase::kLower);
   return out;
 }
 

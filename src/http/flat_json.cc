@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "util/hex.h"
 #include "util/utf8.h"
 
 namespace sluice::server {
@@ -14,13 +15,6 @@ namespace {
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 // A JSON reader over one text, appending nodes; iterative, so nesting depth costs no stack.
 class Reader {
@@ -222,7 +216,7 @@ class Reader {
     if (s_.size() - i_ < 4) return -1;
     int32_t v = 0;
     for (int k = 0; k < 4; ++k) {
-      const int h = HexValue(s_[i_ + static_cast<size_t>(k)]);
+      const int h = util::HexValue(s_[i_ + static_cast<size_t>(k)]);
       if (h < 0) return -1;
       v = v * 16 + h;
     }

@@ -7,22 +7,14 @@
 #include <vector>
 
 #include "http/admin_json.h"
+#include "http/ceil_millis.h"
 #include "http/check_json.h"
 #include "http/http_query.h"
-#include "http/ceil_millis.h"
 #include "sluice/decision.h"
+#include "util/ascii.h"
 
 namespace sluice::server {
 namespace {
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; };
-    if (lower(a[i]) != lower(b[i])) return false;
-  }
-  return true;
-}
 
 // Compares in time independent of where the strings differ, so that response timing does not
 // reveal how much of a guessed admin token is right.
@@ -38,7 +30,7 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
 bool HasHeader(const std::vector<std::pair<std::string, std::string>>& headers,
                std::string_view name) {
   for (const auto& h : headers) {
-    if (EqualsIgnoreCase(h.first, name)) return true;
+    if (util::EqualsIgnoreAsciiCase(h.first, name)) return true;
   }
   return false;
 }
@@ -132,7 +124,8 @@ HttpReply HttpApi::Handle(const HttpRequestView& request) const {
 bool HttpApi::Authorized(const HttpRequestView& request) const {
   constexpr std::string_view kScheme = "Bearer ";
   const std::string_view auth = request.authorization;
-  if (auth.size() <= kScheme.size() || !EqualsIgnoreCase(auth.substr(0, kScheme.size()), kScheme)) {
+  if (auth.size() <= kScheme.size() ||
+      !util::EqualsIgnoreAsciiCase(auth.substr(0, kScheme.size()), kScheme)) {
     return false;
   }
   return ConstantTimeEquals(auth.substr(kScheme.size()), options_.admin_token);

@@ -1,14 +1,9 @@
 #include "http/http_query.h"
 
+#include "util/hex.h"
+
 namespace sluice::server {
 namespace {
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 Result<std::string> Decode(std::string_view s) {
   std::string out;
@@ -20,8 +15,8 @@ Result<std::string> Decode(std::string_view s) {
       if (i + 2 >= s.size()) {  // needs two hex digits after it
         return MakeError("bad percent-escape in the query: '" + std::string(s.substr(i)) + "'");
       }
-      const int hi = HexValue(s[i + 1]);
-      const int lo = HexValue(s[i + 2]);
+      const int hi = util::HexValue(s[i + 1]);
+      const int lo = util::HexValue(s[i + 2]);
       if (hi < 0 || lo < 0) {
         return MakeError("bad percent-escape in the query: '" + std::string(s.substr(i, 3)) + "'");
       }

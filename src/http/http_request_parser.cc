@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "util/ascii.h"
+#include "util/hex.h"
+
 namespace sluice::server {
 namespace {
 
@@ -45,17 +48,6 @@ bool IsToken(std::string_view s) {
   return true;
 }
 
-char Lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; }
-
-// `s` equals the lower-case `lower`, ignoring case.
-bool IEquals(std::string_view s, std::string_view lower) {
-  if (s.size() != lower.size()) return false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (Lower(s[i]) != lower[i]) return false;
-  }
-  return true;
-}
-
 std::string_view TrimOws(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -66,7 +58,7 @@ std::string_view TrimOws(std::string_view s) {
 bool HasToken(std::string_view value, std::string_view lower) {
   while (!value.empty()) {
     const size_t comma = value.find(',');
-    if (IEquals(TrimOws(value.substr(0, comma)), lower)) return true;
+    if (util::EqualsIgnoreAsciiCase(TrimOws(value.substr(0, comma)), lower)) return true;
     if (comma == std::string_view::npos) break;
     value.remove_prefix(comma + 1);
   }
@@ -186,8 +178,7 @@ std::string_view ParseChunkSizeLine(std::string_view line, uint64_t& size) {
   size_t digits = 0;
   uint64_t n = 0;
   for (; digits < line.size(); ++digits) {
-    const char l = Lower(line[digits]);
-    const int digit = l >= '0' && l <= '9' ? l - '0' : l >= 'a' && l <= 'f' ? l - 'a' + 10 : -1;
+    const int digit = util::HexValue(line[digits]);
     if (digit < 0) break;
     if (digits == 15) return "bad chunk size";  // no overflow
     n = n * 16 + static_cast<uint64_t>(digit);
@@ -318,31 +309,31 @@ std::optional<ParseOutcome> HttpRequestParser::ParseHead(std::string_view data) 
     if (!IsToken(name)) return Bad("bad header name");
     const std::string_view value = TrimOws(line.substr(colon + 1));
     if (!IsFieldValue(value)) return Bad("bad header value");
-    switch (Lower(name.front())) {
+    switch (util::ToLowerAscii(name.front())) {
       case 'c':
-        if (IEquals(name, "content-length")) {
+        if (util::EqualsIgnoreAsciiCase(name, "content-length")) {
           uint64_t n = 0;
           if (!ParseLength(value, n) || (has_length && n != length)) {
             return Bad("bad Content-Length");
           }
           has_length = true;
           length = n;
-        } else if (IEquals(name, "connection")) {
+        } else if (util::EqualsIgnoreAsciiCase(name, "connection")) {
           close = close || HasToken(value, "close");
           keep_alive = keep_alive || HasToken(value, "keep-alive");
         }
         break;
       case 't':
-        if (IEquals(name, "transfer-encoding")) {
+        if (util::EqualsIgnoreAsciiCase(name, "transfer-encoding")) {
           // Only chunked is decoded; any other coding could not be read.
-          if (has_transfer_encoding || !IEquals(value, "chunked")) {
+          if (has_transfer_encoding || !util::EqualsIgnoreAsciiCase(value, "chunked")) {
             return Bad("unsupported Transfer-Encoding");
           }
           has_transfer_encoding = chunked = true;
         }
         break;
       case 'a':
-        if (!has_authorization && IEquals(name, "authorization")) {
+        if (!has_authorization && util::EqualsIgnoreAsciiCase(name, "authorization")) {
           request.authorization = value;
           has_authorization = true;
         }

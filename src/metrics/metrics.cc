@@ -12,6 +12,7 @@
 #include "metrics/label_table.h"
 #include "metrics/prometheus_text.h"
 #include "metrics/top_k.h"
+#include "util/hex.h"
 
 namespace sluice::server {
 namespace {
@@ -99,8 +100,7 @@ std::string_view BoundedIdentity(std::string_view identity,
   std::copy_n(identity.data(), cut, buf.data());
   buf[cut] = '~';
   uint64_t h = std::hash<std::string_view>{}(identity);
-  static constexpr char kHex[] = "0123456789abcdef";
-  for (size_t i = 0; i < 16; ++i, h >>= 4) buf[cut + 16 - i] = kHex[h & 0xf];
+  for (size_t i = 0; i < 16; ++i, h >>= 4) buf[cut + 16 - i] = util::HexDigit(h & 0xf);
   return std::string_view(buf.data(), cut + kSuffix);
 }
 

@@ -14,6 +14,7 @@
 #include "store/redis/redis_script_multi.h"
 #include "store/redis/redis_scripts.h"
 #include "store/redis/redis_transport.h"
+#include "util/hex.h"
 
 namespace sluice {
 namespace {
@@ -345,7 +346,6 @@ Result<RedisStoreOptions> ParseRedisAddress(std::string_view address) {
 
 std::string RedisKeyFor(std::string_view key_prefix, std::string_view limit_id,
                         std::string_view identity) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
   std::string key;
   key.reserve(key_prefix.size() + limit_id.size() + identity.size() + 8);
   key.append(key_prefix).append(":{").append(limit_id).push_back(':');
@@ -355,8 +355,7 @@ std::string RedisKeyFor(std::string_view key_prefix, std::string_view limit_id,
       key.push_back(ch);
     } else {
       key.push_back('%');
-      key.push_back(kHex[c >> 4]);
-      key.push_back(kHex[c & 0xf]);
+      util::AppendHexByte(key, c, util::HexCase::kUpper);
     }
   }
   key.push_back('}');
