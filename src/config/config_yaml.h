@@ -1,5 +1,5 @@
 // Strict reading of YAML nodes for the config loader: every error is "file:line:col: what".
-// Internal to src/server/config_*.cc; the only header that includes yaml-cpp.
+// Internal to src/config/config_*.cc; the only header that includes yaml-cpp.
 #ifndef SLUICE_CONFIG_CONFIG_YAML_H_
 #define SLUICE_CONFIG_CONFIG_YAML_H_
 

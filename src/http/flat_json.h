@@ -4,7 +4,7 @@
 // nlohmann::json::parse accepts (strict RFC 8259, UTF-8 validated, a leading byte order mark
 // skipped, a number beyond a double's range refused), classifies numbers the same way (unsigned,
 // integer, float), and, like nlohmann::json, lets a later member of an object replace an earlier
-// one of the same name: the API's errors stay what they were (tests/server/flat_json_test.cc
+// one of the same name: the API's errors stay what they were (tests/http/flat_json_test.cc
 // compares the two).
 //
 //   FlatJson doc;
