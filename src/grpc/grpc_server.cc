@@ -1,7 +1,7 @@
 // The async gRPC API with one completion queue and one thread per `threads`, rather than the
-// sync server or the callback API: a memory-store Check() runs to the end on the thread that
-// took the call, a Redis one is answered from the store's I/O thread (CheckAsync), exactly
-// `threads` threads serve (the sync server grows its pool per call, or answers
+// sync server or the callback API: every call asks CheckAsync; a memory-store check runs to the
+// end on the thread that took the call, a Redis one is answered from the store's I/O thread,
+// exactly `threads` threads serve (the sync server grows its pool per call, or answers
 // RESOURCE_EXHAUSTED once a thread quota is reached), and calls beyond that wait in gRPC's
 // queue instead of failing.
 #include "grpc/grpc_server.h"
@@ -63,28 +63,14 @@ class Call {
   void Answer() {
     Result<CheckRequest> request = FromEnvoyRequest(request_);
     if (!request) return Fail(request.error());
-    // As in envoyproxy/ratelimit, a domain the config does not have limits nothing: every
-    // descriptor is OK with no limit. An error would make Envoy either fail every request of a
-    // domain rolled out before sluiced's config has it, or count errors for each one.
-    if (const auto config = shared_->service->config();
-        config != nullptr && config->FindDomain(request->domain) == nullptr) {
-      CheckResponse unlimited;
-      unlimited.statuses.resize(request->descriptors.size());
-      return Reply(unlimited);
-    }
-    // With Redis the answer comes on the store's I/O thread and this queue's thread goes back
-    // to taking calls: many checks in flight per thread, not one. Finish may be called from
-    // any thread; the queue hands this call back only after it.
-    if (shared_->service->ChecksAsynchronously()) {
-      shared_->service->CheckAsync(*request, [this](Result<CheckResponse> decision) {
-        if (!decision) return Fail(decision.error());
-        Reply(*decision);
-      });
-      return;
-    }
-    Result<CheckResponse> decision = shared_->service->Check(*request);
-    if (!decision) return Fail(decision.error());
-    Reply(*decision);
+    // The service answers on this thread (the memory store, an invalid request, an unknown
+    // domain), or later on the store's I/O thread (Redis) while this queue's thread goes back
+    // to taking calls: many checks in flight per thread, not one. Finish may be called from any
+    // thread; the queue hands this call back only after it.
+    shared_->service->CheckAsync(*request, [this](Result<CheckResponse> decision) {
+      if (!decision) return Fail(decision.error());
+      Reply(*decision);
+    });
   }
 
   void Reply(const CheckResponse& decision) {

@@ -74,8 +74,8 @@ uint32_t ClampU32(int64_t v) {
 // too: a bypass. So a value over the bound is counted under its SHA-256 instead. A
 // cryptographic digest, not a seeded hash: sluiced instances sharing a Redis must all derive
 // the same key, and a client must not be able to make its value collide with another's.
-std::string ValueForCounting(const std::string& value, size_t max_value_bytes) {
-  if (value.size() <= max_value_bytes) return value;
+std::string ValueForCounting(const std::string& value) {
+  if (value.size() <= kCheckLimits.max_value_bytes) return value;
   unsigned char digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(value.data()), value.size(), digest);
   std::string out = kLongValuePrefix;
@@ -87,19 +87,11 @@ rls::RateLimitResponse::Code ToEnvoyCode(Code code) {
   return code == Code::kOverLimit ? rls::RateLimitResponse::OVER_LIMIT : rls::RateLimitResponse::OK;
 }
 
-Result<CheckDescriptor> FromEnvoyDescriptor(const EnvoyDescriptor& in, int index,
-                                            size_t max_value_bytes) {
-  if (in.entries_size() == 0) {
-    return MakeError(Where(index) + ": a descriptor needs at least one entry");
-  }
+Result<CheckDescriptor> FromEnvoyDescriptor(const EnvoyDescriptor& in, int index) {
   CheckDescriptor out;
   out.entries.reserve(in.entries_size());
-  for (int j = 0; j < in.entries_size(); ++j) {
-    const auto& entry = in.entries(j);
-    if (entry.key().empty()) {
-      return MakeError(Where(index) + ".entries[" + std::to_string(j) + "].key must not be empty");
-    }
-    out.entries.emplace_back(entry.key(), ValueForCounting(entry.value(), max_value_bytes));
+  for (const auto& entry : in.entries()) {
+    out.entries.emplace_back(entry.key(), ValueForCounting(entry.value()));
   }
   if (in.has_hits_addend()) {
     const uint64_t hits = in.hits_addend().value();
@@ -122,15 +114,14 @@ Result<CheckDescriptor> FromEnvoyDescriptor(const EnvoyDescriptor& in, int index
 
 }  // namespace
 
-Result<CheckRequest> FromEnvoyRequest(const rls::RateLimitRequest& in, size_t max_value_bytes) {
-  if (in.domain().empty()) return MakeError("domain must not be empty");
-  if (in.descriptors_size() == 0) return MakeError("at least one descriptor is required");
+Result<CheckRequest> FromEnvoyRequest(const rls::RateLimitRequest& in) {
   CheckRequest out;
+  out.caller = Caller::kEnvoy;
   out.domain = in.domain();
   out.hits = in.hits_addend() == 0 ? 1 : in.hits_addend();
   out.descriptors.reserve(in.descriptors_size());
   for (int i = 0; i < in.descriptors_size(); ++i) {
-    Result<CheckDescriptor> d = FromEnvoyDescriptor(in.descriptors(i), i, max_value_bytes);
+    Result<CheckDescriptor> d = FromEnvoyDescriptor(in.descriptors(i), i);
     if (!d) return std::unexpected(std::move(d.error()));
     out.descriptors.push_back(std::move(*d));
   }

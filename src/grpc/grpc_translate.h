@@ -11,18 +11,18 @@
 
 namespace sluice::server {
 
-// Envoy's request as a CheckRequest. Enforces the rules Envoy's API states as validation
-// annotations (which sluice's .proto leaves out): a non-empty domain, at least one descriptor,
-// at least one entry per descriptor, non-empty keys, and a defined override unit. Hits follow
-// Envoy: a request hits_addend of 0 (proto3's "unset") means 1; a descriptor's own hits_addend,
-// when present, replaces it for that descriptor (an explicit 0 stays 0). Sizes and hit bounds
-// are the service's to check (CheckLimits), except a value's length: a value longer than
-// max_value_bytes (the client's own path or header, typically) is replaced by
-// kLongValuePrefix + its SHA-256 in hex, so it is still counted, each long value on its own
-// counter. An error is the caller's fault: INVALID_ARGUMENT.
+// Envoy's request as a CheckRequest from Caller::kEnvoy. Only what does not translate is
+// refused here: a descriptor hits_addend beyond int64, and an override unit Envoy's enum does not
+// define. The rules Envoy's API states as validation annotations (a non-empty domain, at least
+// one descriptor, an entry per descriptor, non-empty keys), the bounds and what an unknown domain
+// means are the service's (service/check_rules.h). Hits follow Envoy: a request hits_addend of 0
+// (proto3's "unset") means 1; a descriptor's own hits_addend, when present, replaces it for that
+// descriptor (an explicit 0 stays 0). A value longer than CheckLimits::max_value_bytes (the
+// client's own path or header, typically) is replaced by kLongValuePrefix + its SHA-256 in hex,
+// so it is still counted, each long value on its own counter. An error is the caller's fault:
+// INVALID_ARGUMENT.
 inline constexpr char kLongValuePrefix[] = "sha256:";
-Result<CheckRequest> FromEnvoyRequest(const envoy::service::ratelimit::v3::RateLimitRequest& in,
-                                      size_t max_value_bytes = CheckLimits{}.max_value_bytes);
+Result<CheckRequest> FromEnvoyRequest(const envoy::service::ratelimit::v3::RateLimitRequest& in);
 
 // The decision as Envoy's response: overall_code, one DescriptorStatus per descriptor in order,
 // and the RateLimit headers (RateLimitHeaders()) in response_headers_to_add. As in

@@ -1,7 +1,9 @@
 #include "http/check_json.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -31,24 +33,15 @@ std::string UnknownField(const FlatJson& doc, const Node& object,
   return first == nullptr ? "" : *first;
 }
 
-Result<int64_t> ParseHits(const Node& v, const std::string& where, const CheckLimits& limits) {
+// Any integer: the range is the service's rule. One beyond int64 (the rules refuse it anyway)
+// is kept as the largest int64, so it is refused with the same words as any other out of range.
+Result<int64_t> ParseHits(const Node& v, const std::string& where) {
   if (!v.is_number_integer()) return MakeError(where + ": must be an integer");
-  if (v.kind == Kind::kUnsigned ? v.unsigned_integer > static_cast<uint64_t>(limits.max_hits)
-                                : (v.integer < 0 || v.integer > limits.max_hits)) {
-    return MakeError(where + ": must be between 0 and " + std::to_string(limits.max_hits));
+  if (v.kind == Kind::kUnsigned) {
+    return static_cast<int64_t>(
+        std::min<uint64_t>(v.unsigned_integer, std::numeric_limits<int64_t>::max()));
   }
-  return v.kind == Kind::kUnsigned ? static_cast<int64_t>(v.unsigned_integer) : v.integer;
-}
-
-Result<void> CheckBoundedString(const Node& v, const std::string& where, size_t max_bytes) {
-  if (v.kind != Kind::kString) return MakeError(where + ": must be a string");
-  const std::string& s = v.text;
-  if (s.empty()) return MakeError(where + ": must not be empty");
-  if (s.size() > max_bytes) {
-    return MakeError(where + ": " + std::to_string(s.size()) + " bytes, over the " +
-                     std::to_string(max_bytes) + "-byte limit");
-  }
-  return {};
+  return v.integer;
 }
 
 Result<LimitOverride> ParseOverride(const FlatJson& doc, const Node& v, const std::string& where) {
@@ -61,6 +54,7 @@ Result<LimitOverride> ParseOverride(const FlatJson& doc, const Node& v, const st
   if (rpu == nullptr || unit == nullptr) {
     return MakeError(where + ": needs requests_per_unit and unit");
   }
+  // The field's type: a uint32, as in Envoy's API (whose wire type bounds it the same way).
   if (!rpu->is_number_integer() || (rpu->kind == Kind::kInteger && rpu->integer < 0) ||
       (rpu->kind == Kind::kUnsigned ? rpu->unsigned_integer : static_cast<uint64_t>(rpu->integer)) >
           UINT32_MAX) {
@@ -77,8 +71,10 @@ Result<LimitOverride> ParseOverride(const FlatJson& doc, const Node& v, const st
   return LimitOverride{requests, *parsed};
 }
 
-Result<CheckDescriptor> ParseDescriptor(FlatJson& doc, const Node& v, const std::string& where,
-                                        const CheckLimits& limits) {
+// The body is at most HttpApiOptions::max_body_bytes (1 MiB), checked before parsing, so the
+// request built here is bounded by it too: no need to stop early at a count over the rules'
+// bounds, which the service refuses afterwards.
+Result<CheckDescriptor> ParseDescriptor(FlatJson& doc, const Node& v, const std::string& where) {
   if (v.kind != Kind::kObject) return MakeError(where + ": must be an object");
   if (auto f = UnknownField(doc, v, {"entries", "hits", "limit"}); !f.empty()) {
     return MakeError(where + ": unknown field '" + f + "'");
@@ -87,11 +83,6 @@ Result<CheckDescriptor> ParseDescriptor(FlatJson& doc, const Node& v, const std:
   const Node* entries = doc.Find(v, "entries");
   if (entries == nullptr) return MakeError(where + ": missing 'entries'");
   if (entries->kind != Kind::kArray) return MakeError(where + ".entries: must be an array");
-  if (entries->size == 0) return MakeError(where + ".entries: must not be empty");
-  if (entries->size > limits.max_entries) {
-    return MakeError(where + ".entries: " + std::to_string(entries->size) +
-                     " entries, over the limit of " + std::to_string(limits.max_entries));
-  }
   d.entries.reserve(entries->size);
   size_t i = 0;
   for (const Node* e = doc.First(*entries); e != nullptr; e = doc.Next(*e), ++i) {
@@ -105,18 +96,12 @@ Result<CheckDescriptor> ParseDescriptor(FlatJson& doc, const Node& v, const std:
     const Node* value = doc.Find(*e, "value");
     if (key == nullptr) return MakeError(at() + ": missing 'key'");
     if (value == nullptr) return MakeError(at() + ": missing 'value'");
-    if (key->kind != Kind::kString || key->text.empty() ||
-        key->text.size() > limits.max_key_bytes || value->kind != Kind::kString ||
-        value->text.empty() || value->text.size() > limits.max_value_bytes) {
-      auto k = CheckBoundedString(*key, at() + ".key", limits.max_key_bytes);
-      if (!k) return std::unexpected(k.error());
-      auto val = CheckBoundedString(*value, at() + ".value", limits.max_value_bytes);
-      if (!val) return std::unexpected(val.error());
-    }
+    if (key->kind != Kind::kString) return MakeError(at() + ".key: must be a string");
+    if (value->kind != Kind::kString) return MakeError(at() + ".value: must be a string");
     d.entries.emplace_back(doc.Take(*key), doc.Take(*value));
   }
   if (const Node* hits = doc.Find(v, "hits"); hits != nullptr) {
-    auto h = ParseHits(*hits, where + ".hits", limits);
+    auto h = ParseHits(*hits, where + ".hits");
     if (!h) return std::unexpected(h.error());
     d.hits = *h;
   }
@@ -132,7 +117,7 @@ void AppendBool(std::string& out, bool b) { out += b ? "true" : "false"; }
 
 }  // namespace
 
-Result<CheckRequest> ParseCheckRequest(std::string_view body, const CheckLimits& limits) {
+Result<CheckRequest> ParseCheckRequest(std::string_view body) {
   FlatJson doc;
   if (!doc.Parse(body)) return MakeError("the body is not valid JSON");
   const Node& root = doc.root();
@@ -141,29 +126,24 @@ Result<CheckRequest> ParseCheckRequest(std::string_view body, const CheckLimits&
     return MakeError("unknown field '" + f + "'");
   }
   CheckRequest request;
+  request.caller = Caller::kHttpJson;
   const Node* domain = doc.Find(root, "domain");
   if (domain == nullptr) return MakeError("missing 'domain'");
   if (domain->kind != Kind::kString) return MakeError("domain: must be a string");
   request.domain = domain->text;
-  if (request.domain.empty()) return MakeError("domain: must not be empty");
 
   const Node* descriptors = doc.Find(root, "descriptors");
   if (descriptors == nullptr) return MakeError("missing 'descriptors'");
   if (descriptors->kind != Kind::kArray) return MakeError("descriptors: must be an array");
-  if (descriptors->size == 0) return MakeError("descriptors: must not be empty");
-  if (descriptors->size > limits.max_descriptors) {
-    return MakeError("descriptors: " + std::to_string(descriptors->size) +
-                     " descriptors, over the limit of " + std::to_string(limits.max_descriptors));
-  }
   if (const Node* hits = doc.Find(root, "hits"); hits != nullptr) {
-    auto h = ParseHits(*hits, "hits", limits);
+    auto h = ParseHits(*hits, "hits");
     if (!h) return std::unexpected(h.error());
     request.hits = *h;
   }
   request.descriptors.reserve(descriptors->size);
   size_t i = 0;
   for (const Node* d = doc.First(*descriptors); d != nullptr; d = doc.Next(*d), ++i) {
-    auto parsed = ParseDescriptor(doc, *d, "descriptors[" + std::to_string(i) + "]", limits);
+    auto parsed = ParseDescriptor(doc, *d, "descriptors[" + std::to_string(i) + "]");
     if (!parsed) return std::unexpected(parsed.error());
     request.descriptors.push_back(std::move(*parsed));
   }

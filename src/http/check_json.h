@@ -4,10 +4,13 @@
 //   {"domain":"api","descriptors":[{"entries":[{"key":"api_key","value":"k1"}],"hits":1}],
 //    "hits":1}
 //
-// Strict means: only the fields above (and a descriptor's "limit" override), each of its type;
-// keys and values non-empty strings within CheckLimits; at least one descriptor and at most
-// max_descriptors; hits integers in [0, max_hits]. The error says which field is wrong, e.g.
-// "descriptors[0].entries[1].key: 300 bytes, over the 256-byte limit".
+// Strict means: only the fields above (and a descriptor's "limit" override), each of its type
+// (strings, arrays, objects, integers; an override's requests_per_unit a uint32, as in Envoy's
+// API). That is all the parser refuses, naming the field ("descriptors[0].hits: must be an
+// integer"). What the values must be (non-empty, within CheckLimits, hits from 0 to max_hits) is
+// the service's rule (service/check_rules.h), which words its errors the same way for
+// Caller::kHttpJson, the caller this sets: "descriptors[0].entries[1].key: 300 bytes, over the
+// 256-byte limit".
 #ifndef SLUICE_HTTP_CHECK_JSON_H_
 #define SLUICE_HTTP_CHECK_JSON_H_
 
@@ -20,7 +23,7 @@
 
 namespace sluice::server {
 
-Result<CheckRequest> ParseCheckRequest(std::string_view body, const CheckLimits& limits);
+Result<CheckRequest> ParseCheckRequest(std::string_view body);
 
 // {"overall":"OK"|"OVER_LIMIT","statuses":[...]}, one status per descriptor, in order.
 // retry_after_ms is null when the hits can never pass (over the capacity, or a blocking rule).

@@ -1,16 +1,17 @@
 #include "http/http_api.h"
 
-#include <algorithm>
+#include <atomic>
 #include <charconv>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "http/admin_json.h"
-#include "http/ceil_millis.h"
 #include "http/check_json.h"
 #include "http/http_query.h"
-#include "sluice/decision.h"
 #include "util/ascii.h"
 
 namespace sluice::server {
@@ -25,14 +26,6 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
     diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   }
   return diff == 0;
-}
-
-bool HasHeader(const std::vector<std::pair<std::string, std::string>>& headers,
-               std::string_view name) {
-  for (const auto& h : headers) {
-    if (util::EqualsIgnoreAsciiCase(h.first, name)) return true;
-  }
-  return false;
 }
 
 HttpReply JsonReply(int status, std::string body) {
@@ -72,10 +65,33 @@ Result<CounterQuery> ParseCounterQuery(std::string_view query) {
   return q;
 }
 
+// One check between HttpApi::Check and the service's answer. The answer comes before
+// CheckAsync returns (the memory store: it is then the handler's own reply, with no deferral
+// and no thread hop) or after, from another thread (Redis: then it is sent through the
+// deferral). Which of the two happened is decided under `mu`: the answer stores its reply
+// unless the handler has already deferred, in which case it sends it; the handler returns the
+// stored reply, or defers. Both hold a reference, and the last to let go deletes it. Owned by a
+// count rather than a shared_ptr so that the service's callback (two pointers) fits in
+// std::function's own buffer: one allocation per check.
+struct PendingCheck {
+  std::mutex mu;
+  std::condition_variable answered;  // for a request without a deferral (tests)
+  std::optional<HttpReply> reply;    // the answer, while the handler has not taken it
+  HttpReplyCallback send;            // set once the handler deferred
+  bool deferred = false;
+  std::atomic<int> refs{2};  // the handler's and the answer's
+
+  void Release() {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+};
+
 }  // namespace
 
 HttpApi::HttpApi(RateLimitService* service, Metrics* metrics, HttpApiOptions options)
-    : service_(service), metrics_(metrics), options_(std::move(options)) {}
+    : service_(service), metrics_(metrics), options_(std::move(options)) {
+  options_.headers.soft_over_limit = true;
+}
 
 HttpReply HttpApi::Handle(const HttpRequestView& request) const {
   const std::string_view path = SplitTarget(request.target).path;
@@ -136,44 +152,47 @@ HttpReply HttpApi::Check(const HttpRequestView& request) const {
     return ErrorReply(
         413, "the body is over the limit of " + std::to_string(options_.max_body_bytes) + " bytes");
   }
-  auto parsed = ParseCheckRequest(request.body, options_.limits);
+  auto parsed = ParseCheckRequest(request.body);
   if (!parsed) return ErrorReply(400, parsed.error().message);
-  // A store that answers over the network (Redis) must not hold this I/O thread: the reply
-  // is sent when the store answers.
-  if (request.deferral != nullptr && service_->ChecksAsynchronously()) {
-    service_->CheckAsync(
-        *parsed, [this, send = request.deferral->Defer()](Result<CheckResponse> response) mutable {
-          send(CheckReply(response));
-        });
+  auto* pending = new PendingCheck;
+  service_->CheckAsync(*parsed, [this, pending](Result<CheckResponse> response) {
+    HttpReply reply = CheckReply(response);
+    std::unique_lock<std::mutex> lock(pending->mu);
+    if (pending->deferred) {
+      const HttpReplyCallback send = std::move(pending->send);
+      lock.unlock();
+      pending->Release();
+      send(std::move(reply));
+      return;
+    }
+    pending->reply = std::move(reply);
+    pending->answered.notify_one();
+    lock.unlock();
+    pending->Release();
+  });
+  std::unique_lock<std::mutex> lock(pending->mu);
+  if (!pending->reply && request.deferral != nullptr) {
+    // The store is still working: this I/O thread must not wait for it.
+    pending->send = request.deferral->Defer();
+    pending->deferred = true;
+    lock.unlock();
+    pending->Release();
     return DeferredReply();
   }
-  return CheckReply(service_->Check(*parsed));
+  pending->answered.wait(lock, [pending] { return pending->reply.has_value(); });
+  HttpReply reply = std::move(*pending->reply);
+  lock.unlock();
+  pending->Release();
+  return reply;
 }
 
+// The body and the status are HTTP's; the headers are the service's (ratelimit_headers.h).
 HttpReply HttpApi::CheckReply(const Result<CheckResponse>& response) const {
   if (!response) return ErrorReply(400, response.error().message);
-
   HttpReply reply;
   reply.status = response->overall == Code::kOk ? 200 : 429;
   reply.body = RenderCheckResponse(*response);
   reply.headers = RateLimitHeaders(*response, options_.headers);
-  bool soft = false;
-  int64_t retry_ms = 0;
-  for (const DescriptorStatus& s : response->statuses) {
-    soft = soft || s.soft_over_limit;
-    if (s.code == Code::kOverLimit && s.retry_after != kNever) {
-      retry_ms = std::max(retry_ms, CeilMillis(s.retry_after));
-    }
-  }
-  if (soft && !HasHeader(reply.headers, kSoftOverLimitHeader)) {
-    reply.headers.emplace_back(kSoftOverLimitHeader, "?1");
-  }
-  // Every 429 carries Retry-After (RFC 9110 delay-seconds, rounded up), whatever the header
-  // builder decided.
-  if (reply.status == 429 && !HasHeader(reply.headers, "Retry-After")) {
-    reply.headers.emplace_back("Retry-After",
-                               std::to_string(std::max<int64_t>(1, (retry_ms + 999) / 1000)));
-  }
   return reply;
 }
 

@@ -16,8 +16,9 @@
 //   GET    /v1/top?domain=D&n=20           the identities most often rejected or near a limit
 // Unknown paths are 404, known paths with another method 405 (with Allow).
 //
-// With a store that answers over the network (RateLimitService::ChecksAsynchronously), a check
-// whose request carries an HttpDeferral is answered through it, from the store's I/O thread.
+// A check asks the service with CheckAsync. An answer that comes before CheckAsync returns (the
+// memory store) is Handle's reply; a later one (Redis, from the store's I/O thread) is sent
+// through the request's HttpDeferral, or waited for when there is none.
 //
 // Thread-safe: Handle() may run on every server thread at once.
 #ifndef SLUICE_HTTP_HTTP_API_H_
@@ -38,14 +39,9 @@ namespace sluice::server {
 // request CheckLimits allows in practice (Envoy sends a few short descriptors).
 inline constexpr size_t kMaxCheckBodyBytes = size_t{1} << 20;
 
-// The header that marks a response allowed only because its limit is soft: an RFC 8941
-// Boolean, present (as ?1) only when some descriptor was over its soft limit.
-inline constexpr char kSoftOverLimitHeader[] = "Sluice-Soft-Over-Limit";
-
 struct HttpApiOptions {
   std::string admin_token;  // empty: the admin routes are disabled (404)
-  HeaderOptions headers;
-  CheckLimits limits;
+  HeaderOptions headers;    // the API sets soft_over_limit: its answers carry that header
   size_t max_body_bytes = kMaxCheckBodyBytes;
   size_t max_top = 1000;  // the largest n /v1/top accepts
 };

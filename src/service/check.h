@@ -18,13 +18,25 @@
 
 namespace sluice::server {
 
-// Sizes a request may not exceed; the front ends reject larger ones with a clear error.
+// The bounds of a request, whoever sends it. These initializers are the only values sluiced
+// uses (kCheckLimits); service/check_rules.h refuses a request over them, and the gRPC front
+// end hashes a value over max_value_bytes instead (grpc_translate.h).
 struct CheckLimits {
   size_t max_descriptors = 64;
   size_t max_entries = 16;           // per descriptor
   size_t max_key_bytes = 256;        // an entry's key
   size_t max_value_bytes = 1024;     // an entry's value
   int64_t max_hits = 1'000'000'000;  // hits per request or descriptor
+};
+inline constexpr CheckLimits kCheckLimits{};
+
+// Who sends a request, as its front end's translator says. The rules (service/check_rules.h)
+// are the same for every caller except where their protocols differ: what an unknown domain
+// means, whether a value may be empty, and the words an error is given in.
+enum class Caller {
+  kDirect,    // a caller of RateLimitService itself (tests, tools)
+  kHttpJson,  // POST /v1/check (http/check_json.h)
+  kEnvoy,     // Envoy's ShouldRateLimit over gRPC (grpc/grpc_translate.h)
 };
 
 struct CheckDescriptor {
@@ -37,6 +49,7 @@ struct CheckRequest {
   std::string domain;
   std::vector<CheckDescriptor> descriptors;
   int64_t hits = 1;  // hits_addend for every descriptor that has none of its own
+  Caller caller = Caller::kDirect;
 };
 
 enum class Code { kOk, kOverLimit };

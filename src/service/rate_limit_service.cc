@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "config/limit_unit.h"
+#include "service/check_rules.h"
 #include "service/limiter_set.h"
 #include "sluice/open_store.h"
 
@@ -24,43 +25,6 @@ constexpr size_t kMaxCounterKeyBytes = 65535;
 std::string_view IdentityOf(std::string_view key) {
   const size_t hash = key.find('#');
   return hash == std::string_view::npos ? key : key.substr(hash + 1);
-}
-
-Result<void> Validate(const CheckRequest& request, const CheckLimits& limits) {
-  if (request.domain.empty()) return MakeError("domain is required");
-  if (request.descriptors.empty()) return MakeError("at least one descriptor is required");
-  if (request.descriptors.size() > limits.max_descriptors) {
-    return MakeError("too many descriptors: " + std::to_string(request.descriptors.size()) +
-                     " (at most " + std::to_string(limits.max_descriptors) + ")");
-  }
-  auto bad_hits = [&](int64_t hits) { return hits < 0 || hits > limits.max_hits; };
-  if (bad_hits(request.hits)) {
-    return MakeError("hits must be 0.." + std::to_string(limits.max_hits));
-  }
-  for (size_t i = 0; i < request.descriptors.size(); ++i) {
-    const CheckDescriptor& d = request.descriptors[i];
-    const std::string where = "descriptor " + std::to_string(i) + ": ";
-    if (d.entries.empty()) return MakeError(where + "entries must not be empty");
-    if (d.entries.size() > limits.max_entries) {
-      return MakeError(where + "too many entries (at most " + std::to_string(limits.max_entries) +
-                       ")");
-    }
-    if (d.hits && bad_hits(*d.hits)) {
-      return MakeError(where + "hits must be 0.." + std::to_string(limits.max_hits));
-    }
-    for (const auto& [key, value] : d.entries) {
-      if (key.empty()) return MakeError(where + "an entry has an empty key");
-      if (key.size() > limits.max_key_bytes) {
-        return MakeError(where + "a key is longer than " + std::to_string(limits.max_key_bytes) +
-                         " bytes");
-      }
-      if (value.size() > limits.max_value_bytes) {
-        return MakeError(where + "a value is longer than " +
-                         std::to_string(limits.max_value_bytes) + " bytes");
-      }
-    }
-  }
-  return {};
 }
 
 DecisionResult ResultOf(const DescriptorStatus& s) {
@@ -228,15 +192,20 @@ struct Service::Checking {
   std::vector<Pending> observing;  // shadow and soft: only observe
   bool rejected = false;
   std::vector<LimitCheck> checks;  // of `enforced`
+  bool settled = false;  // the rules answered (check_rules.h): nothing to decide or record
 };
 
 Result<void> Service::Prepare(const CheckRequest& request, Checking& c) {
   c.started = clock_->Now();
-  if (auto valid = Validate(request, options_.limits); !valid) {
-    return std::unexpected(valid.error());
-  }
   c.set = current_.load();
   const LimiterSet& set = *c.set;
+  auto admitted = AdmitCheck(request, *set.config());
+  if (!admitted) return std::unexpected(admitted.error());
+  if (*admitted == Admission::kLimitNothing) {
+    c.response = LimitNothing(request);
+    c.settled = true;
+    return {};
+  }
   CheckResponse& response = c.response;
   response.config = set.config();
   response.statuses.resize(request.descriptors.size());
@@ -335,6 +304,7 @@ void Service::CheckAsync(const CheckRequest& request, CheckCallback done) {
   if (auto prepared = Prepare(request, state->c); !prepared) {
     return done(std::unexpected(prepared.error()));
   }
+  if (state->c.settled) return done(std::move(state->c.response));
   state->done = std::move(done);
 
   auto observe = [this, state] {

@@ -1,7 +1,7 @@
 // The heart of sluiced: matches each request descriptor to its configured limit, decides it
 // in the store (all of one request's limits together: a request rejected by one limit takes
 // no quota from the others), applies the limit's mode (enforce, shadow, soft) and failure mode,
-// and records metrics. Both front ends (HTTP JSON and Envoy gRPC) call Check().
+// and records metrics. Both front ends (HTTP JSON and Envoy gRPC) call CheckAsync().
 //
 //   auto service = RateLimitService::Create(config, options, &metrics);
 //   Result<CheckResponse> r = (*service)->Check(request);   // error: a bad request (400)
@@ -38,7 +38,6 @@ struct ServiceOptions {
   // Redis: timeouts and pool (the rest comes from the address).
   int redis_connections = 4;
   int64_t redis_command_timeout_ms = 50;
-  CheckLimits limits;
   const Clock* clock = nullptr;  // nullptr: a MonotonicClock of the service's own
 };
 
@@ -62,16 +61,16 @@ class RateLimitService {
                                                           ServiceOptions options, Metrics* metrics);
   virtual ~RateLimitService() = default;
 
-  // Errors are the caller's: unknown domain, no descriptors, too many, empty entries, sizes
-  // over CheckLimits, negative hits. Store failures are not errors: they are decided by each
-  // limit's failure_mode and marked degraded.
+  // Errors are the caller's: what the rules refuse (service/check_rules.h: unknown domain, no
+  // descriptors, too many, empty entries, sizes over CheckLimits, negative hits). Store
+  // failures are not errors: they are decided by each limit's failure_mode and marked degraded.
   virtual Result<CheckResponse> Check(const CheckRequest& request) = 0;
 
   using CheckCallback = std::function<void(Result<CheckResponse>)>;
 
-  // Whether the store answers over the network (Redis): then CheckAsync keeps a thread free
-  // while the store works, and front ends should use it. The memory store decides in well
-  // under a microsecond, so Check is its fast path.
+  // Whether CheckAsync may answer from another thread (a store over the network, Redis), which
+  // keeps the caller's thread free while the store works. The front ends need not ask: they
+  // always call CheckAsync and take an answer that comes before it returns, or after.
   virtual bool ChecksAsynchronously() const { return false; }
 
   // Check without waiting for the store: `done` gets what Check would return, on the store's

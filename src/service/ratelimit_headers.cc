@@ -51,7 +51,9 @@ std::vector<std::pair<std::string, std::string>> RateLimitHeaders(const CheckRes
   std::string policy, current;
   const DescriptorStatus* tightest = nullptr;
   Duration retry{0};
+  bool soft = false;
   for (const DescriptorStatus& s : response.statuses) {
+    soft = soft || s.soft_over_limit;
     if (s.limit == nullptr || s.replaced || s.limit->kind == LimitKind::kUnlimited) continue;
     const Limit& limit = *s.limit;
     const std::string name = SfString(PolicyName(limit));
@@ -74,6 +76,8 @@ std::vector<std::pair<std::string, std::string>> RateLimitHeaders(const CheckRes
     headers.emplace_back("RateLimit-Policy", policy);
     headers.emplace_back("RateLimit", current);
   }
+  // Every over-limit answer (a 429 over HTTP) says when to come back: RFC 9110 delay-seconds,
+  // rounded up, at least 1.
   if (response.overall == Code::kOverLimit) {
     headers.emplace_back("Retry-After", std::to_string(std::max<int64_t>(1, CeilSeconds(retry))));
   }
@@ -83,6 +87,7 @@ std::vector<std::pair<std::string, std::string>> RateLimitHeaders(const CheckRes
                          std::to_string(std::max<int64_t>(0, tightest->remaining)));
     headers.emplace_back("X-RateLimit-Reset", std::to_string(CeilSeconds(tightest->reset_after)));
   }
+  if (options.soft_over_limit && soft) headers.emplace_back(kSoftOverLimitHeader, "?1");
   return headers;
 }
 

@@ -130,7 +130,6 @@ int Run(const Flags& flags) {
   HttpApiOptions api_options;
   api_options.admin_token = flags.admin_token;
   api_options.headers = headers;
-  api_options.limits = service_options.limits;
   const HttpApi api(service->get(), &metrics, api_options);
 
   std::unique_ptr<HttpServer> http;

@@ -10,6 +10,8 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "config/config.h"
 #include "grpc/grpc_test_util.h"
@@ -177,6 +179,61 @@ TEST_F(GrpcEndToEnd, UnknownDomainLimitsNothing) {
     }
     EXPECT_EQ(got.response_headers_to_add_size(), 0);
   }
+}
+
+// The check rules (service/check_rules.h) for Envoy, in the words Envoy's callers have always
+// had: INVALID_ARGUMENT naming the proto field for what makes a request one, the service's words
+// for the bounds. Moved here from grpc_test.cc's scripted service when the rules moved into the
+// service.
+TEST_F(GrpcEndToEnd, RequestsTheRulesRefuseAreInvalidArgument) {
+  std::vector<std::pair<rls::RateLimitRequest, std::string>> cases;
+  cases.emplace_back(OneDescriptor("", "k", "v"), "domain must not be empty");
+  rls::RateLimitRequest r;
+  r.set_domain("e2e");
+  cases.emplace_back(r, "at least one descriptor is required");
+  r = OneDescriptor("e2e", "k", "v");
+  r.add_descriptors();
+  cases.emplace_back(r, "descriptors[1]: a descriptor needs at least one entry");
+  r = OneDescriptor("e2e", "k", "v");
+  r.mutable_descriptors(0)->add_entries()->set_value("v");
+  cases.emplace_back(r, "descriptors[0].entries[1].key must not be empty");
+  r = OneDescriptor("nope", "k", "v");
+  r.mutable_descriptors(0)->add_entries()->set_value("v");
+  cases.emplace_back(r, "descriptors[0].entries[1].key must not be empty");
+  r = OneDescriptor("e2e", "k", "v");
+  for (int i = 0; i < 64; ++i) *r.add_descriptors() = r.descriptors(0);
+  cases.emplace_back(r, "too many descriptors: 65 (at most 64)");
+  r = OneDescriptor("e2e", "k", "v");
+  for (int i = 0; i < 16; ++i)
+    *r.mutable_descriptors(0)->add_entries() = r.descriptors(0).entries(0);
+  cases.emplace_back(r, "descriptor 0: too many entries (at most 16)");
+  r = OneDescriptor("e2e", std::string(257, 'k'), "v");
+  cases.emplace_back(r, "descriptor 0: a key is longer than 256 bytes");
+  r = OneDescriptor("e2e", "k", "v");
+  r.set_hits_addend(1'000'000'001);
+  cases.emplace_back(r, "hits must be 0..1000000000");
+  r = OneDescriptor("e2e", "k", "v");
+  r.mutable_descriptors(0)->mutable_hits_addend()->set_value(1'000'000'001);
+  cases.emplace_back(r, "descriptor 0: hits must be 0..1000000000");
+  for (const auto& [request, message] : cases) {
+    SCOPED_TRACE(message);
+    rls::RateLimitResponse response;
+    grpc::ClientContext ctx;
+    const grpc::Status status = stub_->ShouldRateLimit(&ctx, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(status.error_message(), message);
+  }
+}
+
+// A domain sluiced does not have limits nothing whatever the request's size: the bounds only
+// matter for a domain that has limits.
+TEST_F(GrpcEndToEnd, AnUnknownDomainLimitsNothingWhateverItsSize) {
+  rls::RateLimitRequest r = OneDescriptor("nope", "k", "v");
+  for (int i = 0; i < 64; ++i) *r.add_descriptors() = r.descriptors(0);
+  r.set_hits_addend(4'000'000'000);
+  const auto got = MustCall(r);
+  EXPECT_EQ(got.overall_code(), rls::RateLimitResponse::OK);
+  EXPECT_EQ(got.statuses_size(), 65);
 }
 
 // README Example 7: the endpoint limit replaces the category limit; the replaced descriptor is

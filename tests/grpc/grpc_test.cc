@@ -1,6 +1,7 @@
 // The gRPC front end against a scripted service: every field of Envoy's request reaches the
 // CheckRequest as Envoy means it, every field of the decision reaches Envoy's response, and
-// bad requests are INVALID_ARGUMENT before the service is asked.
+// requests that do not translate are INVALID_ARGUMENT before the service is asked. (What the
+// check rules refuse is the service's: grpc_e2e_test.cc.)
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -45,6 +46,11 @@ TEST_F(GrpcServerTest, RequestFieldsReachTheService) {
     EXPECT_FALSE(d.hits.has_value());
     EXPECT_FALSE(d.limit_override.has_value());
   }
+}
+
+// The service's rules take Envoy's meaning of an unknown domain, an empty value and its words.
+TEST_F(GrpcServerTest, TheServiceIsToldTheRequestIsEnvoys) {
+  EXPECT_EQ(Translate(OneDescriptor("api", "k", "v")).caller, Caller::kEnvoy);
 }
 
 TEST_F(GrpcServerTest, AValueAtTheBoundReachesTheServiceAsIs) {
@@ -141,18 +147,7 @@ struct InvalidCase {
 
 std::vector<InvalidCase> InvalidCases() {
   std::vector<InvalidCase> cases;
-  cases.push_back({"empty domain", OneDescriptor("", "k", "v"), "domain must not be empty"});
-  rls::RateLimitRequest r;
-  r.set_domain("api");
-  cases.push_back({"no descriptors", r, "at least one descriptor is required"});
-  r = OneDescriptor("api", "k", "v");
-  r.add_descriptors();
-  cases.push_back(
-      {"descriptor without entries", r, "descriptors[1]: a descriptor needs at least one entry"});
-  r = OneDescriptor("api", "k", "v");
-  r.mutable_descriptors(0)->add_entries()->set_value("v");
-  cases.push_back({"empty key", r, "descriptors[0].entries[1].key must not be empty"});
-  r = OneDescriptor("api", "k", "v");
+  rls::RateLimitRequest r = OneDescriptor("api", "k", "v");
   r.mutable_descriptors(0)->mutable_limit()->set_requests_per_unit(10);
   cases.push_back({"override without unit", r,
                    "descriptors[0].limit.unit must be one of SECOND, MINUTE, HOUR, DAY, MONTH, "

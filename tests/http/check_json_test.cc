@@ -6,19 +6,27 @@
 
 #include <string>
 
+#include "service/check_rules.h"
+
 namespace sluice::server {
 namespace {
 
+// The error POST /v1/check answers for `body`: the parser's (syntax), else the service's rules'
+// for an HTTP caller (service/check_rules.h), in the words HTTP has always used.
 std::string ParseError(const std::string& body, const CheckLimits& limits = {}) {
-  auto r = ParseCheckRequest(body, limits);
-  EXPECT_FALSE(r.has_value()) << body;
-  return r ? "" : r.error().message;
+  auto r = ParseCheckRequest(body);
+  if (r) {
+    EXPECT_EQ(r->caller, Caller::kHttpJson);
+    auto valid = ValidateCheck(*r, limits);
+    EXPECT_FALSE(valid.has_value()) << body;
+    return valid ? "" : valid.error().message;
+  }
+  return r.error().message;
 }
 
 TEST(CheckJson, ParsesTheIssueExample) {
   auto r = ParseCheckRequest(
-      R"({"domain":"api","descriptors":[{"entries":[{"key":"api_key","value":"k1"}],"hits":3}],"hits":2})",
-      {});
+      R"({"domain":"api","descriptors":[{"entries":[{"key":"api_key","value":"k1"}],"hits":3}],"hits":2})");
   ASSERT_TRUE(r.has_value()) << r.error().message;
   EXPECT_EQ(r->domain, "api");
   EXPECT_EQ(r->hits, 2);
@@ -32,8 +40,7 @@ TEST(CheckJson, ParsesTheIssueExample) {
 
 TEST(CheckJson, HitsDefaultToOneAndKeepEntryOrder) {
   auto r = ParseCheckRequest(
-      R"({"domain":"d","descriptors":[{"entries":[{"key":"b","value":"2"},{"key":"a","value":"1"}]}]})",
-      {});
+      R"({"domain":"d","descriptors":[{"entries":[{"key":"b","value":"2"},{"key":"a","value":"1"}]}]})");
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->hits, 1);
   EXPECT_FALSE(r->descriptors[0].hits.has_value());
@@ -44,8 +51,7 @@ TEST(CheckJson, HitsDefaultToOneAndKeepEntryOrder) {
 TEST(CheckJson, ParsesALimitOverride) {
   auto r = ParseCheckRequest(
       R"({"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}],
-          "limit":{"requests_per_unit":5,"unit":"MINUTE"}}]})",
-      {});
+          "limit":{"requests_per_unit":5,"unit":"MINUTE"}}]})");
   ASSERT_TRUE(r.has_value()) << r.error().message;
   ASSERT_TRUE(r->descriptors[0].limit_override.has_value());
   EXPECT_EQ(r->descriptors[0].limit_override->requests_per_unit, 5);
@@ -116,6 +122,17 @@ TEST(CheckJson, RejectsEmptiesAndSizesOverTheLimits) {
             "descriptors: 3 descriptors, over the limit of 2");
   EXPECT_EQ(ParseError(R"({"domain":"d","descriptors":[)" + d + R"(],"hits":11})", small),
             "hits: must be between 0 and 10");
+}
+
+// Any integer is hits to the parser; one beyond int64 is refused by the rules like any other
+// out of range.
+TEST(CheckJson, HitsBeyondInt64AreOutOfRange) {
+  EXPECT_EQ(ParseError(R"({"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}]}],
+                          "hits":18446744073709551615})"),
+            "hits: must be between 0 and 1000000000");
+  EXPECT_EQ(ParseError(R"({"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}],
+                          "hits":9223372036854775808}]})"),
+            "descriptors[0].hits: must be between 0 and 1000000000");
 }
 
 TEST(CheckJson, RendersEveryStatusField) {

@@ -4,9 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace sluice::server {
 namespace {
@@ -176,6 +182,195 @@ TEST_F(HttpApiTest, TopValidatesItsQuery) {
   EXPECT_EQ(api.Handle({"GET", "/v1/top?n=3", "Bearer t", ""}).status, 400);
   EXPECT_EQ(api.Handle({"GET", "/v1/top?domain=api&n=3", "Bearer t", ""}).status, 400)
       << "unknown domain in the (empty) config";
+}
+
+// Answers CheckAsync from a thread of its own, as the Redis store does: before CheckAsync
+// returns (it waits for that thread), or after it has returned and the test lets it answer.
+class ThreadedService : public FakeService {
+ public:
+  enum class When { kBeforeReturn, kAfterReturn };
+  explicit ThreadedService(When when) : when_(when) {}
+  ~ThreadedService() override {
+    Let();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void CheckAsync(const CheckRequest& request, CheckCallback done) override {
+    if (thread_.joinable()) thread_.join();
+    {
+      const std::lock_guard<std::mutex> lock(mu_);
+      returned_ = false;
+    }
+    thread_ = std::thread([this, answer = Check(request), done = std::move(done)]() mutable {
+      if (when_ == When::kAfterReturn) {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return returned_ && let_; });
+      }
+      answered_on = std::this_thread::get_id();
+      done(std::move(answer));
+    });
+    if (when_ == When::kBeforeReturn) thread_.join();
+    const std::lock_guard<std::mutex> lock(mu_);
+    returned_ = true;
+    cv_.notify_all();
+  }
+
+  // Lets an answer after CheckAsync returned go (at once, if CheckAsync already returned).
+  void Let() {
+    const std::lock_guard<std::mutex> lock(mu_);
+    let_ = true;
+    cv_.notify_all();
+  }
+  void Hold() {
+    const std::lock_guard<std::mutex> lock(mu_);
+    let_ = false;
+  }
+
+  std::thread::id answered_on;  // read after the answer
+
+ private:
+  const When when_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool returned_ = false;
+  bool let_ = false;
+};
+
+// The server's side of a deferred reply: counts Defer() calls and keeps what is sent.
+class FakeDeferral final : public HttpDeferral {
+ public:
+  FakeDeferral() = default;
+  virtual ~FakeDeferral() = default;
+  FakeDeferral(const FakeDeferral&) = delete;
+  FakeDeferral& operator=(const FakeDeferral&) = delete;
+  HttpReplyCallback Defer() override {
+    ++defers;
+    return [this](HttpReply reply) {
+      const std::lock_guard<std::mutex> lock(mu_);
+      sent_.push_back(std::move(reply));
+      cv_.notify_all();
+    };
+  }
+  std::optional<HttpReply> WaitSent() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::seconds(10), [&] { return !sent_.empty(); })) {
+      return std::nullopt;
+    }
+    return sent_.front();
+  }
+  size_t sent() {
+    const std::lock_guard<std::mutex> lock(mu_);
+    return sent_.size();
+  }
+
+  int defers = 0;  // Defer() runs on the handler's thread
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<HttpReply> sent_;
+};
+
+class HttpApiAsyncTest : public HttpApiTest {
+ protected:
+  // An over-limit answer, so that the reply's status, body and headers are all checked.
+  void OverLimit(FakeService& service) {
+    service.response = service_.response;
+    service.response.overall = Code::kOverLimit;
+    service.response.statuses[0].code = Code::kOverLimit;
+    service.response.statuses[0].retry_after = std::chrono::milliseconds(1200);
+  }
+  static void ExpectOverLimitReply(const HttpReply& r) {
+    EXPECT_FALSE(r.deferred);
+    EXPECT_EQ(r.status, 429);
+    EXPECT_NE(r.body.find(R"("overall":"OVER_LIMIT")"), std::string::npos) << r.body;
+    EXPECT_EQ(Header(r, "Retry-After"), "2");
+    EXPECT_EQ(Header(r, "RateLimit"), R"("per_key";r=1;t=0)");
+  }
+  HttpApi ApiOver(RateLimitService* service) { return HttpApi(service, &metrics_, {}); }
+};
+
+// The memory store's way: answered on the handler's thread before CheckAsync returns. The reply
+// is the handler's own; nothing is deferred.
+TEST_F(HttpApiAsyncTest, AnAnswerInlineIsTheRepliesOwn) {
+  OverLimit(service_);
+  FakeDeferral deferral;
+  const HttpReply r = Api().Handle({"POST", "/v1/check", "", kBody, &deferral});
+  ExpectOverLimitReply(r);
+  EXPECT_EQ(deferral.defers, 0);
+}
+
+TEST_F(HttpApiAsyncTest, AnAnswerFromAnotherThreadBeforeCheckAsyncReturnsIsNotDeferred) {
+  ThreadedService service(ThreadedService::When::kBeforeReturn);
+  OverLimit(service);
+  FakeDeferral deferral;
+  const HttpApi api = ApiOver(&service);
+  const HttpReply r = api.Handle({"POST", "/v1/check", "", kBody, &deferral});
+  ExpectOverLimitReply(r);
+  EXPECT_NE(service.answered_on, std::this_thread::get_id());
+  EXPECT_EQ(deferral.defers, 0);
+  EXPECT_EQ(deferral.sent(), 0u);
+}
+
+TEST_F(HttpApiAsyncTest, AnAnswerAfterTheHandlerReturnedIsSentThroughTheDeferral) {
+  ThreadedService service(ThreadedService::When::kAfterReturn);
+  OverLimit(service);
+  FakeDeferral deferral;
+  const HttpApi api = ApiOver(&service);
+  const HttpReply r = api.Handle({"POST", "/v1/check", "", kBody, &deferral});
+  EXPECT_TRUE(r.deferred);
+  EXPECT_EQ(deferral.defers, 1);
+  EXPECT_EQ(deferral.sent(), 0u);
+  service.Let();
+  const std::optional<HttpReply> sent = deferral.WaitSent();
+  ASSERT_TRUE(sent.has_value()) << "no reply was sent";
+  ExpectOverLimitReply(*sent);
+  EXPECT_NE(service.answered_on, std::this_thread::get_id());
+  // A bad request is answered the same way.
+  service.Hold();
+  FakeDeferral bad;
+  const HttpReply deferred = api.Handle(
+      {"POST", "/v1/check", "",
+       R"({"domain":"nope","descriptors":[{"entries":[{"key":"k","value":"v"}]}]})", &bad});
+  EXPECT_TRUE(deferred.deferred);
+  service.Let();
+  const std::optional<HttpReply> error = bad.WaitSent();
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->status, 400);
+  EXPECT_EQ(error->body, "{\"error\":\"unknown domain 'nope'\"}\n");
+}
+
+// Without a deferral (this test's HttpApi::Handle calls), the handler waits for a late answer.
+TEST_F(HttpApiAsyncTest, WithoutADeferralALateAnswerIsWaitedFor) {
+  ThreadedService service(ThreadedService::When::kAfterReturn);
+  OverLimit(service);
+  service.Let();  // as soon as CheckAsync has returned
+  const HttpApi api = ApiOver(&service);
+  ExpectOverLimitReply(api.Handle({"POST", "/v1/check", "", kBody}));
+  EXPECT_NE(service.answered_on, std::this_thread::get_id());
+}
+
+// The answer races the handler from the moment CheckAsync returns: whichever wins, the reply
+// is delivered exactly once, as the handler's own or through the deferral.
+TEST_F(HttpApiAsyncTest, AnAnswerRacingTheHandlerIsDeliveredOnce) {
+  ThreadedService service(ThreadedService::When::kAfterReturn);
+  OverLimit(service);
+  service.Let();
+  const HttpApi api = ApiOver(&service);
+  for (int i = 0; i < 300; ++i) {
+    FakeDeferral deferral;
+    const HttpReply r = api.Handle({"POST", "/v1/check", "", kBody, &deferral});
+    if (r.deferred) {
+      EXPECT_EQ(deferral.defers, 1);
+      const std::optional<HttpReply> sent = deferral.WaitSent();
+      ASSERT_TRUE(sent.has_value()) << i;
+      ExpectOverLimitReply(*sent);
+    } else {
+      EXPECT_EQ(deferral.defers, 0);
+      ExpectOverLimitReply(r);
+    }
+  }
 }
 
 }  // namespace

@@ -94,6 +94,19 @@ TEST_F(AsyncRedisService, AnswersAsTheBlockingCheckDoes) {
   EXPECT_EQ(MustCheckAsync(Request({{{"nothing", "x"}}})).statuses[0].limit, nullptr);
 }
 
+TEST_F(AsyncRedisService, AnUnknownDomainIsAnsweredByTheRules) {
+  CheckRequest r = Request({{{"api_key", "k"}}});
+  r.domain = "nope";
+  auto refused = CheckAsyncWait(r);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().message, "unknown domain 'nope'");
+  r.caller = Caller::kEnvoy;
+  const CheckResponse none = MustCheckAsync(r);
+  EXPECT_EQ(none.overall, Code::kOk);
+  ASSERT_EQ(none.statuses.size(), 1u);
+  EXPECT_EQ(none.statuses[0].limit, nullptr);
+}
+
 TEST_F(AsyncRedisService, ARejectedRequestTakesNothingFromItsOtherLimits) {
   for (int i = 0; i < 2; ++i) MustCheckAsync(Request({{{"route", "/r"}}}));
   const CheckResponse both = MustCheckAsync(Request({{{"api_key", "k"}}, {{"route", "/r"}}}));

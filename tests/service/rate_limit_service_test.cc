@@ -249,5 +249,36 @@ TEST_F(Service, DecisionsAreCountedInTheMetrics) {
       std::string::npos);
 }
 
+// The rules (check_rules.h) decide what an unknown domain means for the caller; the service
+// answers "limit nothing" itself, deciding nothing and recording nothing.
+TEST_F(Service, AnUnknownDomainIsAnErrorOrLimitsNothingByCaller) {
+  CheckRequest r = Request({{{"api_key", "k"}}, {{"route", "/u"}}});
+  r.domain = "nope";
+  r.caller = Caller::kHttpJson;
+  EXPECT_EQ(ErrorOf(r), "unknown domain 'nope'");
+  r.caller = Caller::kDirect;
+  EXPECT_EQ(ErrorOf(r), "unknown domain 'nope'");
+  r.caller = Caller::kEnvoy;
+  const std::string before = metrics_.Render();
+  for (int i = 0; i < 2; ++i) {
+    const CheckResponse none = MustCheck(r);
+    EXPECT_EQ(none.overall, Code::kOk);
+    ASSERT_EQ(none.statuses.size(), 2u);
+    for (const DescriptorStatus& s : none.statuses) {
+      EXPECT_EQ(s.code, Code::kOk);
+      EXPECT_EQ(s.limit, nullptr);
+    }
+    EXPECT_TRUE(RateLimitHeaders(none, HeaderOptions{.legacy = true}).empty());
+  }
+  EXPECT_EQ(metrics_.Render(), before);
+  bool answered = false;
+  service_->CheckAsync(r, [&](Result<CheckResponse> none) {
+    ASSERT_TRUE(none.has_value()) << none.error().message;
+    EXPECT_EQ(none->statuses.size(), 2u);
+    answered = true;
+  });
+  EXPECT_TRUE(answered) << "answered before CheckAsync returned";
+}
+
 }  // namespace
 }  // namespace sluice::server
