@@ -17,9 +17,13 @@
 namespace sluice::server {
 namespace {
 
-// The longest counter key a request can produce: CheckLimits allows 16 entries of 256 + 1024
-// bytes, escaped (up to 3x); also the memory store's own maximum.
+// The longest identity the stores are asked to accept: the memory store's own maximum. It holds
+// the longest counter key a request within CheckLimits can produce: every entry's key and value
+// escaped (up to 3x each) plus a separator and '='.
 constexpr size_t kMaxCounterKeyBytes = 65535;
+static_assert(kCheckLimits.max_entries *
+                  (3 * (kCheckLimits.max_key_bytes + kCheckLimits.max_value_bytes) + 2) <=
+              kMaxCounterKeyBytes);
 
 // The part of a counter key after the limit id: the limiter is already per limit.
 std::string_view IdentityOf(std::string_view key) {
@@ -55,7 +59,6 @@ class Service final : public RateLimitService {
   }
 
   Result<CheckResponse> Check(const CheckRequest& request) override;
-  bool ChecksAsynchronously() const override { return true; }  // every store: CheckAsync
   void CheckAsync(const CheckRequest& request, CheckCallback done) override;
 
   Result<void> Reload(std::shared_ptr<const Config> config) override {

@@ -68,15 +68,11 @@ class RateLimitService {
 
   using CheckCallback = std::function<void(Result<CheckResponse>)>;
 
-  // Whether CheckAsync may answer from another thread (a store over the network, Redis), which
-  // keeps the caller's thread free while the store works. The front ends need not ask: they
-  // always call CheckAsync and take an answer that comes before it returns, or after.
-  virtual bool ChecksAsynchronously() const { return false; }
-
-  // Check without waiting for the store: `done` gets what Check would return, on the store's
-  // I/O thread or on the caller's (before CheckAsync returns: invalid requests, nothing to ask
-  // the store, a cluster store, or a service that decides synchronously). `request` is read
-  // before CheckAsync returns. `done` must not block.
+  // The one decision path; Check() is CheckAsync waited for. `done` gets the answer exactly
+  // once: on the caller's thread before CheckAsync returns when nothing waits on a remote store
+  // (the memory store, invalid requests, a cluster store), otherwise on the store's I/O thread,
+  // before or after CheckAsync returns. `request` is read before CheckAsync returns. `done`
+  // must not block. Front ends call only this.
   virtual void CheckAsync(const CheckRequest& request, CheckCallback done) { done(Check(request)); }
 
   // Swaps in a new config (already validated by LoadConfig). Counters of limits whose id and
@@ -84,11 +80,11 @@ class RateLimitService {
   virtual Result<void> Reload(std::shared_ptr<const Config> config) = 0;
   virtual std::shared_ptr<const Config> config() const = 0;
 
-  // The store's counters summed over the current config's limits (keys held, evictions,
-  // errors), for the store gauges in /metrics.
+  // The store's Stats(): counters of every limiter it holds (configured and override limits;
+  // keys held, evictions, errors), for the store gauges in /metrics.
   virtual StoreStats StoreTotals() const = 0;
 
-  // Ready to serve: a config is loaded and the store answers (a PING for Redis).
+  // Ready to serve: a config is loaded and Store::Ready() (a PING for Redis).
   virtual bool Ready() = 0;
 
   // Admin: one counter, found as Check() would find it (descriptor entries of one request

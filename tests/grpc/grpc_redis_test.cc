@@ -41,7 +41,6 @@ class GrpcOverRedis : public ::testing::Test {
     auto service = RateLimitService::Create(*config, options, &metrics_);
     ASSERT_TRUE(service.has_value()) << service.error().message;
     service_ = std::move(*service);
-    ASSERT_TRUE(service_->ChecksAsynchronously());
     // One handler thread: every call below is in flight through it.
     auto server = GrpcServer::Start("127.0.0.1:0", *service_, HeaderOptions{}, 1);
     ASSERT_TRUE(server.has_value()) << server.error().message;

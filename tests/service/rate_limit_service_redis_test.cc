@@ -46,7 +46,6 @@ class AsyncRedisService : public ::testing::Test {
     auto service = RateLimitService::Create(*config, options, &metrics_);
     ASSERT_TRUE(service.has_value()) << service.error().message;
     service_ = std::move(*service);
-    ASSERT_TRUE(service_->ChecksAsynchronously());
   }
 
   static CheckRequest Request(std::vector<std::vector<std::pair<std::string, std::string>>> ds) {
