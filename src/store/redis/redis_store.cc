@@ -174,6 +174,7 @@ class RedisStoreImpl final : public RedisStore,
   std::vector<std::string> RefundArgs(const SlotCheck& c, Timestamp now, int64_t at_us) const;
   void CountRefund(bool given_back, const SlotCheck& c, Decision& d);
   static void RefundAsync(const std::shared_ptr<AsyncAll>& state);
+  static void RefundNext(const std::shared_ptr<AsyncAll>& state);
 
   const RedisStoreOptions options_;
   MonotonicClock own_clock_;
@@ -576,15 +577,18 @@ void RedisStoreImpl::DecideAll(std::span<const LimitCheck> checks, Timestamp now
   }
   if (!rejected) return;
 
-  // Another slot rejected: give back what these admitted.
-  for (const auto& [group, at_us] : admitted) {
-    for (const SlotCheck& c : group->checks) {
-      Decision& d = out[c.index];
+  // Another slot rejected: give back what these admitted, newest first, so that a limit checked
+  // twice unwinds in the reverse order (a sliding-log refund can only take the newest entry).
+  for (auto group = admitted.rbegin(); group != admitted.rend(); ++group) {
+    const auto& checks_of = group->first->checks;
+    for (auto c = checks_of.rbegin(); c != checks_of.rend(); ++c) {
+      Decision& d = out[c->index];
       if (!d.allowed || d.degraded) continue;
-      const std::string keys[1] = {c.key};
+      const std::string keys[1] = {c->key};
       CountRefund(
-          transport_->Eval(internal::kRefundScript, keys, RefundArgs(c, now, at_us)).has_value(), c,
-          d);
+          transport_->Eval(internal::kRefundScript, keys, RefundArgs(*c, now, group->second))
+              .has_value(),
+          *c, d);
     }
   }
 }
@@ -598,9 +602,12 @@ struct RedisStoreImpl::AsyncAll {
   std::vector<SlotGroup> groups;
   DecideAllCallback done;
   std::mutex mu;
-  size_t pending = 0;  // replies (then refunds) still to come
+  size_t pending = 0;  // group replies still to come
   bool rejected = false;
   std::vector<std::pair<const SlotGroup*, int64_t>> admitted;
+  // The admissions to give back, newest first, with their script's now; the next to send.
+  std::vector<std::pair<const SlotCheck*, int64_t>> refunds;
+  size_t refunded = 0;
 };
 
 void RedisStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
@@ -634,40 +641,38 @@ void RedisStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timestam
   }
 }
 
-// After every group answered: done, or first give back what the admitted groups took.
+// After every group answered: done, or first give back what the admitted groups took -- newest
+// first and one at a time, as DecideAll does: a limit checked twice unwinds in the reverse order
+// (a sliding-log refund can only take the newest entry), and refunds sent together could run in
+// any order on different connections.
 void RedisStoreImpl::RefundAsync(const std::shared_ptr<AsyncAll>& state) {
-  std::vector<const SlotCheck*> refunds;
-  std::vector<int64_t> at;
   if (state->rejected) {
-    for (const auto& [group, at_us] : state->admitted) {
-      for (const SlotCheck& c : group->checks) {
-        const Decision& d = state->out[c.index];
+    for (auto group = state->admitted.rbegin(); group != state->admitted.rend(); ++group) {
+      const auto& checks = group->first->checks;
+      for (auto c = checks.rbegin(); c != checks.rend(); ++c) {
+        const Decision& d = state->out[c->index];
         if (!d.allowed || d.degraded) continue;
-        refunds.push_back(&c);
-        at.push_back(at_us);
+        state->refunds.push_back({&*c, group->second});
       }
     }
   }
-  if (refunds.empty()) return state->done(state->out);
-  {
-    std::lock_guard<std::mutex> lock(state->mu);
-    state->pending = refunds.size();
-  }
-  for (size_t i = 0; i < refunds.size(); ++i) {
-    const SlotCheck& c = *refunds[i];
-    std::vector<std::string> keys = {c.key};
-    state->store->transport_->EvalAsync(
-        internal::kRefundScript, std::move(keys), state->store->RefundArgs(c, state->now, at[i]),
-        [state, &c](Result<RedisReply> reply) {
-          bool last = false;
-          {
-            std::lock_guard<std::mutex> lock(state->mu);
-            state->store->CountRefund(reply.has_value(), c, state->out[c.index]);
-            last = --state->pending == 0;
-          }
-          if (last) state->done(state->out);
-        });
-  }
+  RefundNext(state);
+}
+
+void RedisStoreImpl::RefundNext(const std::shared_ptr<AsyncAll>& state) {
+  if (state->refunded == state->refunds.size()) return state->done(state->out);
+  const auto [c, at_us] = state->refunds[state->refunded];
+  std::vector<std::string> keys = {c->key};
+  state->store->transport_->EvalAsync(
+      internal::kRefundScript, std::move(keys), state->store->RefundArgs(*c, state->now, at_us),
+      [state, c](Result<RedisReply> reply) {
+        {
+          std::lock_guard<std::mutex> lock(state->mu);
+          state->store->CountRefund(reply.has_value(), *c, state->out[c->index]);
+          ++state->refunded;
+        }
+        RefundNext(state);
+      });
 }
 
 Result<std::shared_ptr<RedisStore>> OpenRedisStore(const RedisStoreOptions& options) {

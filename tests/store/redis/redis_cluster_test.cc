@@ -27,6 +27,7 @@
 #include "sluice/redis_store.h"
 #include "store/redis/crc16.h"
 #include "store/redis/redis_client.h"
+#include "store/store_suite.h"
 
 namespace sluice {
 namespace {
@@ -444,6 +445,61 @@ TEST_F(RedisCluster, ReplayThroughTheClusterPrintsWhatTheMemoryStorePrints) {
   EXPECT_NE(memory.find("\"allowed\":false"), std::string::npos);
   EXPECT_EQ(run("redis+cluster://127.0.0.1:" + std::to_string(Ports()[1])), memory);
 }
+
+// The store suite (tests/store/store_suite.h) through the cluster. Each store opened gets a key
+// prefix of its own (the cluster outlives the test processes); its limits' keys hash all over the
+// slot space, so the suite's multi-limit requests span slots, and a request refused in one slot
+// is given back by refund calls to the others.
+using testing::StoreSuite;
+
+testing::StoreUnderTest ClusterStore() {
+  testing::StoreUnderTest store;
+  store.name = "redis_cluster";
+  store.set_up = [] {
+    if (ClusterDir().empty()) GTEST_SKIP() << "run through ctest: the cluster is its fixture";
+    ASSERT_EQ(Ports().size(), 6u);
+    ASSERT_TRUE(WaitForClusterOk(seconds(30)));
+  };
+  store.open = []() -> std::shared_ptr<Store> {
+    RedisStoreOptions o = RedisClusterOptions();
+    o.key_prefix = testing::UniqueName("suite");
+    auto opened = OpenRedisStore(o);
+    EXPECT_TRUE(opened.has_value()) << (opened ? "" : opened.error().message);
+    return opened ? std::shared_ptr<Store>(*opened) : nullptr;
+  };
+  store.open_unavailable = []() -> std::shared_ptr<Store> {
+    struct Unavailable {  // the store and the port nobody listens on, held while it lives
+      testing::UnusedPort port;
+      std::shared_ptr<Store> store;
+    };
+    auto held = std::make_shared<Unavailable>();
+    RedisStoreOptions o;
+    o.cluster_seeds = {"127.0.0.1:" + std::to_string(held->port.port())};
+    auto opened = OpenRedisStore(o);
+    if (!opened) return nullptr;
+    held->store = *opened;
+    return std::shared_ptr<Store>(held, held->store.get());
+  };
+  store.resolution = std::chrono::microseconds(1);
+  store.expires_by_its_own_clock = true;
+  store.counts_keys = false;
+  store.exact_late_log_refunds = false;
+  store.partition_of = [](std::string_view limit_id, std::string_view identity) {
+    return internal::RedisHashSlot(RedisKeyFor("sluice", limit_id, identity));
+  };
+  // Slots decide alone: a request one slot refused was given back by refund calls, all answered.
+  store.check_all_or_nothing = [](Store& s, int partly_admitted) {
+    const RedisStoreStats stats = dynamic_cast<RedisStore&>(s).RedisStats();
+    if (partly_admitted > 0) {
+      EXPECT_GT(stats.refunds, 0u);
+    }
+    EXPECT_EQ(stats.refund_failures, 0u);
+  };
+  return store;
+}
+
+INSTANTIATE_TEST_SUITE_P(RedisCluster, StoreSuite, ::testing::Values(ClusterStore()),
+                         testing::StoreSuiteName);
 
 }  // namespace
 }  // namespace sluice

@@ -1,0 +1,904 @@
+// The store suite's tests (store_suite.h says how a store joins). The oracle is always
+// independent of the store under test: the pure algorithms (include/sluice/*.h) on a state per
+// key that is never dropped, or values computed by hand.
+#include "store/store_suite.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "sluice/fixed_window.h"
+#include "sluice/gcra.h"
+#include "sluice/leaky_bucket.h"
+#include "sluice/memory_store.h"
+#include "sluice/sliding_window_counter.h"
+#include "sluice/sliding_window_log.h"
+#include "sluice/token_bucket.h"
+
+namespace sluice::testing {
+
+using std::chrono::hours;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+void PrintTo(const StoreUnderTest& store, std::ostream* os) { *os << store.name; }
+
+std::string StoreSuiteName(const ::testing::TestParamInfo<StoreUnderTest>& info) {
+  return info.param.name;
+}
+
+std::string UniqueName(std::string_view stem) {
+  static std::atomic<int> next{0};
+  return std::string(stem) + std::to_string(getpid()) + "-" + std::to_string(next.fetch_add(1));
+}
+
+UnusedPort::UnusedPort() {
+  fd_ = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ADD_FAILURE() << "no loopback port to hold";
+    return;
+  }
+  port_ = ntohs(addr.sin_port);
+}
+
+UnusedPort::~UnusedPort() {
+  if (fd_ >= 0) close(fd_);
+}
+
+void StoreSuite::SetUp() {
+  if (GetParam().set_up) GetParam().set_up();
+}
+
+void StoreSuite::TearDown() {
+  for (const auto& calls : callbacks_) {
+    EXPECT_EQ(calls->load(), 1) << "an asynchronous `done` was not called exactly once";
+  }
+}
+
+std::shared_ptr<Store> StoreSuite::Open() {
+  std::shared_ptr<Store> store = GetParam().open();
+  EXPECT_NE(store, nullptr) << GetParam().name << ": open failed";
+  return store;
+}
+
+std::unique_ptr<Limiter> StoreSuite::Make(Store& store, const LimitSpec& spec,
+                                          const std::string& id, bool fail_open) {
+  auto limiter = store.MakeLimiter(spec, LimiterOptions{id, fail_open});
+  EXPECT_TRUE(limiter.has_value())
+      << DescribeLimitSpec(spec) << ": " << (limiter ? "" : limiter.error().message);
+  return limiter ? std::move(*limiter) : nullptr;
+}
+
+// Waits for an asynchronous answer, bounded: a store that never answers fails the test instead of
+// hanging it.
+template <typename T>
+bool Answered(std::future<T>& answer, const char* what) {
+  if (answer.wait_for(seconds(30)) == std::future_status::ready) return true;
+  ADD_FAILURE() << what << " did not answer within 30 s";
+  return false;
+}
+
+std::vector<Decision> StoreSuite::DecideAll(Store& store, std::span<const LimitCheck> checks,
+                                            Timestamp now, bool async,
+                                            const std::function<void()>& after_return) {
+  std::vector<Decision> out(checks.size());
+  if (!async) {
+    store.DecideAll(checks, now, out);
+    if (after_return) after_return();
+    return out;
+  }
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  callbacks_.push_back(calls);
+  auto promise = std::make_shared<std::promise<std::vector<Decision>>>();
+  std::future<std::vector<Decision>> answer = promise->get_future();
+  store.DecideAllAsync(checks, now, [calls, promise](std::span<const Decision> decisions) {
+    if (calls->fetch_add(1) != 0) return;  // counted: TearDown reports it
+    promise->set_value(std::vector<Decision>(decisions.begin(), decisions.end()));
+  });
+  if (after_return) after_return();
+  if (!Answered(answer, "DecideAllAsync")) return out;
+  std::vector<Decision> got = answer.get();
+  EXPECT_EQ(got.size(), checks.size()) << "one decision per check";
+  got.resize(checks.size());
+  return got;
+}
+
+Decision StoreSuite::Decide(Limiter& limiter, std::string_view key, Timestamp now, int64_t cost,
+                            bool async) {
+  if (!async) return limiter.Decide(key, now, cost);
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  callbacks_.push_back(calls);
+  auto promise = std::make_shared<std::promise<Decision>>();
+  std::future<Decision> answer = promise->get_future();
+  limiter.DecideAsync(key, now, cost, [calls, promise](const Decision& d) {
+    if (calls->fetch_add(1) == 0) promise->set_value(d);
+  });
+  return Answered(answer, "DecideAsync") ? answer.get() : Decision{};
+}
+
+Duration StoreSuite::Resolved(Duration d) const {
+  const int64_t r = GetParam().resolution.count();
+  if (d == kNever || r <= 1) return d;
+  return Duration((d.count() + r - 1) / r * r);
+}
+
+std::string Describe(const Decision& d) {
+  std::ostringstream s;
+  s << "{allowed " << d.allowed << ", reason " << static_cast<int>(d.reason) << ", degraded "
+    << d.degraded << ", limit " << d.limit << ", remaining " << d.remaining << ", reset_after "
+    << d.reset_after.count() << ", retry_after " << d.retry_after.count() << ", delay "
+    << d.delay.count() << "}";
+  return s.str();
+}
+
+::testing::AssertionResult StoreSuite::Same(const Decision& got, const Decision& want) const {
+  if (got.allowed == want.allowed && got.reason == want.reason && got.degraded == want.degraded &&
+      got.limit == want.limit && got.remaining == want.remaining &&
+      Resolved(got.reset_after) == Resolved(want.reset_after) &&
+      Resolved(got.retry_after) == Resolved(want.retry_after) &&
+      Resolved(got.delay) == Resolved(want.delay)) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << "the store said " << Describe(got) << ", the pure algorithm " << Describe(want);
+}
+
+namespace {
+
+constexpr int64_t kStartMs = 1'700'000'000'000;
+Timestamp AtMs(int64_t ms) { return FromNanos(ms * 1'000'000); }
+
+// The time of generated traffic: the sum of its gaps, each rounded up to the grain. For a store
+// whose keys expire by its own clock whatever time it is given (Redis: a key's TTL is the time
+// its counter takes to replenish), a gap is never less than twice the real time since the last
+// one, so that a key that expired in real time has also replenished in the traffic's.
+class TrafficTime {
+ public:
+  TrafficTime(int64_t start_ns, int64_t grain_ns)
+      : t_ns_(start_ns),
+        grain_ns_(grain_ns),
+        keep_up_(StoreSuite::GetParam().expires_by_its_own_clock),
+        last_(std::chrono::steady_clock::now()) {}
+
+  Timestamp Advance(int64_t gap_ns) {
+    if (keep_up_) {
+      const auto real = std::chrono::steady_clock::now();
+      gap_ns = std::max<int64_t>(
+          gap_ns, 2 * std::chrono::duration_cast<std::chrono::nanoseconds>(real - last_).count());
+      last_ = real;
+    }
+    t_ns_ += (gap_ns + grain_ns_ - 1) / grain_ns_ * grain_ns_;
+    return FromNanos(t_ns_);
+  }
+
+ private:
+  int64_t t_ns_;
+  const int64_t grain_ns_;
+  const bool keep_up_;
+  std::chrono::steady_clock::time_point last_;
+};
+
+// The oracle: one limit's pure algorithm with a state per key, kept forever (a replenished state
+// decides like a fresh one, so a store may drop it; the oracle never does).
+class PureLimit {
+ public:
+  explicit PureLimit(const LimitSpec& spec) : model_(MakeModel(spec)) {}
+  PureLimit(const PureLimit& other) : model_(other.model_->Clone()) {}
+  PureLimit& operator=(const PureLimit& other) {
+    model_ = other.model_->Clone();
+    return *this;
+  }
+  PureLimit(PureLimit&&) noexcept = default;
+  PureLimit& operator=(PureLimit&&) noexcept = default;
+
+  // Decides and keeps the new state.
+  Decision Decide(const std::string& key, Timestamp now, int64_t cost) {
+    return model_->Decide(key, now, cost, /*keep=*/true);
+  }
+  // What Decide would say, changing nothing.
+  Decision Ask(const std::string& key, Timestamp now, int64_t cost) const {
+    return model_->Decide(key, now, cost, /*keep=*/false);
+  }
+  // Alg::Refund on the key's state, if it has one (no state: never admitted, nothing to give).
+  void Refund(const std::string& key, Timestamp at, Timestamp now, int64_t cost) {
+    model_->Refund(key, at, now, cost);
+  }
+  void Forget(const std::string& key) { model_->Forget(key); }
+
+ private:
+  struct Model {
+    virtual ~Model() = default;
+    virtual std::unique_ptr<Model> Clone() const = 0;
+    virtual Decision Decide(const std::string& key, Timestamp now, int64_t cost,
+                            bool keep) const = 0;
+    virtual void Refund(const std::string& key, Timestamp at, Timestamp now, int64_t cost) = 0;
+    virtual void Forget(const std::string& key) = 0;
+  };
+
+  template <typename Alg>
+  struct AlgModel final : Model {
+    explicit AlgModel(Alg a) : alg(std::move(a)) {}
+    std::unique_ptr<Model> Clone() const override { return std::make_unique<AlgModel>(*this); }
+    Decision Decide(const std::string& key, Timestamp now, int64_t cost, bool keep) const override {
+      auto it = states.find(key);
+      typename Alg::State state = it != states.end() ? it->second : alg.Initial(now);
+      const Decision d = alg.Decide(state, now, cost);
+      if (keep) states.insert_or_assign(key, std::move(state));
+      return d;
+    }
+    void Refund(const std::string& key, Timestamp at, Timestamp now, int64_t cost) override {
+      if (auto it = states.find(key); it != states.end()) alg.Refund(it->second, at, now, cost);
+    }
+    void Forget(const std::string& key) override { states.erase(key); }
+
+    Alg alg;
+    mutable std::map<std::string, typename Alg::State> states;
+  };
+
+  template <typename Alg>
+  static std::unique_ptr<Model> Made(const LimitSpec& spec) {
+    auto alg = Alg::Create(spec);
+    if (!alg) throw std::invalid_argument(alg.error().message);
+    return std::make_unique<AlgModel<Alg>>(std::move(*alg));
+  }
+
+  static std::unique_ptr<Model> MakeModel(const LimitSpec& spec) {
+    switch (spec.algorithm) {
+      case Algorithm::kTokenBucket:
+        return Made<TokenBucket>(spec);
+      case Algorithm::kLeakyBucket:
+        return Made<LeakyBucket>(spec);
+      case Algorithm::kFixedWindow:
+        return Made<FixedWindow>(spec);
+      case Algorithm::kSlidingWindowLog:
+        return Made<SlidingWindowLog>(spec);
+      case Algorithm::kSlidingWindowCounter:
+        return Made<SlidingWindowCounter>(spec);
+      case Algorithm::kGcra:
+        return Made<Gcra>(spec);
+    }
+    throw std::invalid_argument("unknown algorithm");
+  }
+
+  std::unique_ptr<Model> model_;
+};
+
+// A spec per algorithm, `limit` per `period` (buckets: burst `burst`).
+LimitSpec SpecFor(Algorithm a, int64_t limit, Duration period, int64_t burst) {
+  return LimitSpec{a, limit, period, HasBurst(a) ? burst : 0, false};
+}
+
+std::string Name(Algorithm a) { return std::string(AlgorithmName(a)); }
+
+// Random millisecond traffic over five keys, with bursts and idle gaps: about two hits per key
+// per limit-share of the period, so limits both admit and refuse.
+struct Hit {
+  int64_t gap_ms;  // since the previous hit
+  std::string key;
+  int64_t cost;
+};
+std::vector<Hit> Traffic(uint64_t seed, int n, const LimitSpec& spec) {
+  const int64_t period_ms = spec.period.count() / 1'000'000;
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> key(0, 4), cost(1, 3), idle(0, 300);
+  std::uniform_int_distribution<int64_t> gap(0, period_ms / (spec.limit * 4) + 1);
+  std::vector<Hit> out;
+  for (int i = 0; i < n; ++i) {
+    int64_t t = gap(rng);
+    if (idle(rng) == 0) t += 2 * period_ms;
+    out.push_back({t, "client-" + std::to_string(key(rng)), cost(rng)});
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------------
+// DecideAll and DecideAllAsync: all or nothing.
+
+// Six limits, one per algorithm (the leaky bucket a shaper).
+const std::vector<LimitSpec>& SixLimits() {
+  static const std::vector<LimitSpec> specs = {
+      {Algorithm::kTokenBucket, 10, seconds(1), 6, false},
+      {Algorithm::kFixedWindow, 8, seconds(1), 0, false},
+      {Algorithm::kSlidingWindowLog, 9, seconds(1), 0, false},
+      {Algorithm::kGcra, 7, seconds(1), 5, false},
+      {Algorithm::kSlidingWindowCounter, 12, seconds(1), 0, false},
+      {Algorithm::kLeakyBucket, 6, seconds(1), 4, true},
+  };
+  return specs;
+}
+
+// Requests checked against random subsets of the six limits, over three users, against the pure
+// algorithms: a request is admitted iff each of its limits, decided in turn, admits it, and only
+// then does the oracle keep anything. A refused request's admitting limits report `remaining` as
+// the oracle's untouched state has it (as after the give-back); its refusing ones are each limit's
+// own verdict. Every later decision shows whether a refused request kept anything.
+void ExpectAllOrNothing(StoreSuite& suite, bool async) {
+  const StoreUnderTest& param = StoreSuite::GetParam();
+  auto store = suite.Open();
+  ASSERT_NE(store, nullptr);
+  const std::vector<LimitSpec>& specs = SixLimits();
+  std::vector<std::string> ids;
+  std::vector<std::unique_ptr<Limiter>> limiters;
+  std::vector<PureLimit> oracle;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    ids.push_back("all" + std::to_string(i));
+    limiters.push_back(suite.Make(*store, specs[i], ids.back()));
+    ASSERT_NE(limiters.back(), nullptr);
+    oracle.emplace_back(specs[i]);
+  }
+  std::mt19937_64 rng(3);
+  TrafficTime time(kStartMs * 1'000'000, 1'000'000);
+  int admitted = 0, partly_admitted = 0, spanning = 0;
+  const int requests = 1500 * param.traffic_scale;
+  for (int n = 0; n < requests; ++n) {
+    const Timestamp now = time.Advance(static_cast<int64_t>(rng() % 60) * 1'000'000);
+    const std::string user = "u" + std::to_string(rng() % 3);
+    const int64_t cost = 1 + static_cast<int64_t>(rng() % 2);
+    std::vector<size_t> chosen;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      if (rng() % 2 == 0) chosen.push_back(i);
+    }
+    if (chosen.empty()) chosen.push_back(rng() % specs.size());
+
+    std::map<size_t, PureLimit> scratch;  // the oracle decides on copies
+    std::vector<Decision> want, before;
+    for (size_t i : chosen) {
+      PureLimit& limit = scratch.try_emplace(i, oracle[i]).first->second;
+      before.push_back(limit.Ask(user, now, 0));
+      want.push_back(limit.Decide(user, now, cost));
+    }
+    const bool all =
+        std::all_of(want.begin(), want.end(), [](const Decision& d) { return d.allowed; });
+    if (all) {
+      for (auto& [i, limit] : scratch) oracle[i] = std::move(limit);
+    }
+
+    // The keys are overwritten as soon as the call returns: a store reads them before it returns.
+    std::vector<std::string> keys(chosen.size(), user);
+    std::vector<LimitCheck> checks;
+    for (size_t k = 0; k < chosen.size(); ++k) {
+      checks.push_back({limiters[chosen[k]].get(), keys[k], cost});
+    }
+    const std::vector<Decision> out = suite.DecideAll(*store, checks, now, async, [&keys] {
+      for (std::string& key : keys) key.assign(key.size(), '#');
+    });
+    bool some = false;
+    for (size_t k = 0; k < checks.size(); ++k) {
+      const std::string where = "request " + std::to_string(n) + ", limit " +
+                                std::to_string(chosen[k]) + (async ? " (async)" : "");
+      ASSERT_FALSE(out[k].degraded) << where;
+      ASSERT_EQ(out[k].allowed, want[k].allowed) << where;
+      some = some || want[k].allowed;
+      if (all || !want[k].allowed) {
+        ASSERT_TRUE(suite.Same(out[k], want[k])) << where;
+      } else {
+        ASSERT_EQ(out[k].remaining, before[k].remaining) << where << ": as after the give-back";
+      }
+    }
+    if (param.partition_of) {
+      std::set<int> partitions;
+      for (size_t i : chosen) partitions.insert(param.partition_of(ids[i], user));
+      spanning += partitions.size() > 1 ? 1 : 0;
+    }
+    admitted += all ? 1 : 0;
+    partly_admitted += !all && some ? 1 : 0;
+  }
+  // The case that matters -- some limits admitted and must not keep the quota -- was common.
+  EXPECT_GT(admitted, requests / 8);
+  EXPECT_GT(partly_admitted, requests / 15);
+  if (param.partition_of) {
+    EXPECT_GT(spanning, requests / 2) << "the requests should span the store's partitions";
+  }
+  if (param.check_all_or_nothing) param.check_all_or_nothing(*store, partly_admitted);
+}
+
+}  // namespace
+
+TEST_P(StoreSuite, DecideAllIsAllOrNothing) { ExpectAllOrNothing(*this, /*async=*/false); }
+
+TEST_P(StoreSuite, DecideAllAsyncIsAllOrNothing) { ExpectAllOrNothing(*this, /*async=*/true); }
+
+// Hand-computed: seven limits (in a cluster, spread over hash slots), three requests admitted by
+// all, the fourth refused by the first: every other limit still has exactly 7 of its 10.
+TEST_P(StoreSuite, ARejectedRequestTakesNothingFromAnyLimit) {
+  const std::vector<LimitSpec> specs = {
+      {Algorithm::kFixedWindow, 3, seconds(60), 0, false},  // the one that will say no
+      {Algorithm::kTokenBucket, 1, seconds(60), 10, false},
+      {Algorithm::kGcra, 1, seconds(60), 10, false},
+      {Algorithm::kLeakyBucket, 1, seconds(60), 10, false},
+      {Algorithm::kFixedWindow, 10, seconds(60), 0, false},
+      {Algorithm::kSlidingWindowCounter, 10, seconds(60), 0, false},
+      {Algorithm::kSlidingWindowLog, 10, seconds(60), 0, false},
+  };
+  // Minute-aligned, so every request is in one fixed window.
+  const Timestamp now = FromNanos(int64_t{28'333'333} * 60 * 1'000'000'000);
+  for (bool async : {false, true}) {
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
+    std::vector<std::unique_ptr<Limiter>> limiters;
+    std::vector<LimitCheck> checks;
+    std::set<int> partitions;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const std::string id = "back" + std::to_string(i);
+      limiters.push_back(Make(*store, specs[i], id));
+      ASSERT_NE(limiters.back(), nullptr);
+      checks.push_back({limiters.back().get(), "alice", 1});
+      if (GetParam().partition_of) partitions.insert(GetParam().partition_of(id, "alice"));
+    }
+    if (GetParam().partition_of) {
+      ASSERT_GT(partitions.size(), 3u) << "the limits should spread over partitions";
+    }
+    for (int n = 0; n < 3; ++n) {
+      for (const Decision& d : DecideAll(*store, checks, now, async)) {
+        ASSERT_TRUE(d.allowed && !d.degraded) << "request " << n;
+      }
+    }
+    const std::vector<Decision> out = DecideAll(*store, checks, now, async);
+    EXPECT_FALSE(out[0].allowed);
+    for (size_t i = 1; i < out.size(); ++i) {
+      EXPECT_TRUE(out[i].allowed) << i;
+      EXPECT_EQ(out[i].remaining, 7) << "reported as after the give-back, limit " << i;
+      EXPECT_EQ(limiters[i]->Decide("alice", now, 0).remaining, 7)
+          << AlgorithmName(specs[i].algorithm) << ": the rejected request kept quota"
+          << (async ? " (async)" : "");
+    }
+    if (GetParam().check_all_or_nothing) GetParam().check_all_or_nothing(*store, 1);
+  }
+}
+
+// The same limiter and key twice in one request: each check takes its own cost, so the request
+// takes both or neither -- also when a third limit refuses it, whatever the order of the costs.
+TEST_P(StoreSuite, ALimitCheckedTwiceTakesBothCostsOrNeither) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  const StoreUnderTest& param = GetParam();
+  const Timestamp now = AtMs(kStartMs);
+  for (bool async : {false, true}) {
+    for (Algorithm a : kAllAlgorithms) {
+      const std::string at = Name(a) + (async ? "-async" : "-sync");
+      // Room for one of the two: the first admits, the second refuses, the first gives back.
+      auto three = Make(*store, SpecFor(a, 3, hours(1), 3), "three-" + at);
+      ASSERT_NE(three, nullptr);
+      std::vector<LimitCheck> checks = {{three.get(), "k", 2}, {three.get(), "k", 2}};
+      std::vector<Decision> out = DecideAll(*store, checks, now, async);
+      EXPECT_TRUE(out[0].allowed) << at;
+      EXPECT_EQ(out[0].remaining, 3) << at << ": as after the give-back";
+      EXPECT_FALSE(out[1].allowed) << at;
+      EXPECT_EQ(out[1].reason, DecisionReason::kOverLimit) << at;
+      EXPECT_EQ(three->Decide("k", now, 0).remaining, 3) << at << ": neither cost was kept";
+      if (param.counts_keys) {
+        EXPECT_EQ(three->Stats().keys, 0u) << at << ": refunded to fresh, so not held";
+      }
+
+      // Room for both: both are taken.
+      auto four = Make(*store, SpecFor(a, 4, hours(1), 4), "four-" + at);
+      ASSERT_NE(four, nullptr);
+      checks = {{four.get(), "k", 2}, {four.get(), "k", 2}};
+      out = DecideAll(*store, checks, now, async);
+      EXPECT_TRUE(out[0].allowed && out[1].allowed) << at;
+      EXPECT_EQ(out[0].remaining, 2) << at;
+      EXPECT_EQ(out[1].remaining, 0) << at;
+      EXPECT_EQ(four->Decide("k", now, 0).remaining, 0) << at;
+
+      // Room for both, but a full limit (in another partition, if the store has them) refuses.
+      const std::string five_id = "five-" + at, full_id = "full-" + at;
+      auto five = Make(*store, SpecFor(a, 5, hours(1), 5), five_id);
+      auto full = Make(*store, {Algorithm::kFixedWindow, 1, hours(1), 0, false}, full_id);
+      ASSERT_TRUE(five != nullptr && full != nullptr);
+      std::string other = "r";
+      for (int i = 0; param.partition_of &&
+                      param.partition_of(full_id, other) == param.partition_of(five_id, "k");
+           ++i) {
+        other = "r" + std::to_string(i);
+      }
+      ASSERT_TRUE(full->Decide(other, now, 1).allowed);
+      // Then a null limiter refuses: decided before the store is asked, the others given back.
+      for (Limiter* refuser : {full.get(), static_cast<Limiter*>(nullptr)}) {
+        const std::string by =
+            at + (refuser != nullptr ? ", refused by a full limit" : ", refused by a null limiter");
+        checks = {{five.get(), "k", 1}, {five.get(), "k", 2}, {refuser, other, 1}};
+        out = DecideAll(*store, checks, now, async);
+        EXPECT_TRUE(out[0].allowed && out[1].allowed) << by;
+        EXPECT_FALSE(out[2].allowed) << by;
+        EXPECT_EQ(out[0].remaining, 5) << by << ": as after the give-back";
+        EXPECT_EQ(five->Decide("k", now, 0).remaining, 5) << by << ": a cost was kept";
+      }
+    }
+  }
+}
+
+// A null limiter, one made by another instance of the same kind of store, and one made by no
+// store are each kInvalidRequest, and refuse the request: the store's own limit keeps nothing.
+TEST_P(StoreSuite, NullAndForeignLimitersAreInvalidAndRejectTheRequest) {
+  auto store = Open();
+  auto other = Open();
+  ASSERT_TRUE(store != nullptr && other != nullptr);
+  const LimitSpec spec{Algorithm::kTokenBucket, 10, seconds(1), 10, false};
+  auto mine = Make(*store, spec, "mine");
+  auto theirs = Make(*other, spec, "mine");  // the same id, in the other instance
+  auto bare = MakeMemoryLimiter(spec);
+  ASSERT_TRUE(mine != nullptr && theirs != nullptr && bare.has_value());
+  struct Intruder {
+    const char* what;
+    Limiter* limiter;
+  };
+  const Intruder intruders[] = {{"a null limiter", nullptr},
+                                {"another instance's limiter", theirs.get()},
+                                {"a limiter of no store", bare->get()}};
+  const Timestamp now = AtMs(kStartMs);
+  int n = 0;
+  for (bool async : {false, true}) {
+    for (const Intruder& intruder : intruders) {
+      for (bool intruder_first : {false, true}) {
+        const std::string key = "k" + std::to_string(n++);
+        const std::string where = std::string(intruder.what) +
+                                  (intruder_first ? " first" : " last") + (async ? " (async)" : "");
+        const LimitCheck own{mine.get(), key, 1}, foreign{intruder.limiter, key, 1};
+        const std::vector<LimitCheck> checks =
+            intruder_first ? std::vector{foreign, own} : std::vector{own, foreign};
+        const std::vector<Decision> out = DecideAll(*store, checks, now, async);
+        const Decision& bad = out[intruder_first ? 0 : 1];
+        const Decision& good = out[intruder_first ? 1 : 0];
+        EXPECT_FALSE(bad.allowed) << where;
+        EXPECT_EQ(bad.reason, DecisionReason::kInvalidRequest) << where;
+        EXPECT_EQ(bad.retry_after, kNever) << where;
+        EXPECT_TRUE(good.allowed) << where;
+        EXPECT_EQ(good.remaining, 10) << where << ": as after the give-back";
+        EXPECT_EQ(mine->Decide(key, now, 0).remaining, 10) << where << ": the request kept quota";
+        if (intruder.limiter != nullptr) {
+          EXPECT_EQ(intruder.limiter->Decide(key, now, 0).remaining, 10)
+              << where << ": decided by a store that did not make it";
+        }
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Parity with the pure algorithms.
+
+namespace {
+
+// Every decision for `spec`'s traffic equals the pure algorithm's on a state per key, on every
+// field; now and then a key is reset (the oracle forgets it too).
+void ExpectParity(StoreSuite& suite, Store& store, const LimitSpec& spec, const std::string& id,
+                  uint64_t seed, int n, bool async) {
+  const StoreUnderTest& param = StoreSuite::GetParam();
+  auto limiter = suite.Make(store, spec, id);
+  ASSERT_NE(limiter, nullptr);
+  PureLimit oracle(spec);
+  int admitted = 0, refused = 0;
+  n *= param.traffic_scale;
+  const std::vector<Hit> traffic = Traffic(seed, n, spec);
+  TrafficTime time(kStartMs * 1'000'000, 1'000'000);
+  for (size_t i = 0; i < traffic.size(); ++i) {
+    const Hit& hit = traffic[i];
+    const Timestamp now = time.Advance(hit.gap_ms * 1'000'000);
+    if (i % 150 == 149) {
+      limiter->Reset(hit.key);
+      oracle.Forget(hit.key);
+    }
+    if (param.drop_replenished && i % 100 == 0) param.drop_replenished(*limiter, now);
+    const Decision got = suite.Decide(*limiter, hit.key, now, hit.cost, async);
+    const Decision want = oracle.Decide(hit.key, now, hit.cost);
+    ASSERT_TRUE(suite.Same(got, want))
+        << DescribeLimitSpec(spec) << ", request " << i << (async ? " (async)" : "");
+    (want.allowed ? admitted : refused)++;
+  }
+  EXPECT_GT(admitted, n / 10) << DescribeLimitSpec(spec);
+  EXPECT_GT(refused, n / 50) << DescribeLimitSpec(spec);
+}
+
+}  // namespace
+
+TEST_P(StoreSuite, DecidesAsThePureAlgorithm) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  const std::vector<LimitSpec> specs = {
+      {Algorithm::kTokenBucket, 10, seconds(1), 20, false},
+      {Algorithm::kTokenBucket, 3, seconds(1), 5, false},  // a rate that does not divide
+      {Algorithm::kTokenBucket, 100, std::chrono::minutes(1), 100, false},
+      {Algorithm::kGcra, 10, seconds(1), 20, false},
+      {Algorithm::kGcra, 3, seconds(1), 5, false},
+      {Algorithm::kLeakyBucket, 10, seconds(1), 20, false},
+      {Algorithm::kLeakyBucket, 3, seconds(1), 5, true},  // shaper: delays must match too
+      {Algorithm::kFixedWindow, 10, seconds(1), 0, false},
+      {Algorithm::kFixedWindow, 7, milliseconds(250), 0, false},
+      {Algorithm::kSlidingWindowCounter, 10, seconds(1), 0, false},
+      {Algorithm::kSlidingWindowCounter, 7, milliseconds(300), 0, false},
+      {Algorithm::kSlidingWindowLog, 10, seconds(1), 0, false},
+      {Algorithm::kSlidingWindowLog, 7, milliseconds(300), 0, false},
+  };
+  for (size_t n = 0; n < specs.size(); ++n) {
+    ExpectParity(*this, *store, specs[n], "parity" + std::to_string(n), 100 + n, 1000, false);
+  }
+}
+
+TEST_P(StoreSuite, DecideAsyncDecidesAsThePureAlgorithm) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  for (Algorithm a : kAllAlgorithms) {
+    LimitSpec spec = SpecFor(a, 3, seconds(1), 5);
+    spec.shaper = a == Algorithm::kLeakyBucket;
+    ExpectParity(*this, *store, spec, "async-" + Name(a), 21, 300, true);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Refunds.
+
+namespace {
+
+LimitSpec RefundSpec(Algorithm a) {
+  return LimitSpec{a, 5, milliseconds(200), HasBurst(a) ? 8 : 0, a == Algorithm::kLeakyBucket};
+}
+
+}  // namespace
+
+// Random keys and microsecond times with idle gaps (so counters replenish, and a store may drop
+// them). A third of the admitted requests are refunded at once, at their own time: the oracle
+// never sees them, and no later decision may tell.
+TEST_P(StoreSuite, RefundAtTheRequestsOwnTimeIsAnExactUndo) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  const StoreUnderTest& param = GetParam();
+  uint64_t seed = 1;
+  for (Algorithm a : kAllAlgorithms) {
+    const LimitSpec spec = RefundSpec(a);
+    auto limiter = Make(*store, spec, "undo-" + Name(a));
+    ASSERT_NE(limiter, nullptr);
+    PureLimit oracle(spec);
+    std::mt19937_64 rng(seed++);
+    const int64_t D = spec.period.count();
+    TrafficTime time(kStartMs * 1'000'000, 1'000);
+    int undone = 0;
+    const int requests = 1500 * param.traffic_scale;
+    for (int i = 0; i < requests; ++i) {
+      int64_t gap = static_cast<int64_t>(rng() % static_cast<uint64_t>(D / 8));
+      if (rng() % 40 == 0) gap += 3 * D;
+      const Timestamp now = time.Advance(gap);
+      if (param.drop_replenished && i % 100 == 0) param.drop_replenished(*limiter, now);
+      const std::string key = "key-" + std::to_string(rng() % 20);
+      const int64_t cost = 1 + static_cast<int64_t>(rng() % 3);
+      const Decision got = limiter->Decide(key, now, cost);
+      const bool undo = got.allowed && rng() % 3 == 0;
+      const Decision want = undo ? oracle.Ask(key, now, cost) : oracle.Decide(key, now, cost);
+      ASSERT_TRUE(Same(got, want)) << Name(a) << ", request " << i;
+      if (undo) {
+        limiter->Refund(key, now, now, cost);
+        ++undone;
+      }
+    }
+    EXPECT_GT(undone, requests / 10) << Name(a);
+  }
+}
+
+// Refunds made one to three requests later (other keys and this one decided in between), against
+// the pure algorithm's own Refund; keys now and then reset. Where a store cannot refund a
+// sliding-log entry that is no longer the newest (Redis), the log is left out.
+TEST_P(StoreSuite, LaterRefundsMatchThePureAlgorithm) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  const StoreUnderTest& param = GetParam();
+  uint64_t seed = 11;
+  for (Algorithm a : kAllAlgorithms) {
+    if (a == Algorithm::kSlidingWindowLog && !param.exact_late_log_refunds) continue;
+    const LimitSpec spec = RefundSpec(a);
+    auto limiter = Make(*store, spec, "later-" + Name(a));
+    ASSERT_NE(limiter, nullptr);
+    PureLimit oracle(spec);
+    std::mt19937_64 rng(seed++);
+    const int64_t D = spec.period.count();
+    struct Due {
+      std::string key;
+      int64_t at_ns;
+      int64_t cost;
+      int after;  // requests to go
+    };
+    std::vector<Due> due;
+    TrafficTime time(kStartMs * 1'000'000, 1'000);
+    int refunds = 0;
+    const int requests = 1500 * param.traffic_scale;
+    for (int i = 0; i < requests; ++i) {
+      int64_t gap = static_cast<int64_t>(rng() % static_cast<uint64_t>(D / 8));
+      if (rng() % 40 == 0) gap += 3 * D;
+      const Timestamp now = time.Advance(gap);
+      const int64_t t = ToNanos(now);
+      for (auto it = due.begin(); it != due.end();) {
+        if (--it->after > 0) {
+          ++it;
+          continue;
+        }
+        limiter->Refund(it->key, FromNanos(it->at_ns), now, it->cost);
+        oracle.Refund(it->key, FromNanos(it->at_ns), now, it->cost);
+        ++refunds;
+        it = due.erase(it);
+      }
+      if (param.drop_replenished && i % 100 == 0) param.drop_replenished(*limiter, now);
+      const std::string key = "key-" + std::to_string(rng() % 20);
+      if (rng() % 200 == 0) {
+        limiter->Reset(key);
+        oracle.Forget(key);
+      }
+      const int64_t cost = 1 + static_cast<int64_t>(rng() % 3);
+      const Decision got = limiter->Decide(key, now, cost);
+      const Decision want = oracle.Decide(key, now, cost);
+      ASSERT_TRUE(Same(got, want)) << Name(a) << ", request " << i;
+      if (got.allowed && rng() % 3 == 0) {
+        due.push_back({key, t, cost, 1 + static_cast<int>(rng() % 3)});
+      }
+    }
+    EXPECT_GT(refunds, requests / 10) << Name(a);
+  }
+}
+
+// Refunds of what no request took (an unknown key, cost 0, a negative cost, more than the
+// capacity, an over-long key) and resets of unknown keys change nothing.
+TEST_P(StoreSuite, RefundsOfWhatWasNeverAdmittedChangeNothing) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  const std::string too_long(70'000, 'x');  // longer than any store takes
+  const Timestamp t = AtMs(kStartMs);
+  for (Algorithm a : kAllAlgorithms) {
+    auto limiter = Make(*store, SpecFor(a, 10, hours(1), 10), "never-" + Name(a));
+    ASSERT_NE(limiter, nullptr);
+    limiter->Refund("nobody", t, t, 1);
+    limiter->Refund(too_long, t, t, 1);
+    limiter->Reset("nobody");
+    limiter->Reset(too_long);
+    if (GetParam().counts_keys) {
+      EXPECT_EQ(limiter->Stats().keys, 0u) << Name(a);
+    }
+    EXPECT_EQ(limiter->Decide(too_long, t, 1).reason, DecisionReason::kInvalidRequest) << Name(a);
+    EXPECT_EQ(limiter->Decide("nobody", t, 0).remaining, 10) << Name(a) << ": no credit";
+    ASSERT_TRUE(limiter->Decide("k", t, 4).allowed) << Name(a);
+    limiter->Refund("k", t, t, 0);
+    limiter->Refund("k", t, t, -2);
+    limiter->Refund("k", t, t, 11);
+    EXPECT_EQ(limiter->Decide("k", t, 0).remaining, 6) << Name(a);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Ready() and Stats().
+
+// A store that counts keys counts those of every limiter it made that is alive (not another
+// instance's); a limiter destroyed takes its keys out. No store counts a failure while it answers.
+TEST_P(StoreSuite, IsReadyAndItsStatsCountItsLiveLimiters) {
+  auto store = Open();
+  auto other = Open();
+  ASSERT_TRUE(store != nullptr && other != nullptr);
+  EXPECT_TRUE(store->Ready());
+  const LimitSpec spec{Algorithm::kTokenBucket, 10, hours(1), 10, false};
+  const Timestamp t = AtMs(kStartMs);
+  const auto take = [&](Limiter& limiter, int keys) {
+    for (int i = 0; i < keys; ++i)
+      ASSERT_TRUE(limiter.Decide("k" + std::to_string(i), t, 1).allowed);
+  };
+  auto a = Make(*store, spec, "stats-a");
+  auto b = Make(*store, spec, "stats-b");
+  auto c = Make(*store, spec, "stats-c");
+  auto elsewhere = Make(*other, spec, "stats-a");
+  ASSERT_TRUE(a && b && c && elsewhere);
+  take(*a, 2);
+  take(*b, 3);
+  take(*c, 4);
+  take(*elsewhere, 5);
+  if (GetParam().counts_keys) {
+    EXPECT_EQ(store->Stats().keys, 9u);
+    b.reset();
+    EXPECT_EQ(store->Stats().keys, 6u) << "a destroyed limiter's keys are not held";
+    auto d = Make(*store, spec, "stats-d");
+    ASSERT_NE(d, nullptr);
+    take(*d, 1);
+    EXPECT_EQ(store->Stats().keys, 7u);
+    EXPECT_EQ(other->Stats().keys, 5u);
+  } else {
+    EXPECT_EQ(store->Stats().keys, 0u) << "a store that does not count keys says 0";
+  }
+  EXPECT_EQ(store->Stats().store_errors, 0u);
+  EXPECT_EQ(store->Stats().short_circuited, 0u);
+}
+
+// ------------------------------------------------------------------------------------------------
+// The failure policy.
+
+// A store that answers never degrades, whatever its limits' failure policy: the same traffic gets
+// the same decisions from a fail-open and a fail-closed limit, through every way of deciding.
+TEST_P(StoreSuite, AStoreThatAnswersNeverDegrades) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  EXPECT_TRUE(store->Ready());
+  const LimitSpec spec{Algorithm::kTokenBucket, 5, seconds(1), 5, false};
+  auto open = Make(*store, spec, "policy-open", /*fail_open=*/true);
+  auto closed = Make(*store, spec, "policy-closed", /*fail_open=*/false);
+  ASSERT_TRUE(open != nullptr && closed != nullptr);
+  std::mt19937_64 rng(5);
+  TrafficTime time(kStartMs * 1'000'000, 1'000'000);
+  int refused = 0;
+  for (int i = 0; i < 200; ++i) {
+    const Timestamp now = time.Advance(static_cast<int64_t>(rng() % 100) * 1'000'000);
+    const std::string key = "k" + std::to_string(i % 3);
+    const int64_t cost = 1 + static_cast<int64_t>(rng() % 3);
+    const auto decide = [&](Limiter& limiter) {
+      const bool async = i % 2 == 1;
+      if (i % 4 < 2) return Decide(limiter, key, now, cost, async);
+      const LimitCheck check[1] = {{&limiter, key, cost}};
+      return DecideAll(*store, check, now, async)[0];
+    };
+    const Decision a = decide(*open);
+    const Decision b = decide(*closed);
+    ASSERT_FALSE(a.degraded || b.degraded) << "request " << i;
+    ASSERT_TRUE(Same(a, b)) << "request " << i;
+    refused += a.allowed ? 0 : 1;
+  }
+  EXPECT_GT(refused, 10);
+  EXPECT_EQ(store->Stats().store_errors, 0u);
+  EXPECT_EQ(store->Stats().short_circuited, 0u);
+}
+
+// A store that cannot answer decides by each limit's policy -- fail-open admits, fail-closed
+// refuses, both marked degraded -- through Decide, DecideAsync, DecideAll and DecideAllAsync,
+// within bounded time; a degraded admission took nothing and is given nothing back; every
+// degraded decision is counted as a failure.
+TEST_P(StoreSuite, AStoreThatCannotAnswerAppliesEachLimitsFailurePolicy) {
+  if (!GetParam().open_unavailable) {
+    GTEST_SKIP() << GetParam().name << " cannot fail (AStoreThatAnswersNeverDegrades covers it)";
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<Store> store = GetParam().open_unavailable();
+  ASSERT_NE(store, nullptr);
+  EXPECT_FALSE(store->Ready());
+  const LimitSpec spec{Algorithm::kTokenBucket, 10, seconds(1), 10, false};
+  auto open = Make(*store, spec, "open", /*fail_open=*/true);
+  auto closed = Make(*store, spec, "closed", /*fail_open=*/false);
+  ASSERT_TRUE(open != nullptr && closed != nullptr);
+  const Timestamp now = AtMs(kStartMs);
+  uint64_t degraded = 0;
+  const auto expect_policy = [&](const Decision& d, bool allowed, const std::string& where) {
+    EXPECT_TRUE(d.degraded) << where;
+    EXPECT_EQ(d.allowed, allowed) << where;
+    EXPECT_EQ(d.reason, DecisionReason::kStoreUnavailable) << where;
+    degraded += d.degraded ? 1 : 0;
+  };
+  // Several rounds: the first calls fail, later ones meet an open circuit breaker.
+  for (int round = 0; round < 4; ++round) {
+    for (bool async : {false, true}) {
+      const std::string where = "round " + std::to_string(round) + (async ? " (async)" : "");
+      const Decision alone = Decide(*open, "k", now, 1, async);
+      expect_policy(alone, true, "fail-open Decide, " + where);
+      expect_policy(Decide(*closed, "k", now, 1, async), false, "fail-closed Decide, " + where);
+      const LimitCheck open_only[1] = {{open.get(), "k", 1}};
+      expect_policy(DecideAll(*store, open_only, now, async)[0], true, "fail-open, " + where);
+      const LimitCheck closed_only[1] = {{closed.get(), "k", 1}};
+      expect_policy(DecideAll(*store, closed_only, now, async)[0], false, "fail-closed, " + where);
+      const LimitCheck both[2] = {{open.get(), "k", 1}, {closed.get(), "k", 1}};
+      const std::vector<Decision> out = DecideAll(*store, both, now, async);
+      expect_policy(out[0], true, "fail-open with fail-closed, " + where);
+      expect_policy(out[1], false, "fail-closed with fail-open, " + where);
+      EXPECT_EQ(out[0].remaining, alone.remaining)
+          << where << ": a degraded admission took nothing and is given nothing back";
+    }
+  }
+  const StoreStats s = store->Stats();
+  EXPECT_GT(s.store_errors, 0u);
+  EXPECT_EQ(s.store_errors + s.short_circuited, degraded) << "each degraded decision, once";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(20)) << "it should not hang";
+}
+
+}  // namespace sluice::testing
