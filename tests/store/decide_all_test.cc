@@ -1,7 +1,8 @@
-// DecideAll over memory limiters: all or nothing against an oracle that only ever decides a
-// request whose every limit has room; which checks are refunded (a recording fake); and under
-// threads (run under TSan: make test-tsan picks the Memory* suites) no limit ever keeps more
-// than its capacity, and what is kept is exactly what the admitted requests took.
+// sluice::DecideAll over any Limiter: which checks are refunded (a recording fake); and over memory
+// limiters under threads (run under TSan: make test-tsan picks the Memory* suites) no limit ever
+// keeps more than its capacity, and what is kept is exactly what the admitted requests took. What
+// every store's DecideAll does (all or nothing against the pure algorithms, a limit checked twice,
+// foreign limiters) is the store suite's: tests/store/store_suite.h.
 #include "sluice/decide_all.h"
 
 #include <gtest/gtest.h>
@@ -28,72 +29,6 @@ std::unique_ptr<Limiter> MustMake(const LimitSpec& spec) {
   auto l = MakeMemoryLimiter(spec);
   EXPECT_TRUE(l.has_value()) << (l ? "" : l.error().message);
   return l ? std::move(*l) : nullptr;
-}
-
-// The same scenario as the Redis store's test: random subsets of six limits per request.
-TEST(MemoryDecideAll, SeveralLimitsForOneRequestAreAllOrNothing) {
-  const std::vector<LimitSpec> specs = {
-      {Algorithm::kTokenBucket, 10, seconds(1), 6, false},
-      {Algorithm::kFixedWindow, 8, seconds(1), 0, false},
-      {Algorithm::kSlidingWindowLog, 9, seconds(1), 0, false},
-      {Algorithm::kGcra, 7, seconds(1), 5, false},
-      {Algorithm::kSlidingWindowCounter, 12, seconds(1), 0, false},
-      {Algorithm::kLeakyBucket, 6, seconds(1), 4, true},
-  };
-  std::vector<std::unique_ptr<Limiter>> subject, oracle;
-  for (const LimitSpec& spec : specs) {
-    subject.push_back(MustMake(spec));
-    oracle.push_back(MustMake(spec));
-  }
-  std::mt19937_64 rng(3);
-  int64_t t_ms = 1'700'000'000'000;
-  int admitted = 0, partly_room = 0;
-  for (int n = 0; n < 3000; ++n) {
-    t_ms += static_cast<int64_t>(rng() % 60);
-    const Timestamp now = FromNanos(t_ms * 1'000'000);
-    const std::string user = "u" + std::to_string(rng() % 3);
-    const int64_t cost = 1 + static_cast<int64_t>(rng() % 2);
-    std::vector<size_t> chosen;
-    for (size_t i = 0; i < specs.size(); ++i) {
-      if (rng() % 2 == 0) chosen.push_back(i);
-    }
-    if (chosen.empty()) chosen.push_back(rng() % specs.size());
-    // The oracle: a limit has room iff a cost-0 ask leaves `cost` remaining; the request passes
-    // iff all have room, and only then does the oracle take anything.
-    std::vector<Decision> ask;
-    for (size_t i : chosen) ask.push_back(oracle[i]->Decide(user, now, 0));
-    const bool all_room = std::all_of(ask.begin(), ask.end(),
-                                      [cost](const Decision& d) { return d.remaining >= cost; });
-    std::vector<LimitCheck> checks;
-    for (size_t i : chosen) checks.push_back({subject[i].get(), user, cost});
-    std::vector<Decision> out(checks.size());
-    DecideAll(checks, now, out);
-    bool some_room = false;
-    for (size_t k = 0; k < checks.size(); ++k) {
-      const bool room = ask[k].remaining >= cost;
-      some_room = some_room || room;
-      ASSERT_EQ(out[k].allowed, room) << "request " << n << " limit " << chosen[k];
-      if (all_room) {
-        const Decision want = oracle[chosen[k]]->Decide(user, now, cost);
-        ASSERT_TRUE(want.allowed);
-        ASSERT_EQ(out[k].remaining, want.remaining) << "request " << n;
-        ASSERT_EQ(out[k].delay, want.delay) << "request " << n;
-      } else if (room) {
-        ASSERT_EQ(out[k].remaining, ask[k].remaining) << "as after the give-back";
-      } else {
-        const Decision want = oracle[chosen[k]]->Decide(user, now, cost);  // refused: no change
-        ASSERT_FALSE(want.allowed);
-        ASSERT_EQ(out[k].reason, want.reason) << "request " << n;
-        ASSERT_EQ(out[k].remaining, want.remaining) << "request " << n;
-        ASSERT_EQ(out[k].retry_after, want.retry_after) << "request " << n;
-      }
-    }
-    admitted += all_room;
-    partly_room += !all_room && some_room;
-  }
-  // The case that matters -- some limits had room and must not keep the quota -- was common.
-  EXPECT_GT(admitted, 400);
-  EXPECT_GT(partly_room, 200);
 }
 
 // A limiter that answers what it is told and records refunds.
@@ -177,20 +112,6 @@ TEST(DecideAll, AFailClosedStoreOrANullLimiterRefusesTheRequest) {
   EXPECT_EQ(a.refunds.size(), 2u);
   EXPECT_EQ(out[1].reason, DecisionReason::kInvalidRequest);
   EXPECT_EQ(out[1].retry_after, kNever);
-}
-
-TEST(MemoryDecideAll, ALimitCheckedTwiceTakesBothCostsOrNeither) {
-  for (Algorithm a : kAllAlgorithms) {
-    auto limiter = MustMake({a, 3, hours(1), HasBurst(a) ? 3 : 0, false});
-    const Timestamp now = FromNanos(kStart);
-    const std::vector<LimitCheck> checks = {{limiter.get(), "k", 2}, {limiter.get(), "k", 2}};
-    std::vector<Decision> out(2);
-    DecideAll(checks, now, out);
-    EXPECT_TRUE(out[0].allowed) << AlgorithmName(a);
-    EXPECT_FALSE(out[1].allowed) << AlgorithmName(a);
-    EXPECT_EQ(limiter->Decide("k", now, 0).remaining, 3) << AlgorithmName(a);
-    EXPECT_EQ(limiter->Stats().keys, 0u) << AlgorithmName(a) << ": refunded to fresh, dropped";
-  }
 }
 
 // Threads send requests that each check a random subset of five limits on two shared keys, all

@@ -55,8 +55,9 @@ std::vector<Hit> MultiKeyTrace(uint64_t seed, int n, int keys, int64_t period_ns
 }
 
 // The reference: the bare algorithm with a std::map of states that never drops anything. The
-// store must decide exactly like it -- also when swept before every request (expiry must be
-// invisible). Returns what the sweeps dropped and what the store counted as expired.
+// store must decide exactly like it also when swept before every request (expiry must be
+// invisible). That it decides like it at all is the store suite's (tests/store/store_suite.h).
+// Returns what the sweeps dropped and what the store counted as expired.
 enum class Sweeping { kNever, kBeforeEachRequest };
 struct Dropped {
   size_t by_sweeps = 0;
@@ -87,23 +88,6 @@ Dropped ExpectStoreMatchesNeverDroppedStates(const LimitSpec& spec, Sweeping swe
     if (::testing::Test::HasFailure()) break;
   }
   return {dropped, limiter->Stats().expirations};
-}
-
-template <typename Alg>
-void ExpectStoreMatchesBareAlgorithm(const LimitSpec& spec) {
-  ExpectStoreMatchesNeverDroppedStates<Alg>(spec, Sweeping::kNever, 7, 50);
-}
-
-TEST(MemoryStore, MatchesTheBareAlgorithmForEveryAlgorithm) {
-  ExpectStoreMatchesBareAlgorithm<TokenBucket>(
-      {Algorithm::kTokenBucket, 10, seconds(1), 20, false});
-  ExpectStoreMatchesBareAlgorithm<Gcra>({Algorithm::kGcra, 10, seconds(1), 20, false});
-  ExpectStoreMatchesBareAlgorithm<LeakyBucket>({Algorithm::kLeakyBucket, 10, seconds(1), 20, true});
-  ExpectStoreMatchesBareAlgorithm<FixedWindow>({Algorithm::kFixedWindow, 10, seconds(1), 0, false});
-  ExpectStoreMatchesBareAlgorithm<SlidingWindowLog>(
-      {Algorithm::kSlidingWindowLog, 10, seconds(1), 0, false});
-  ExpectStoreMatchesBareAlgorithm<SlidingWindowCounter>(
-      {Algorithm::kSlidingWindowCounter, 10, seconds(1), 0, false});
 }
 
 // DecideBatch is an optimisation only: the same decisions as one Decide after another, also when
