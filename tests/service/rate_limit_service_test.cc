@@ -216,6 +216,18 @@ TEST_F(Service, ReloadKeepsTheCountersOfLimitOverrides) {
   EXPECT_EQ(after.statuses[0].remaining, 1) << "3 before the reload, 1 after";
 }
 
+// The store gauges are the store's own Stats(): a counter of an override limit is held by the
+// store like any other, so it is counted.
+TEST_F(Service, StoreTotalsCountTheCountersOfConfiguredAndOverrideLimits) {
+  ASSERT_EQ(service_->StoreTotals().keys, 0u);
+  MustCheck(Request({{{"api_key", "a"}}, {{"api_key", "b"}}}));
+  EXPECT_EQ(service_->StoreTotals().keys, 2u) << "two identities of per_key";
+  CheckRequest r = Request({{{"api_key", "o"}}});
+  r.descriptors[0].limit_override = LimitOverride{5, Unit::kHour};
+  MustCheck(r);
+  EXPECT_EQ(service_->StoreTotals().keys, 3u) << "and one of the override limit";
+}
+
 TEST_F(Service, TheRateLimitHeadersHaveTheDraftSyntax) {
   for (int i = 0; i < 2; ++i) MustCheck(Request({{{"route", "/h"}}}));
   clock_.Advance(seconds(15));
