@@ -100,6 +100,11 @@ class RedisStore : public Store {
 // "redis+cluster://[user:password@]host:port[,host:port...]" into options (others default).
 Result<RedisStoreOptions> ParseRedisAddress(std::string_view address);
 
+// The address as logs and error messages may show it: a user and password replaced by "***"
+// ("redis://***@host:port/0"); anything else ("memory", an address without credentials) as it
+// is.
+std::string RedactRedisAddress(std::string_view address);
+
 // Connects lazily: a store can be opened while Redis is down, and its limits apply their
 // failure policy until it is back.
 Result<std::shared_ptr<RedisStore>> OpenRedisStore(const RedisStoreOptions& options);

@@ -20,6 +20,7 @@
 #include "http/http_server.h"
 #include "metrics/metrics.h"
 #include "service/rate_limit_service.h"
+#include "sluice/redis_store.h"
 #include "sluiced/log_setup.h"
 
 namespace {
@@ -149,7 +150,8 @@ int Run(const Flags& flags) {
     }
     http = std::move(*started);
     spdlog::info("http: listening on {} ({} threads, store {}, admin API {})", http->address(),
-                 flags.threads, flags.store, flags.admin_token.empty() ? "off" : "on");
+                 flags.threads, sluice::RedactRedisAddress(flags.store),
+                 flags.admin_token.empty() ? "off" : "on");
   }
 
   std::unique_ptr<GrpcServer> grpc;

@@ -469,6 +469,21 @@ TEST_F(SluicedTest, RedisStoreLimitsTheSame) {
   EXPECT_EQ(sluiced->WaitExit(), 0);
 }
 
+// The store address may carry Redis's password: sluiced uses it and never logs it.
+TEST_F(SluicedTest, TheRedisPasswordIsUsedButNeverLogged) {
+  RedisServer redis({"--requirepass", "s3cret-pw"});
+  auto sluiced = Start({"--store", "redis://:s3cret-pw@127.0.0.1:" + std::to_string(redis.port())});
+  EXPECT_EQ(Get(sluiced->port(), "/readyz").status, 200) << "AUTH with the password succeeded";
+  const HttpResponse r = Post(sluiced->port(), One("user", "pw"));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_FALSE(Parse(r)["statuses"][0]["degraded"].get<bool>()) << r.body;
+  sluiced->Signal(SIGTERM);
+  EXPECT_EQ(sluiced->WaitExit(), 0);
+  const std::string log = sluiced->Log();
+  EXPECT_NE(log.find("store redis://***@127.0.0.1:"), std::string::npos) << log;
+  EXPECT_EQ(log.find("s3cret-pw"), std::string::npos) << log;
+}
+
 // With Redis, a check does not hold its I/O thread: the 2 threads keep the checks of many
 // connections in flight, each connection still answered in order, and the count exact.
 TEST_F(SluicedTest, RedisChecksAreAsynchronousInOrderAndExact) {

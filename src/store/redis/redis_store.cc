@@ -289,8 +289,20 @@ Result<std::pair<std::string, int>> ParseHostPort(std::string_view hp, const std
 
 }  // namespace
 
+std::string RedactRedisAddress(std::string_view address) {
+  const size_t scheme = address.find("://");
+  if (scheme == std::string_view::npos) return std::string(address);
+  const size_t authority = scheme + 3;
+  // Credentials end at the last '@', as ParseRedisAddress reads them: a password may itself
+  // hold '@', ':' or '/'.
+  const size_t at = address.rfind('@');
+  if (at == std::string_view::npos || at < authority) return std::string(address);
+  return std::string(address.substr(0, authority)) + "***" + std::string(address.substr(at));
+}
+
 Result<RedisStoreOptions> ParseRedisAddress(std::string_view address) {
-  const std::string shown(address);
+  // Error messages show the address without its credentials: they end up in logs.
+  const std::string shown = RedactRedisAddress(address);
   constexpr std::string_view kScheme = "redis://";
   constexpr std::string_view kClusterScheme = "redis+cluster://";
   const bool cluster = address.starts_with(kClusterScheme);

@@ -235,6 +235,24 @@ TEST(RedisAddress, ClusterSeedsAndCredentials) {
   EXPECT_TRUE(ParseRedisAddress("redis://127.0.0.1:7000")->cluster_seeds.empty());
 }
 
+// Addresses reach logs and error messages; their credentials must not.
+TEST(RedisAddress, CredentialsAreRedactedForLogsAndErrors) {
+  EXPECT_EQ(RedactRedisAddress("redis://:s3cret@127.0.0.1:6379/2"), "redis://***@127.0.0.1:6379/2");
+  EXPECT_EQ(RedactRedisAddress("redis://alice:pw@h:1"), "redis://***@h:1");
+  EXPECT_EQ(RedactRedisAddress("redis+cluster://u:p@a:7000,b:7001"),
+            "redis+cluster://***@a:7000,b:7001");
+  EXPECT_EQ(RedactRedisAddress("redis://u:p@ss/w@rd@h:1"), "redis://***@h:1")
+      << "a password holding '@' and '/' is hidden whole";
+  EXPECT_EQ(RedactRedisAddress("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+  EXPECT_EQ(RedactRedisAddress("memory"), "memory");
+  // A refused address is named in the error without its password.
+  auto bad = ParseRedisAddress("redis://:hunter2@host:99999");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().message.find("hunter2"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("redis://***@host:99999"), std::string::npos)
+      << bad.error().message;
+}
+
 TEST(RedisStoreDown, TheBreakerOpensSoADeadRedisIsNotAskedAgain) {
   testing::RedisServer server;
   const int port = server.port();
