@@ -54,11 +54,13 @@ bench: build
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
 
-# clang-format must be clean; cppcheck stands in for clang-tidy, because Debian 12's
+# clang-format must be clean; no layer may include a higher one (scripts/check-layers,
+# docs/design.md); cppcheck stands in for clang-tidy, because Debian 12's
 # clang-tidy 14 cannot parse libstdc++ 12's <expected> (it crashes). .clang-tidy is kept for
 # newer toolchains.
 lint: deps
 	clang-format --dry-run -Werror $$(git ls-files '*.h' '*.cc')
+	scripts/check-layers
 	cppcheck --std=c++20 --enable=warning,performance,portability --error-exitcode=1 --quiet \
 	  -I include -I src src/
 
