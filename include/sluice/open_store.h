@@ -21,7 +21,10 @@ struct OpenStoreOptions {
   MemoryStoreOptions memory;  // "memory"; max_bytes is shared by the store's limits
   // Redis: set over what the address says.
   int redis_connections = 4;
+  std::chrono::milliseconds redis_connect_timeout{200};
   std::chrono::milliseconds redis_command_timeout{50};
+  int redis_breaker_failures = 5;
+  std::chrono::milliseconds redis_breaker_open_for{1000};
   size_t max_key_bytes = 65535;  // longest identity either store accepts
 };
 

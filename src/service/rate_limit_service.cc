@@ -344,7 +344,10 @@ Result<std::unique_ptr<RateLimitService>> RateLimitService::Create(
   OpenStoreOptions store_options;
   store_options.memory.max_bytes = options.memory_max_bytes;
   store_options.redis_connections = options.redis_connections;
+  store_options.redis_connect_timeout = std::chrono::milliseconds(options.redis_connect_timeout_ms);
   store_options.redis_command_timeout = std::chrono::milliseconds(options.redis_command_timeout_ms);
+  store_options.redis_breaker_failures = options.redis_breaker_failures;
+  store_options.redis_breaker_open_for = std::chrono::milliseconds(options.redis_breaker_open_ms);
   store_options.max_key_bytes = kMaxCounterKeyBytes;
   auto store = OpenStore(options.store, store_options);
   if (!store) return std::unexpected(store.error());

@@ -35,10 +35,13 @@ struct ServiceOptions {
   // Memory store: the bound for all counters, shared evenly by the configured limits (each
   // gets at least 4 MiB).
   size_t memory_max_bytes = size_t{512} << 20;
-  // Redis: timeouts and pool (the rest comes from the address).
-  int redis_connections = 4;
+  // Redis: pool, timeouts and breaker (the rest comes from the address). docs/redis.md.
+  int redis_connections = 4;  // pipelined connections per Redis server
+  int64_t redis_connect_timeout_ms = 200;
   int64_t redis_command_timeout_ms = 50;
-  const Clock* clock = nullptr;  // nullptr: a MonotonicClock of the service's own
+  int redis_breaker_failures = 5;        // consecutive failures that open a server's breaker
+  int64_t redis_breaker_open_ms = 1000;  // how long it stays open before one probe
+  const Clock* clock = nullptr;          // nullptr: a MonotonicClock of the service's own
 };
 
 // What the admin API shows of one counter.

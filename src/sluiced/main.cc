@@ -41,6 +41,11 @@ struct Flags {
   int64_t http_timeout_ms = 10'000;
   size_t http_max_connections = 1024;
   int64_t shutdown_grace_ms = 10'000;
+  int redis_connections = 4;
+  int64_t redis_connect_timeout_ms = 200;
+  int64_t redis_command_timeout_ms = 50;
+  int redis_breaker_failures = 5;
+  int64_t redis_breaker_open_ms = 1000;
 };
 
 // "off" (or empty) turns a listener off.
@@ -120,6 +125,11 @@ int Run(const Flags& flags) {
   Metrics metrics;
   ServiceOptions service_options;
   service_options.store = flags.store;
+  service_options.redis_connections = flags.redis_connections;
+  service_options.redis_connect_timeout_ms = flags.redis_connect_timeout_ms;
+  service_options.redis_command_timeout_ms = flags.redis_command_timeout_ms;
+  service_options.redis_breaker_failures = flags.redis_breaker_failures;
+  service_options.redis_breaker_open_ms = flags.redis_breaker_open_ms;
   auto service = RateLimitService::Create(*config, service_options, &metrics);
   if (!service) {
     spdlog::error("cannot start the service: {}", service.error().message);
@@ -243,6 +253,31 @@ int main(int argc, char** argv) {
                  "on SIGTERM, how long requests in flight may take to finish")
       ->envname("SLUICE_SHUTDOWN_GRACE_MS")
       ->check(CLI::Range(int64_t{0}, int64_t{600'000}))
+      ->capture_default_str();
+  app.add_option("--redis-connections", flags.redis_connections,
+                 "Redis: pipelined connections per server")
+      ->envname("SLUICE_REDIS_CONNECTIONS")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  app.add_option("--redis-connect-timeout-ms", flags.redis_connect_timeout_ms,
+                 "Redis: time to connect (and authenticate)")
+      ->envname("SLUICE_REDIS_CONNECT_TIMEOUT_MS")
+      ->check(CLI::Range(int64_t{1}, int64_t{60'000}))
+      ->capture_default_str();
+  app.add_option("--redis-command-timeout-ms", flags.redis_command_timeout_ms,
+                 "Redis: time for an answer; then the limit's failure mode decides")
+      ->envname("SLUICE_REDIS_COMMAND_TIMEOUT_MS")
+      ->check(CLI::Range(int64_t{1}, int64_t{60'000}))
+      ->capture_default_str();
+  app.add_option("--redis-breaker-failures", flags.redis_breaker_failures,
+                 "Redis: consecutive failures that open a server's circuit breaker")
+      ->envname("SLUICE_REDIS_BREAKER_FAILURES")
+      ->check(CLI::Range(1, 1'000'000))
+      ->capture_default_str();
+  app.add_option("--redis-breaker-open-ms", flags.redis_breaker_open_ms,
+                 "Redis: how long an open breaker refuses at once before one probe")
+      ->envname("SLUICE_REDIS_BREAKER_OPEN_MS")
+      ->check(CLI::Range(int64_t{1}, int64_t{3'600'000}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "sluiced/sluiced_process.h"
+#include "store/redis/redis_client.h"
 #include "support/http_test_client.h"
 #include "support/redis_server.h"
 
@@ -482,6 +483,50 @@ TEST_F(SluicedTest, TheRedisPasswordIsUsedButNeverLogged) {
   const std::string log = sluiced->Log();
   EXPECT_NE(log.find("store redis://***@127.0.0.1:"), std::string::npos) << log;
   EXPECT_EQ(log.find("s3cret-pw"), std::string::npos) << log;
+}
+
+// --redis-connections: sluiced keeps exactly that many connections to Redis.
+TEST_F(SluicedTest, RedisConnectionsFlagSetsThePool) {
+  RedisServer redis;
+  auto sluiced = Start(
+      {"--store", "redis://127.0.0.1:" + std::to_string(redis.port()), "--redis-connections", "3"});
+  for (int i = 0; i < 12; ++i) {
+    EXPECT_EQ(Post(sluiced->port(), One("user", "c" + std::to_string(i))).status, 200);
+  }
+  auto client = internal::RedisClient::Connect("127.0.0.1", redis.port(), 500ms, 2000ms);
+  ASSERT_TRUE(client.has_value()) << client.error().message;
+  auto info = (*client)->Command({"INFO", "clients"});
+  ASSERT_TRUE(info.has_value()) << info.error().message;
+  EXPECT_NE(info->str.find("connected_clients:4\r\n"), std::string::npos)
+      << "3 of sluiced's and this one: " << info->str;
+  sluiced->Signal(SIGTERM);
+  EXPECT_EQ(sluiced->WaitExit(), 0);
+}
+
+// --redis-command-timeout-ms bounds the wait on a hung Redis, and --redis-breaker-failures 1
+// opens the breaker after the first timeout, so the next check is refused at once instead of
+// waiting out the timeout again (the default, 5, would wait 4 more times).
+TEST_F(SluicedTest, RedisTimeoutAndBreakerFlagsTakeEffect) {
+  RedisServer redis;
+  auto sluiced = Start({"--store", "redis://127.0.0.1:" + std::to_string(redis.port()),
+                        "--redis-connections", "1", "--redis-command-timeout-ms", "1500",
+                        "--redis-breaker-failures", "1", "--redis-breaker-open-ms", "600000"});
+  const HttpResponse before = Post(sluiced->port(), One("user", "t0"));
+  ASSERT_EQ(before.status, 200) << before.body;
+  EXPECT_FALSE(Parse(before)["statuses"][0]["degraded"].get<bool>());
+  redis.Pause();
+  const auto t0 = std::chrono::steady_clock::now();
+  const HttpResponse timed_out = Post(sluiced->port(), One("user", "t1"));
+  const auto t1 = std::chrono::steady_clock::now();
+  const HttpResponse refused = Post(sluiced->port(), One("user", "t2"));
+  const auto t2 = std::chrono::steady_clock::now();
+  redis.Resume();
+  EXPECT_TRUE(Parse(timed_out)["statuses"][0]["degraded"].get<bool>()) << timed_out.body;
+  EXPECT_TRUE(Parse(refused)["statuses"][0]["degraded"].get<bool>()) << refused.body;
+  EXPECT_GE(t1 - t0, 1400ms) << "the first check waited for the 1.5 s command timeout";
+  EXPECT_LT(t2 - t1, 1000ms) << "the open breaker refused the second at once";
+  sluiced->Signal(SIGTERM);
+  EXPECT_EQ(sluiced->WaitExit(), 0);
 }
 
 // With Redis, a check does not hold its I/O thread: the 2 threads keep the checks of many

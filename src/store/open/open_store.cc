@@ -16,7 +16,10 @@ Result<std::shared_ptr<Store>> OpenStore(std::string_view address,
   auto redis = ParseRedisAddress(address);
   if (!redis) return std::unexpected(redis.error());
   redis->connections = options.redis_connections;
+  redis->connect_timeout = options.redis_connect_timeout;
   redis->command_timeout = options.redis_command_timeout;
+  redis->breaker_failures = options.redis_breaker_failures;
+  redis->breaker_open_for = options.redis_breaker_open_for;
   redis->max_key_bytes = options.max_key_bytes;
   auto store = OpenRedisStore(*redis);
   if (!store) return std::unexpected(store.error());
