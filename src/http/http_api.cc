@@ -96,22 +96,25 @@ HttpApi::HttpApi(RateLimitService* service, Metrics* metrics, HttpApiOptions opt
 HttpReply HttpApi::Handle(const HttpRequestView& request) const {
   const std::string_view path = SplitTarget(request.target).path;
   const std::string_view method = request.method;
+  // Every GET route answers HEAD too (RFC 9110 9.3.2: the server sends the headers without the
+  // body, http_server.h).
+  const bool get = method == "GET" || method == "HEAD";
 
   if (path == "/v1/check") {
     if (method != "POST") return MethodNotAllowed("POST");
     return Check(request);
   }
   if (path == "/healthz") {
-    if (method != "GET") return MethodNotAllowed("GET");
+    if (!get) return MethodNotAllowed("GET, HEAD");
     return JsonReply(200, "{\"status\":\"ok\"}\n");
   }
   if (path == "/readyz") {
-    if (method != "GET") return MethodNotAllowed("GET");
+    if (!get) return MethodNotAllowed("GET, HEAD");
     return service_->Ready() ? JsonReply(200, "{\"status\":\"ready\"}\n")
                              : JsonReply(503, "{\"status\":\"not ready\"}\n");
   }
   if (path == "/metrics") {
-    if (method != "GET") return MethodNotAllowed("GET");
+    if (!get) return MethodNotAllowed("GET, HEAD");
     HttpReply reply;
     reply.content_type = "text/plain; version=0.0.4; charset=utf-8";
     reply.body = metrics_->Render();
@@ -127,11 +130,11 @@ HttpReply HttpApi::Handle(const HttpRequestView& request) const {
       return reply;
     }
     if (path == "/v1/state") {
-      if (method == "GET") return State(request, /*reset=*/false);
+      if (get) return State(request, /*reset=*/false);
       if (method == "DELETE") return State(request, /*reset=*/true);
-      return MethodNotAllowed("GET, DELETE");
+      return MethodNotAllowed("GET, HEAD, DELETE");
     }
-    if (method != "GET") return MethodNotAllowed("GET");
+    if (!get) return MethodNotAllowed("GET, HEAD");
     return path == "/v1/limits" ? Limits() : Top(request);
   }
   return ErrorReply(404, "no such route: " + std::string(path));

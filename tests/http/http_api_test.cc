@@ -142,6 +142,27 @@ TEST_F(HttpApiTest, RoutesAndMethods) {
   EXPECT_EQ(api.Handle({"POST", "/healthz", "", ""}).status, 405);
 }
 
+// HEAD is GET without the body, which the server leaves out (http_server.h): every GET route
+// answers it with GET's status and headers, and says so in Allow.
+TEST_F(HttpApiTest, GetRoutesAnswerHeadToo) {
+  HttpApi api = Api("s3cret");
+  EXPECT_EQ(api.Handle({"HEAD", "/healthz", "", ""}).status, 200);
+  EXPECT_EQ(api.Handle({"HEAD", "/readyz", "", ""}).status, 200);
+  service_.ready = false;
+  EXPECT_EQ(api.Handle({"HEAD", "/readyz", "", ""}).status, 503);
+  EXPECT_EQ(api.Handle({"HEAD", "/metrics", "", ""}).content_type,
+            "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_EQ(api.Handle({"HEAD", "/v1/limits", "Bearer s3cret", ""}).status, 200);
+  EXPECT_EQ(api.Handle({"HEAD", "/v1/limits", "", ""}).status, 401);
+  const HttpReply post = api.Handle({"POST", "/healthz", "", ""});
+  EXPECT_EQ(post.status, 405);
+  EXPECT_EQ(Header(post, "Allow"), "GET, HEAD");
+  EXPECT_EQ(
+      Header(api.Handle({"PUT", "/v1/state?domain=api&api_key=k", "Bearer s3cret", ""}), "Allow"),
+      "GET, HEAD, DELETE");
+  EXPECT_EQ(api.Handle({"HEAD", "/v1/check", "", ""}).status, 405) << "a check is POST only";
+}
+
 TEST_F(HttpApiTest, AdminIsOffWithoutAToken) {
   EXPECT_EQ(Api().Handle({"GET", "/v1/limits", "Bearer x", ""}).status, 404);
 }
