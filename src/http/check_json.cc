@@ -71,9 +71,9 @@ Result<LimitOverride> ParseOverride(const FlatJson& doc, const Node& v, const st
   return LimitOverride{requests, *parsed};
 }
 
-// The body is at most HttpApiOptions::max_body_bytes (1 MiB), checked before parsing, so the
-// request built here is bounded by it too: no need to stop early at a count over the rules'
-// bounds, which the service refuses afterwards.
+// The body was bounded before parsing (its bytes by HttpApiOptions::max_body_bytes, its values
+// and depth by CheckJsonBounds), so the request built here is too: no need to stop early at a
+// count over the rules' bounds, which the service refuses afterwards with its own words.
 Result<CheckDescriptor> ParseDescriptor(FlatJson& doc, const Node& v, const std::string& where) {
   if (v.kind != Kind::kObject) return MakeError(where + ": must be an object");
   if (auto f = UnknownField(doc, v, {"entries", "hits", "limit"}); !f.empty()) {
@@ -115,11 +115,64 @@ Result<CheckDescriptor> ParseDescriptor(FlatJson& doc, const Node& v, const std:
 
 void AppendBool(std::string& out, bool b) { out += b ? "true" : "false"; }
 
+size_t Length(std::string_view literal) { return literal.size(); }
+
+size_t Digits(uint64_t n) {
+  size_t d = 1;
+  while (n >= 10) {
+    n /= 10;
+    ++d;
+  }
+  return d;
+}
+
+// The values and the nesting of the largest valid check: the root object with a domain, hits and
+// the descriptors array; per descriptor its object, entries array, hits and a limit object with
+// two members; per entry its object, key and value. Root, descriptors, descriptor, entries,
+// entry: five levels.
+FlatJson::Bounds CheckJsonBounds(const CheckLimits& limits) {
+  const size_t values = 4 + limits.max_descriptors * (6 + 3 * limits.max_entries);
+  return {.max_depth = 5,
+          .max_values = static_cast<uint32_t>(std::min<size_t>(values, UINT32_MAX))};
+}
+
+std::string ParseFailure(FlatJson::Error error, const CheckLimits& limits) {
+  switch (error) {
+    case FlatJson::Error::kTooDeep:
+      return "the body nests deeper than a check request can (" +
+             std::to_string(CheckJsonBounds(limits).max_depth) + " levels)";
+    case FlatJson::Error::kTooManyValues:
+      return "the body has more JSON values than a check request can (" +
+             std::to_string(CheckJsonBounds(limits).max_values) + ")";
+    default:
+      return "the body is not valid JSON";
+  }
+}
+
 }  // namespace
 
-Result<CheckRequest> ParseCheckRequest(std::string_view body) {
+size_t MaxCheckBodyBytes(const CheckLimits& limits) {
+  const size_t hits = Digits(static_cast<uint64_t>(limits.max_hits));
+  const size_t entry = Length(R"({"key":")") + limits.max_key_bytes + Length(R"(","value":")") +
+                       limits.max_value_bytes + Length(R"("})");
+  size_t longest_unit = 0;
+  for (Unit u : {Unit::kSecond, Unit::kMinute, Unit::kHour, Unit::kDay, Unit::kWeek, Unit::kMonth,
+                 Unit::kYear}) {
+    longest_unit = std::max(longest_unit, UnitName(u).size());
+  }
+  const size_t descriptor = Length(R"({"entries":[)") + limits.max_entries * entry +
+                            (limits.max_entries - 1) + Length(R"(],"hits":)") + hits +
+                            Length(R"(,"limit":{"requests_per_unit":)") + Digits(UINT32_MAX) +
+                            Length(R"(,"unit":")") + longest_unit + Length(R"("}})");
+  return Length(R"({"domain":")") + limits.max_key_bytes + Length(R"(","hits":)") + hits +
+         Length(R"(,"descriptors":[)") + limits.max_descriptors * descriptor +
+         (limits.max_descriptors - 1) + Length("]}");
+}
+
+Result<CheckRequest> ParseCheckRequest(std::string_view body, const CheckLimits& limits) {
   FlatJson doc;
-  if (!doc.Parse(body)) return MakeError("the body is not valid JSON");
+  if (!doc.Parse(body, CheckJsonBounds(limits)))
+    return MakeError(ParseFailure(doc.error(), limits));
   const Node& root = doc.root();
   if (root.kind != Kind::kObject) return MakeError("the body must be a JSON object");
   if (auto f = UnknownField(doc, root, {"domain", "descriptors", "hits"}); !f.empty()) {

@@ -14,6 +14,7 @@
 #ifndef SLUICE_HTTP_CHECK_JSON_H_
 #define SLUICE_HTTP_CHECK_JSON_H_
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -23,7 +24,18 @@
 
 namespace sluice::server {
 
-Result<CheckRequest> ParseCheckRequest(std::string_view body);
+// A body deeper or with more values than the largest valid request (`limits`) is refused as
+// soon as that is known, so that parsing a hostile body costs no more than a legitimate one.
+Result<CheckRequest> ParseCheckRequest(std::string_view body,
+                                       const CheckLimits& limits = kCheckLimits);
+
+// The size of the largest body a valid check can have: every CheckLimits bound at its maximum
+// (descriptors, entries, key and value bytes, hits, a limit override on every descriptor, a
+// domain as long as a key), written compactly with each string's bytes as themselves. The
+// default of --http-max-body-bytes: a larger body cannot be a valid check. Escapes and
+// whitespace take room inside it, so a client that pretty-prints a maximal request must be
+// given a larger cap.
+size_t MaxCheckBodyBytes(const CheckLimits& limits = kCheckLimits);
 
 // {"overall":"OK"|"OVER_LIMIT","statuses":[...]}, one status per descriptor, in order.
 // retry_after_ms is null when the hits can never pass (over the capacity, or a blocking rule).

@@ -19,7 +19,10 @@ bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 // A JSON reader over one text, appending nodes; iterative, so nesting depth costs no stack.
 class Reader {
  public:
-  Reader(std::string_view text, std::vector<FlatJson::Node>& nodes) : s_(text), nodes_(nodes) {}
+  Reader(std::string_view text, FlatJson::Bounds bounds, std::vector<FlatJson::Node>& nodes)
+      : s_(text), bounds_(bounds), nodes_(nodes) {}
+
+  FlatJson::Error error() const { return error_; }
 
   bool Document() {
     // A UTF-8 byte order mark is skipped, as nlohmann::json does.
@@ -64,10 +67,13 @@ class Reader {
     for (;;) {
       SkipSpace();
       if (i_ >= s_.size()) return false;
+      // Every pass of this loop adds exactly one node.
+      if (nodes_.size() >= bounds_.max_values) return Refuse(FlatJson::Error::kTooManyValues);
       const char c = s_[i_];
       switch (c) {
         case '{':
         case '[': {
+          if (open_.size() >= bounds_.max_depth) return Refuse(FlatJson::Error::kTooDeep);
           ++i_;
           const bool object = c == '{';
           open_.push_back({Add(object ? FlatJson::Kind::kObject : FlatJson::Kind::kArray),
@@ -95,6 +101,11 @@ class Reader {
           return Number();
       }
     }
+  }
+
+  bool Refuse(FlatJson::Error error) {
+    error_ = error;
+    return false;
   }
 
   // `"name" :` inside an object; a repeated name replaces the earlier member.
@@ -337,6 +348,8 @@ class Reader {
 
   std::string_view s_;
   size_t i_ = 0;
+  FlatJson::Bounds bounds_;
+  FlatJson::Error error_ = FlatJson::Error::kNone;
   std::vector<FlatJson::Node>& nodes_;
   std::vector<Open> open_;
   std::string name_;  // the member name the next value takes
@@ -344,11 +357,15 @@ class Reader {
 
 }  // namespace
 
-bool FlatJson::Parse(std::string_view text) {
+bool FlatJson::Parse(std::string_view text, Bounds bounds) {
   nodes_.clear();
-  Reader reader(text, nodes_);
-  return reader.Document() && !nodes_.empty();
+  Reader reader(text, bounds, nodes_);
+  const bool ok = reader.Document() && !nodes_.empty();
+  error_ = ok ? Error::kNone : (reader.error() == Error::kNone ? Error::kSyntax : reader.error());
+  return ok;
 }
+
+bool FlatJson::Parse(std::string_view text) { return Parse(text, Bounds{}); }
 
 const FlatJson::Node* FlatJson::Find(const Node& object, std::string_view name) const {
   for (const Node* c = First(object); c != nullptr; c = Next(*c)) {

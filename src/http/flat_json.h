@@ -7,8 +7,11 @@
 // one of the same name: the API's errors stay what they were (tests/http/flat_json_test.cc
 // compares the two).
 //
+// Bounds on depth and on the number of values make a hostile document cost at most what the
+// largest legitimate one does: a 1 MiB "[[[[..." stops at its bound, not after a million nodes.
+//
 //   FlatJson doc;
-//   if (!doc.Parse(body)) return MakeError("not JSON");
+//   if (!doc.Parse(body, {.max_depth = 5, .max_values = 4000})) return MakeError(...doc.error());
 //   const FlatJson::Node* domain = doc.Find(doc.root(), "domain");
 //   for (const auto* d = doc.First(descriptors); d != nullptr; d = doc.Next(*d)) ...
 #ifndef SLUICE_HTTP_FLAT_JSON_H_
@@ -41,9 +44,18 @@ class FlatJson {
     bool is_number_integer() const { return kind == Kind::kInteger || kind == Kind::kUnsigned; }
   };
 
-  // False if `text` is not one valid JSON document. The previous document is dropped (the
-  // vector keeps its capacity).
-  bool Parse(std::string_view text);
+  // Unbounded by default; a document over a bound is refused as soon as the bound is passed.
+  struct Bounds {
+    uint32_t max_depth = UINT32_MAX;   // arrays and objects open at once
+    uint32_t max_values = UINT32_MAX;  // values of every kind, containers and members included
+  };
+  enum class Error : uint8_t { kNone, kSyntax, kTooDeep, kTooManyValues };
+
+  // False if `text` is not one valid JSON document within `bounds`; error() says why. The
+  // previous document is dropped (the vector keeps its capacity).
+  bool Parse(std::string_view text, Bounds bounds);
+  bool Parse(std::string_view text);  // unbounded
+  Error error() const { return error_; }
 
   const Node& root() const { return nodes_.front(); }
   // The live member `name` of `object`, or nullptr.
@@ -60,6 +72,7 @@ class FlatJson {
   size_t Index(const Node& node) const { return static_cast<size_t>(&node - nodes_.data()); }
 
   std::vector<Node> nodes_;
+  Error error_ = Error::kNone;
 };
 
 }  // namespace sluice::server

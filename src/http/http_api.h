@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <string>
 
+#include "http/check_json.h"
 #include "http/http_message.h"
 #include "metrics/metrics.h"
 #include "service/check.h"
@@ -35,14 +36,12 @@
 
 namespace sluice::server {
 
-// The largest POST /v1/check body accepted; larger ones get 413. Generous for the largest
-// request CheckLimits allows in practice (Envoy sends a few short descriptors).
-inline constexpr size_t kMaxCheckBodyBytes = size_t{1} << 20;
-
 struct HttpApiOptions {
   std::string admin_token;  // empty: the admin routes are disabled (404)
   HeaderOptions headers;    // the API sets soft_over_limit: its answers carry that header
-  size_t max_body_bytes = kMaxCheckBodyBytes;
+  // The largest POST /v1/check body accepted; larger ones get 413. By default the largest a
+  // valid check can be (check_json.h).
+  size_t max_body_bytes = MaxCheckBodyBytes();
   size_t max_top = 1000;  // the largest n /v1/top accepts
 };
 

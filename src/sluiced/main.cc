@@ -16,6 +16,7 @@
 
 #include "config/config.h"
 #include "grpc/grpc_server.h"
+#include "http/check_json.h"
 #include "http/http_api.h"
 #include "http/http_server.h"
 #include "metrics/metrics.h"
@@ -40,6 +41,7 @@ struct Flags {
   bool legacy_headers = false;
   int64_t http_timeout_ms = 10'000;
   size_t http_max_connections = 1024;
+  size_t http_max_body_bytes = MaxCheckBodyBytes();
   int64_t shutdown_grace_ms = 10'000;
   int redis_connections = 4;
   int64_t redis_connect_timeout_ms = 200;
@@ -141,6 +143,7 @@ int Run(const Flags& flags) {
   HttpApiOptions api_options;
   api_options.admin_token = flags.admin_token;
   api_options.headers = headers;
+  api_options.max_body_bytes = flags.http_max_body_bytes;
   const HttpApi api(service->get(), &metrics, api_options);
 
   std::unique_ptr<HttpServer> http;
@@ -248,6 +251,12 @@ int main(int argc, char** argv) {
                  "open HTTP connections at most; more are answered 503 and closed")
       ->envname("SLUICE_HTTP_MAX_CONNECTIONS")
       ->check(CLI::Range(size_t{1}, size_t{1'000'000}))
+      ->capture_default_str();
+  app.add_option("--http-max-body-bytes", flags.http_max_body_bytes,
+                 "largest POST /v1/check body; larger are answered 413 (default: the largest a "
+                 "valid check can be)")
+      ->envname("SLUICE_HTTP_MAX_BODY_BYTES")
+      ->check(CLI::Range(size_t{1024}, size_t{64} << 20))
       ->capture_default_str();
   app.add_option("--shutdown-grace-ms", flags.shutdown_grace_ms,
                  "on SIGTERM, how long requests in flight may take to finish")

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "service/check_rules.h"
@@ -14,7 +15,7 @@ namespace {
 // The error POST /v1/check answers for `body`: the parser's (syntax), else the service's rules'
 // for an HTTP caller (service/check_rules.h), in the words HTTP has always used.
 std::string ParseError(const std::string& body, const CheckLimits& limits = {}) {
-  auto r = ParseCheckRequest(body);
+  auto r = ParseCheckRequest(body, limits);
   if (r) {
     EXPECT_EQ(r->caller, Caller::kHttpJson);
     auto valid = ValidateCheck(*r, limits);
@@ -165,6 +166,61 @@ TEST(CheckJson, RendersEveryStatusField) {
       R"("mode":"enforce","soft_over_limit":false,"shadow_over_limit":false,)"
       R"("degraded":false,"replaced":false}]})"
       "\n");
+}
+
+// The largest request CheckLimits allows, built by nlohmann::json (an independent writer),
+// compact: every bound at its maximum, a limit override on every descriptor.
+std::string LargestCheckBody(const CheckLimits& limits) {
+  nlohmann::json entries = nlohmann::json::array();
+  for (size_t e = 0; e < limits.max_entries; ++e) {
+    entries.push_back({{"key", std::string(limits.max_key_bytes, 'k')},
+                       {"value", std::string(limits.max_value_bytes, 'v')}});
+  }
+  nlohmann::json descriptor = {{"entries", entries},
+                               {"hits", limits.max_hits},
+                               {"limit", {{"requests_per_unit", UINT32_MAX}, {"unit", "minute"}}}};
+  nlohmann::json descriptors = nlohmann::json::array();
+  for (size_t d = 0; d < limits.max_descriptors; ++d) descriptors.push_back(descriptor);
+  return nlohmann::json{{"domain", std::string(limits.max_key_bytes, 'd')},
+                        {"hits", limits.max_hits},
+                        {"descriptors", descriptors}}
+      .dump();
+}
+
+TEST(CheckJson, TheBodyCapIsTheSizeOfTheLargestValidRequest) {
+  for (const CheckLimits& limits : {kCheckLimits, CheckLimits{2, 3, 10, 20, 99}}) {
+    const std::string largest = LargestCheckBody(limits);
+    EXPECT_EQ(MaxCheckBodyBytes(limits), largest.size());
+    auto parsed = ParseCheckRequest(largest, limits);
+    ASSERT_TRUE(parsed.has_value()) << parsed.error().message;
+    EXPECT_EQ(parsed->descriptors.size(), limits.max_descriptors);
+    EXPECT_TRUE(ValidateCheck(*parsed, limits).has_value());
+  }
+}
+
+TEST(CheckJson, RefusesNestingDeeperThanACheckAtOnce) {
+  const std::string deep(1 << 20, '[');
+  EXPECT_EQ(ParseError(deep), "the body nests deeper than a check request can (5 levels)");
+  // Five levels, as a valid check has, are only refused for their shape.
+  EXPECT_EQ(ParseError(R"({"domain":"d","descriptors":[{"entries":[{"key":[1]}]}]})"),
+            "the body nests deeper than a check request can (5 levels)");
+  EXPECT_EQ(ParseError(R"({"domain":"d","descriptors":[{"entries":[{"key":1,"value":"v"}]}]})"),
+            "descriptors[0].entries[0].key: must be a string");
+}
+
+TEST(CheckJson, RefusesMoreValuesThanACheckCanHave) {
+  const CheckLimits limits{2, 3, 10, 20, 99};  // 4 + 2 * (6 + 3 * 3) = 34 values at most
+  std::string flat = R"({"domain":"d","descriptors":[)";
+  for (int i = 0; i < 30; ++i) flat += "0,";
+  EXPECT_EQ(ParseError(flat + "0]}", limits), "descriptors[0]: must be an object") << "34 values";
+  EXPECT_EQ(ParseError(flat + "0,0]}", limits),
+            "the body has more JSON values than a check request can (34)");
+  // The default bound against a megabyte of zeros: refused without parsing them all.
+  std::string zeros = "[";
+  for (int i = 0; i < 500'000; ++i) zeros += "0,";
+  zeros += "0]";
+  EXPECT_EQ(ParseError(zeros), "the body has more JSON values than a check request can (" +
+                                   std::to_string(4 + 64 * (6 + 3 * 16)) + ")");
 }
 
 }  // namespace
