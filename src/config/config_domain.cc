@@ -484,6 +484,9 @@ std::optional<std::string> PeekPlanSource(const YAML::Node& root) {
 
 Result<ParsedDomain> ParseDomain(const std::string& file, const YAML::Node& root,
                                  Warnings& warnings) {
+  if (auto ok = RequireIdentifyingKey(file, root, "a domain file", "domain"); !ok) {
+    return std::unexpected(ok.error());
+  }
   auto fields =
       Fields::Of(file, root, "a domain file",
                  {"domain", "descriptors", "plans", "plan_key", "plan_source"}, &warnings);

@@ -59,19 +59,55 @@ Result<Domain> BuildDomain(const SourceFile& source, internal::Warnings& warning
   return std::move(parsed->domain);
 }
 
-Result<std::vector<std::string>> ListYamlFiles(const fs::path& dir) {
+std::string_view TypeName(const fs::file_status& status) {
+  switch (status.type()) {
+    case fs::file_type::directory:
+      return "a directory";
+    case fs::file_type::fifo:
+      return "a FIFO";
+    case fs::file_type::socket:
+      return "a socket";
+    case fs::file_type::character:
+      return "a character device";
+    case fs::file_type::block:
+      return "a block device";
+    case fs::file_type::not_found:
+      return "gone";
+    default:
+      return "unreadable";
+  }
+}
+
+// The *.yaml and *.yml regular files of `dir` (symlinks followed: ConfigMap mounts use them).
+// Every other entry is skipped with a warning, so that a domain file that became a dangling
+// symlink, or a file saved as .yml.bak, is not silently missing from the config; hidden
+// entries (".x.swp", Kubernetes' "..data" directory) are skipped silently.
+Result<std::vector<std::string>> ListYamlFiles(const fs::path& dir, internal::Warnings& warnings) {
   std::vector<std::string> files;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const fs::path& p = it->path();
     const std::string name = p.filename().string();
     const std::string ext = p.extension().string();
-    if (name.starts_with(".") || (ext != ".yaml" && ext != ".yml")) continue;
-    if (!it->is_regular_file(ec)) continue;  // follows symlinks (ConfigMap mounts use them)
+    if (name.starts_with(".")) continue;
+    if (ext != ".yaml" && ext != ".yml") {
+      warnings.push_back(p.string() + ": skipped: not a *.yaml or *.yml file");
+      continue;
+    }
+    std::error_code type_ec;
+    const fs::file_status status = it->status(type_ec);
+    if (status.type() != fs::file_type::regular) {
+      const bool dangling = status.type() == fs::file_type::not_found && it->is_symlink(type_ec);
+      warnings.push_back(p.string() + ": skipped: " +
+                         (dangling ? std::string("a symlink to nothing")
+                                   : "not a regular file (" + std::string(TypeName(status)) + ")"));
+      continue;
+    }
     files.push_back(p.string());
   }
   if (ec) return MakeError(dir.string() + ": cannot list: " + ec.message());
   std::sort(files.begin(), files.end());  // errors and duplicates reported in a stable order
+  std::sort(warnings.begin(), warnings.end());
   if (files.empty()) return MakeError(dir.string() + ": no *.yaml or *.yml files");
   return files;
 }
@@ -80,12 +116,13 @@ Result<std::shared_ptr<const Config>> Load(const fs::path& path) {
   std::error_code ec;
   const bool is_dir = fs::is_directory(path, ec);
   std::vector<SourceFile> sources;
+  internal::Warnings warnings;
   if (!is_dir) {
     auto source = ReadSource(path.string(), internal::kMaxConfigFileBytes);
     if (!source) return std::unexpected(source.error());
     sources.push_back(std::move(*source));
   } else {
-    auto files = ListYamlFiles(path);
+    auto files = ListYamlFiles(path, warnings);
     if (!files) return std::unexpected(files.error());
     for (const std::string& f : *files) {
       auto source = ReadSource(f, internal::kMaxConfigFileBytes);
@@ -103,7 +140,6 @@ Result<std::shared_ptr<const Config>> Load(const fs::path& path) {
                   [&](const SourceFile& s) { return plan_files.contains(Canonical(s.name)); });
   }
   std::map<std::string, Domain, std::less<>> domains;
-  internal::Warnings warnings;
   for (const SourceFile& s : sources) {
     auto domain = BuildDomain(s, warnings);
     if (!domain) return std::unexpected(domain.error());

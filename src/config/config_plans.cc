@@ -10,6 +10,7 @@
 namespace sluice::server::internal {
 
 Result<void> ParsePlanFile(const std::string& file, const YAML::Node& root, Domain& domain) {
+  if (auto ok = RequireIdentifyingKey(file, root, "a plan file", "identities"); !ok) return ok;
   auto fields = Fields::Of(file, root, "a plan file", {"identities"});
   if (!fields) return std::unexpected(fields.error());
   if (!fields->Present("identities")) return ErrorAt(file, root, "no 'identities'");

@@ -1,5 +1,9 @@
 #include "config/config_yaml.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -61,21 +65,51 @@ std::string_view Describe(const YAML::Node& node) {
   return "empty";
 }
 
+namespace {
+
+std::string FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
 Result<std::string> ReadFileText(const std::string& file, size_t max_bytes) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(file.c_str(), "rb"), &std::fclose);
-  if (!f) return MakeError(file + ": cannot read: " + std::strerror(errno));
+  // Non-blocking, so that opening a FIFO (or a device) returns at once instead of waiting for a
+  // writer forever, on the thread that also takes SIGTERM; then only a regular file (symlinks
+  // followed: Kubernetes mounts ConfigMaps through them) is read.
+  const Fd f{::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
+  if (f.fd < 0) return MakeError(file + ": cannot read: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0) return MakeError(file + ": cannot read: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) {
+    return MakeError(file + ": not a regular file (" + FileKind(st.st_mode) +
+                     "); a config or plan file must be one, or a symlink to one");
+  }
   std::string text;
   char buf[65536];
   for (;;) {
-    const size_t n = std::fread(buf, 1, sizeof buf, f.get());
-    text.append(buf, n);
+    const ssize_t n = ::read(f.fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return MakeError(file + ": cannot read: " + std::strerror(errno));
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
     if (text.size() > max_bytes) {
       return MakeError(file + ": larger than " + std::to_string(max_bytes >> 20) +
                        " MiB; split it into several files");
     }
-    if (n < sizeof buf) break;
   }
-  if (std::ferror(f.get())) return MakeError(file + ": cannot read: " + std::strerror(errno));
   return text;
 }
 
@@ -276,6 +310,17 @@ Result<std::vector<Entry>> MappingEntries(const std::string& file, const YAML::N
   MergeExpander expander(file, what, noun);
   if (auto ok = expander.Add(map, 0); !ok) return std::unexpected(ok.error());
   return expander.Take();
+}
+
+Result<void> RequireIdentifyingKey(const std::string& file, const YAML::Node& root,
+                                   std::string_view what, std::string_view key) {
+  if (!root.IsMap()) return {};  // Fields::Of says what it is, not what it holds
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    if (it->first.IsScalar() && it->first.Scalar() == key) return {};
+  }
+  return ErrorAt(file, root,
+                 "no '" + std::string(key) + "': not " + std::string(what) +
+                     " (its content is not shown, in case it is not a sluice config at all)");
 }
 
 Result<Fields> Fields::Of(const std::string& file, const YAML::Node& map, std::string_view what,

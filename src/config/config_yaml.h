@@ -33,6 +33,12 @@ std::string Where(const std::string& file, const YAML::Node& node);
 std::unexpected<Error> ErrorAt(const std::string& file, const YAML::Node& node,
                                std::string_view message);
 
+// Unless `root` is a mapping with `key` at its top, an error that shows nothing of the file's
+// content: a file that does not name its own kind (a domain file its `domain`) may be anything a
+// path or symlink points at, a secret included, and errors are logged.
+Result<void> RequireIdentifyingKey(const std::string& file, const YAML::Node& root,
+                                   std::string_view what, std::string_view key);
+
 // For a null item of a list, whose own mark is wherever the next token starts: the error
 // names the list's position and the item's number instead.
 std::unexpected<Error> EmptyItemError(const std::string& file, const YAML::Node& list, size_t index,

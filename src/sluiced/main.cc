@@ -72,6 +72,19 @@ void LogWarnings(const Config& config) {
   for (const std::string& w : config.warnings()) spdlog::warn("config: {}", w);
 }
 
+// A domain the new config lacks was being answered until now; from here on its checks are those
+// of an unknown domain (400 over HTTP, OK and unlimited over gRPC, as Envoy expects). A domain
+// file lost to a bad deploy must not vanish as quietly as "1 domains".
+void WarnRemovedDomains(const Config& before, const Config& after) {
+  for (const auto& [name, domain] : before.domains()) {
+    if (after.domains().contains(name)) continue;
+    spdlog::warn(
+        "reload removes domain '{}' (was {}): its checks are now unknown-domain answers, 400 over "
+        "HTTP and OK, unlimited, over gRPC",
+        name, domain.origin);
+  }
+}
+
 // SIGHUP: load everything again; anything wrong keeps the running config.
 void Reload(const std::string& path, RateLimitService& service, Metrics& metrics) {
   auto config = LoadConfig(path);
@@ -84,10 +97,13 @@ void Reload(const std::string& path, RateLimitService& service, Metrics& metrics
   const std::string summary = Summary(**config);
   // The service counts the outcome of its own Reload; only a config that never reached it is
   // counted here.
+  const std::shared_ptr<const Config> before = service.config();
+  const std::shared_ptr<const Config> after = *config;
   if (auto r = service.Reload(std::move(*config)); !r) {
     spdlog::error("reload failed, keeping the running config: {}", r.error().message);
     return;
   }
+  WarnRemovedDomains(*before, *after);
   spdlog::info("config reloaded from {}: {}", path, summary);
 }
 

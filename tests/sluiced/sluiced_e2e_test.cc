@@ -5,6 +5,7 @@
 // pipelining, SIGTERM, --check-config, and the Redis store.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -309,6 +310,40 @@ TEST_F(SluicedTest, SighupReloadsAValidConfigAndKeepsTheOldOnAnError) {
   EXPECT_NE(metrics.find("sluice_config_reloads_total{result=\"success\"} 1"), std::string::npos)
       << metrics;
   EXPECT_NE(metrics.find("sluice_config_reloads_total{result=\"failure\"} 1"), std::string::npos);
+}
+
+TEST_F(SluicedTest, AReloadSaysWhatItSkipsAndDropsAndNeverBlocksShutdown) {
+  config_.Write("other.yaml",
+                "domain: other\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, "
+                "requests_per_unit: 1}\n");
+  SluicedProcess sluiced(
+      {"--config", config_.dir(), "--http", "127.0.0.1:0", "--grpc", "off", "--threads", "2"});
+  ASSERT_GT(sluiced.port(), 0) << sluiced.Log();
+  EXPECT_EQ(Post(sluiced.port(), CheckBody({{{"k", "v"}}}, "other")).status, 200);
+
+  // The domain file becomes a dangling symlink (a ConfigMap update gone wrong).
+  const std::filesystem::path other = std::filesystem::path(config_.dir()) / "other.yaml";
+  std::filesystem::remove(other);
+  std::filesystem::create_symlink(config_.dir() + "/missing-target.yaml", other);
+  sluiced.Signal(SIGHUP);
+  ASSERT_TRUE(sluiced.WaitForLog("config reloaded")) << sluiced.Log();
+  EXPECT_NE(sluiced.Log().find("other.yaml: skipped: a symlink to nothing"), std::string::npos)
+      << sluiced.Log();
+  EXPECT_NE(sluiced.Log().find("reload removes domain 'other'"), std::string::npos)
+      << sluiced.Log();
+  EXPECT_EQ(Post(sluiced.port(), CheckBody({{{"k", "v"}}}, "other")).status, 400);
+
+  // A FIFO as the plan file: the reload fails at once (it used to wait for a writer forever,
+  // and SIGTERM was never taken), and the server still stops cleanly.
+  const std::filesystem::path plans = std::filesystem::path(config_.dir()) / "plans.yaml";
+  std::filesystem::remove(plans);
+  ASSERT_EQ(::mkfifo(plans.c_str(), 0600), 0);
+  sluiced.Signal(SIGHUP);
+  ASSERT_TRUE(sluiced.WaitForLog("not a regular file (a FIFO)")) << sluiced.Log();
+  EXPECT_NE(sluiced.Log().find("reload failed"), std::string::npos);
+  EXPECT_EQ(Post(sluiced.port(), One("user", "u")).status, 200) << "the old config serves";
+  sluiced.Signal(SIGTERM);
+  EXPECT_EQ(sluiced.WaitExit(), 0) << sluiced.Log();
 }
 
 TEST_F(SluicedTest, AdminApiNeedsTheToken) {

@@ -1,0 +1,115 @@
+// What a config path may be: a regular file, or a symlink to one (Kubernetes ConfigMaps), read
+// without ever blocking; every directory entry that is skipped is a warning; and an error about a
+// file that is not a sluice config shows nothing of its content.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "config/config.h"
+#include "support/temp_config_dir.h"
+
+namespace sluice::server {
+namespace {
+
+namespace fs = std::filesystem;
+using test::TempConfigDir;
+
+constexpr char kDomainA[] =
+    "domain: alpha\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: "
+    "1}\n";
+
+bool HasWarning(const Config& config, const std::string& says) {
+  for (const std::string& w : config.warnings()) {
+    if (w.find(says) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string ErrorOf(const std::string& path) {
+  auto config = LoadConfig(path);
+  EXPECT_FALSE(config.has_value()) << path;
+  return config ? "" : config.error().message;
+}
+
+// The layout of a mounted ConfigMap: the files are symlinks into "..data", itself a symlink to a
+// timestamped directory that an update replaces.
+TEST(ConfigFiles, AConfigMapMountOfSymlinksLoads) {
+  TempConfigDir dir("configmap");
+  const fs::path root = dir.Write("x", "").parent_path();
+  fs::remove(root / "x");
+  fs::create_directory(root / "..2026_12_03");
+  std::ofstream(root / "..2026_12_03" / "a.yaml") << kDomainA;
+  fs::create_directory_symlink("..2026_12_03", root / "..data");
+  fs::create_symlink("..data/a.yaml", root / "a.yaml");
+  auto config = LoadConfig(root.string());
+  ASSERT_TRUE(config.has_value()) << config.error().message;
+  EXPECT_NE((*config)->FindDomain("alpha"), nullptr);
+  EXPECT_TRUE((*config)->warnings().empty()) << "hidden entries are skipped silently";
+  auto single = LoadConfig((root / "a.yaml").string());
+  ASSERT_TRUE(single.has_value()) << single.error().message;
+}
+
+TEST(ConfigFiles, EverySkippedDirectoryEntryIsAWarning) {
+  TempConfigDir dir("skipped");
+  const fs::path root = dir.Write("a.yaml", kDomainA).parent_path();
+  dir.Write("notes.txt", "not yaml");
+  fs::create_symlink(root / "gone.yaml.target", root / "b.yaml");  // dangling
+  ASSERT_EQ(::mkfifo((root / "c.yaml").c_str(), 0600), 0);
+  fs::create_directory(root / "d.yml");
+  auto config = LoadConfig(root.string());
+  ASSERT_TRUE(config.has_value()) << config.error().message;
+  EXPECT_EQ((*config)->domains().size(), 1u);
+  EXPECT_TRUE(HasWarning(**config, "b.yaml: skipped: a symlink to nothing"));
+  EXPECT_TRUE(HasWarning(**config, "c.yaml: skipped: not a regular file (a FIFO)"));
+  EXPECT_TRUE(HasWarning(**config, "d.yml: skipped: not a regular file (a directory)"));
+  EXPECT_TRUE(HasWarning(**config, "notes.txt: skipped: not a *.yaml or *.yml file"));
+  EXPECT_EQ((*config)->warnings().size(), 4u);
+}
+
+// A FIFO opened for reading waits for a writer: a reload did, forever, on the thread that
+// takes SIGTERM. Refused at once now (this test hangs, and ctest times it out, if not).
+TEST(ConfigFiles, AFifoIsRefusedWithoutWaitingForAWriter) {
+  TempConfigDir dir("fifo");
+  const fs::path root =
+      dir.Write("a.yaml",
+                "domain: alpha\nplan_key: k\nplan_source: file:plans\nplans:\n  default:\n"
+                "    - key: k\n      rate_limit: {unit: second, requests_per_unit: 1}\n")
+          .parent_path();
+  ASSERT_EQ(::mkfifo((root / "plans").c_str(), 0600), 0);
+  EXPECT_NE(ErrorOf((root / "a.yaml").string()).find("plans: not a regular file (a FIFO)"),
+            std::string::npos);
+  ASSERT_EQ(::mkfifo((root / "config.fifo").c_str(), 0600), 0);
+  EXPECT_NE(ErrorOf((root / "config.fifo").string()).find("not a regular file (a FIFO)"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("/dev/zero").find("not a regular file (a character device)"),
+            std::string::npos);
+}
+
+TEST(ConfigFiles, ErrorsShowNothingOfAFileThatIsNotASluiceConfig) {
+  TempConfigDir dir("secret");
+  const auto shadow = dir.Write("shadow.yaml", "root:$6$SECRETHASH:19000:0:99999:7:::\n");
+  const auto json = dir.Write("creds.yaml", "{\"aws_secret_access_key\": \"SECRETJSON\"}\n");
+  for (const fs::path& p : {shadow, json}) {
+    const std::string error = ErrorOf(p.string());
+    EXPECT_NE(error.find("no 'domain': not a domain file"), std::string::npos) << error;
+    EXPECT_EQ(error.find("SECRET"), std::string::npos) << error;
+    EXPECT_EQ(error.find("aws"), std::string::npos) << error;
+  }
+  // A plan file that is not one is not shown either.
+  const auto planned =
+      dir.Write("planned.yaml",
+                "domain: alpha\nplan_key: k\nplan_source: file:shadow.yaml\nplans:\n  default:\n"
+                "    - key: k\n      rate_limit: {unit: second, requests_per_unit: 1}\n");
+  const std::string error = ErrorOf(planned.string());
+  EXPECT_NE(error.find("no 'identities': not a plan file"), std::string::npos) << error;
+  EXPECT_EQ(error.find("SECRET"), std::string::npos) << error;
+  // A file that is a domain file still has its unknown fields named.
+  const auto typo = dir.Write("typo.yaml", std::string(kDomainA) + "descriptor: []\n");
+  EXPECT_NE(ErrorOf(typo.string()).find("unknown field 'descriptor'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sluice::server
