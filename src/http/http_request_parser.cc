@@ -269,6 +269,16 @@ std::optional<ParseOutcome> HttpRequestParser::ParseHead(std::string_view data) 
     if (data.size() - start > limits_.max_header_bytes) {
       return Status(ParseStatus::kHeadersTooLarge);
     }
+    // A line ended by a bare LF would never end the head: the client would wait out its timeout
+    // for an answer. Refuse it now (RFC 9112 2.2 lets a server; accepting it invites smuggling
+    // through proxies that read lines differently).
+    for (size_t i = std::max(from, size_t{1}); i < data.size(); ++i) {
+      if (data[i] == '\n' && data[i - 1] != '\r')
+        return Bad("a line ends with a bare LF, not CRLF");
+    }
+    if (from == 0 && !data.empty() && data[0] == '\n') {
+      return Bad("a line ends with a bare LF, not CRLF");
+    }
     // A request line that is already wrong need not wait for the rest.
     if (const size_t eol = data.find(kCrlf, start); eol != std::string_view::npos) {
       ParsedRequest ignored;

@@ -37,6 +37,10 @@ using SteadyClock = std::chrono::steady_clock;
 // reads it. So we stop sending, read and discard for a short while, then close.
 constexpr std::chrono::milliseconds kLingerTime{1000};
 
+// A refused connection is lingered over the same way, so that its 503 arrives rather than a
+// reset; at most this many at once (beyond, under a flood, they are closed at once).
+constexpr size_t kMaxLingeringRefusals = 256;
+
 // A connection's receive buffer starts at this size and grows (up to the request limits) only
 // for large requests.
 constexpr size_t kInitialBufferBytes = 8192;
@@ -85,6 +89,7 @@ class Connection;
 // Deadlines are not one timer per connection: a periodic sweep closes the connections whose
 // deadline has passed, so that a request costs a store to a field instead of two timer updates.
 struct Worker {
+  size_t index = 0;  // in HttpServer::Impl::workers
   std::unordered_set<Connection*> connections;
   net::io_context ioc{1};
   std::optional<net::steady_timer> sweep;  // destroyed before ioc
@@ -98,6 +103,7 @@ struct HttpServer::Impl {
   HttpServerOptions options;
   HttpHandler handler;
   std::atomic<size_t> active{0};
+  std::atomic<size_t> lingering_refusals{0};
   std::atomic<bool> stopping{false};
   bool stopped = false;
   std::vector<std::unique_ptr<Worker>> workers;  // workers[0] also runs the acceptor
@@ -109,6 +115,7 @@ struct HttpServer::Impl {
 
   void Accept();
   void OnAccept(const error_code& ec, tcp::socket socket, Worker* worker);
+  void PlaceAtCap(size_t home, std::shared_ptr<tcp::socket> socket, size_t step);
   void Refuse(tcp::socket socket);
   void Sweep(Worker& worker);
 };
@@ -147,6 +154,17 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   // On the worker's thread, from the sweep.
   bool Expired(SteadyClock::time_point now) const { return now >= deadline_; }
 
+  // On the worker's thread: how readily this connection gives its slot to a new client at the
+  // connection bound. kBusy (a request in the handler, a response being written) never does.
+  enum class Shed { kBusy, kSending, kWaiting, kClosing };
+  Shed ShedRank() const {
+    if (closed_) return Shed::kBusy;
+    if (lingering_) return Shed::kClosing;
+    if (!reading_) return Shed::kBusy;
+    return HttpRequestParser::Idle(Received()) ? Shed::kWaiting : Shed::kSending;
+  }
+  SteadyClock::time_point waiting_since() const { return waiting_since_; }
+
   void Close() {
     if (closed_) return;
     closed_ = true;
@@ -177,6 +195,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   // A new request's clock starts now; it may already be in the buffer (pipelined).
   void WaitForRequest() {
     Arm(server_.options.request_timeout);
+    waiting_since_ = SteadyClock::now();
     head_request_ = false;  // a malformed request's 400 has its body
     Process();
   }
@@ -299,6 +318,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   }
 
   void Linger() {
+    lingering_ = true;
     error_code ec;
     socket_.shutdown(tcp::socket::shutdown_send, ec);
     if (ec) return Close();
@@ -326,13 +346,66 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   size_t consumed_ = 0;  // the request being answered, from begin_
   std::string out_;      // the response being written; reused
   SteadyClock::time_point deadline_ = SteadyClock::time_point::max();
+  SteadyClock::time_point waiting_since_;  // when the current request's wait began
   unsigned version_ = 11;
   bool keep_alive_ = true;
   bool head_request_ = false;  // the request being answered is a HEAD: no body
   bool reading_ = false;
+  bool lingering_ = false;
   bool stopping_ = false;
   bool closed_ = false;
 };
+
+// A refused connection after its 503: reads and discards what the client sends until it closes
+// or kLingerTime passes, so that closing with unread bytes does not reset the connection and
+// destroy the 503 before the client reads it.
+class RefusedConnection final : public std::enable_shared_from_this<RefusedConnection> {
+ public:
+  RefusedConnection(tcp::socket socket, std::atomic<size_t>& count)
+      : socket_(std::move(socket)), timer_(socket_.get_executor()), count_(count) {}
+  ~RefusedConnection() { count_.fetch_sub(1, std::memory_order_relaxed); }
+
+  void Start() {
+    timer_.expires_after(kLingerTime);
+    timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+      if (!ec) self->Close();
+    });
+    Drain();
+  }
+
+ private:
+  void Drain() {
+    socket_.async_read_some(net::buffer(buffer_),
+                            [self = shared_from_this()](const error_code& ec, size_t) {
+                              if (ec) return self->Close();
+                              self->Drain();
+                            });
+  }
+  void Close() {
+    error_code ec;
+    timer_.cancel();
+    socket_.close(ec);
+  }
+
+  tcp::socket socket_;
+  net::steady_timer timer_;
+  std::atomic<size_t>& count_;
+  std::array<char, 4096> buffer_{};
+};
+
+// The connection of `worker` that most readily gives up its slot, or null if all are busy.
+Connection* SheddingCandidate(const Worker& worker) {
+  Connection* best = nullptr;
+  for (Connection* c : worker.connections) {
+    const Connection::Shed rank = c->ShedRank();
+    if (rank == Connection::Shed::kBusy) continue;
+    if (best == nullptr || rank > best->ShedRank() ||
+        (rank == best->ShedRank() && c->waiting_since() < best->waiting_since())) {
+      best = c;
+    }
+  }
+  return best;
+}
 
 }  // namespace
 
@@ -370,12 +443,38 @@ void HttpServer::Impl::OnAccept(const error_code& ec, tcp::socket socket, Worker
     return;
   }
   if (active.load(std::memory_order_relaxed) >= options.max_connections) {
-    Refuse(std::move(socket));
+    PlaceAtCap(worker->index, std::make_shared<tcp::socket>(std::move(socket)), 0);
   } else {
     auto connection = std::make_shared<Connection>(*this, *worker, std::move(socket));
     net::post(worker->ioc, [connection] { connection->Start(); });
   }
   Accept();
+}
+
+// At the connection bound a new client takes the slot of the connection doing least: one
+// closing anyway, else the longest idle between requests, else the longest still sending its
+// request. Only when every connection has a request in the handler or a response on the way is
+// it refused (503). Without this, one client holding max_connections idle or slow connections
+// locked every other client out, for a request timeout at a time. Each worker, on its own
+// thread, looks at its own connections, in turn from the new connection's: "longest" is within
+// the first worker that has a candidate, which costs no cross-thread coordination.
+void HttpServer::Impl::PlaceAtCap(size_t home, std::shared_ptr<tcp::socket> socket, size_t step) {
+  Worker& at = *workers[(home + step) % workers.size()];
+  net::post(at.ioc, [this, &at, home, socket = std::move(socket), step]() mutable {
+    Worker& own = *workers[home];
+    if (Connection* victim = SheddingCandidate(at); victim != nullptr) {
+      spdlog::debug("http: at {} connections: closed an idle one for a new client",
+                    options.max_connections);
+      victim->Close();
+      net::post(own.ioc, [this, &own, socket = std::move(socket)] {
+        auto connection = std::make_shared<Connection>(*this, own, std::move(*socket));
+        connection->Start();
+      });
+      return;
+    }
+    if (step + 1 < workers.size()) return PlaceAtCap(home, std::move(socket), step + 1);
+    net::post(own.ioc, [this, socket = std::move(socket)] { Refuse(std::move(*socket)); });
+  });
 }
 
 void HttpServer::Impl::Refuse(tcp::socket socket) {
@@ -389,8 +488,14 @@ void HttpServer::Impl::Refuse(tcp::socket socket) {
   error_code ec;
   socket.non_blocking(true, ec);  // a fresh socket's send buffer takes it; never wait here
   net::write(socket, net::buffer(kReply.data(), kReply.size()), ec);
-  socket.shutdown(tcp::socket::shutdown_both, ec);
-  socket.close(ec);
+  if (ec || lingering_refusals.fetch_add(1, std::memory_order_relaxed) >= kMaxLingeringRefusals) {
+    if (!ec) lingering_refusals.fetch_sub(1, std::memory_order_relaxed);
+    socket.shutdown(tcp::socket::shutdown_both, ec);
+    socket.close(ec);
+    return;
+  }
+  socket.shutdown(tcp::socket::shutdown_send, ec);
+  std::make_shared<RefusedConnection>(std::move(socket), lingering_refusals)->Start();
 }
 
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -407,8 +512,10 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options,
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->handler = std::move(handler);
-  for (int i = 0; i < impl->options.threads; ++i)
+  for (int i = 0; i < impl->options.threads; ++i) {
     impl->workers.push_back(std::make_unique<Worker>());
+    impl->workers.back()->index = static_cast<size_t>(i);
+  }
 
   Worker& first = *impl->workers[0];
   impl->acceptor.emplace(first.ioc);

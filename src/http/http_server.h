@@ -23,7 +23,10 @@
 // - "Expect: 100-continue" is not answered with 100: the body is read anyway, and a client that
 //   waits for the 100 sends it after its own timeout (curl: 1 s). Bodies are at most
 //   max_body_bytes (1 MiB), so refusing one before it is sent would save little.
-// - At most `max_connections` are open at once; one more is answered 503 and closed.
+// - At most `max_connections` are open at once. One more takes the slot of the connection doing
+//   least (the longest idle between requests, else the longest still sending one); only when
+//   every connection is busy with a request is it answered 503, then read from for up to a
+//   second before closing, so the 503 arrives instead of a reset.
 // - A client has `request_timeout` to read each response too; deadlines are checked every
 //   tenth of the timeout (5-250 ms), so they are that much late at most.
 // - The handler runs on the I/O thread: it must not block for long (the memory store does

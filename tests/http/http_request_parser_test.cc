@@ -163,6 +163,29 @@ TEST(HttpRequestParser, IgnoresOnlyAFewLeadingEmptyLines) {
   EXPECT_EQ(StatusOf(lines + "\r\n"), ParseStatus::kBadRequest) << "before a request begins";
 }
 
+// Lines ended by a bare LF never end a head: such a request used to wait out the client's
+// timeout with no answer. It is refused as soon as the LF arrives, however the bytes come.
+TEST(HttpRequestParser, RefusesABareLfAsSoonAsItArrives) {
+  for (const std::string request :
+       {"GET / HTTP/1.1\nHost: x\n\n", "GET / HTTP/1.1\r\nHost: x\n\r\n",
+        "\nGET / HTTP/1.1\r\n\r\n"}) {
+    HttpRequestParser whole(kLimits);
+    const ParseOutcome r = whole.Parse(request);
+    EXPECT_EQ(r.status, ParseStatus::kBadRequest) << request;
+    HttpRequestParser bytewise(kLimits);
+    const size_t lf = request.find('\n');
+    for (size_t n = 1; n <= lf; ++n) {
+      ASSERT_EQ(bytewise.Parse(std::string_view(request).substr(0, n)).status,
+                ParseStatus::kIncomplete);
+    }
+    const ParseOutcome b = bytewise.Parse(std::string_view(request).substr(0, lf + 1));
+    if (request.find('\r') < lf) continue;  // the LF follows a CR: refused once the line is read
+    EXPECT_EQ(b.status, ParseStatus::kBadRequest) << request;
+    EXPECT_NE(std::string(b.error).find("bare LF"), std::string::npos) << b.error;
+  }
+  EXPECT_EQ(StatusOf("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), ParseStatus::kComplete);
+}
+
 // Chunk lines and trailers read the same by every parser or refused ("funky chunks").
 TEST(HttpRequestParser, RefusesAmbiguousChunkFraming) {
   const std::string head = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";

@@ -83,19 +83,81 @@ TEST(HttpServer, SlowAndIdleClientsTimeOut) {
   EXPECT_TRUE(idle.ClosedByPeer(2s));
 }
 
-TEST(HttpServer, ConnectionsAboveTheBoundGet503) {
+// At the bound, a new client takes the slot of an idle connection (the longest idle first), and
+// then of one still sending its request: a client holding every slot open and silent cannot
+// lock others out.
+TEST(HttpServer, AtTheBoundIdleConnectionsMakeRoomLongestIdleFirst) {
   HttpServerOptions o;
-  o.max_connections = 1;
+  o.max_connections = 2;
+  o.threads = 1;  // one worker: "longest idle" is exact (with more, it is per worker)
   auto server = StartEcho(o);
   ASSERT_TRUE(server);
-  HttpClient a(server->port());
-  ASSERT_EQ(a.Request("GET", "/")->status, 200);
-  HttpClient b(server->port());
-  const auto r = b.Read(3s);
-  ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->status, 503);
-  EXPECT_EQ(r->body, "{\"error\":\"too many connections\"}\n");
-  EXPECT_EQ(a.Request("GET", "/")->status, 200);
+  HttpClient oldest(server->port());
+  ASSERT_EQ(oldest.Request("GET", "/")->status, 200);
+  HttpClient newer(server->port());
+  ASSERT_EQ(newer.Request("GET", "/")->status, 200);
+  HttpClient c(server->port());
+  EXPECT_EQ(c.Request("GET", "/c")->body, "GET /c ");
+  EXPECT_TRUE(oldest.ClosedByPeer(3s));
+  EXPECT_EQ(newer.Request("GET", "/")->status, 200) << "the newer idle one kept its slot";
+
+  // With no idle connection, one still sending its request gives way, the oldest first.
+  auto second = StartEcho(o);
+  ASSERT_TRUE(second);
+  HttpClient slow1(second->port());
+  ASSERT_TRUE(slow1.Send("POST /x HTTP/1.1\r\nContent-Length: 10\r\n\r\n12345"));
+  HttpClient slow2(second->port());
+  ASSERT_TRUE(slow2.Send("POST /y HTTP/1.1\r\nContent-Length: 10\r\n\r\n12345"));
+  HttpClient d(second->port());
+  EXPECT_EQ(d.Request("GET", "/d")->body, "GET /d ");
+  EXPECT_TRUE(slow1.ClosedByPeer(3s));
+  ASSERT_TRUE(slow2.Send("67890"));
+  const auto finished = slow2.Read(3s);
+  ASSERT_TRUE(finished.has_value()) << "the newer sender kept its slot";
+  EXPECT_EQ(finished->body, "POST /y 1234567890");
+}
+
+// Only when every connection has a request in the handler is a new one refused, with 503; a
+// client that sent its request at once still reads the 503 (not a reset).
+TEST(HttpServer, AtTheBoundWithEveryConnectionBusyNewOnesGet503) {
+  std::mutex mu;
+  std::vector<HttpReplyCallback> held;
+  HttpServerOptions o;
+  o.address = "127.0.0.1:0";
+  o.max_connections = 1;
+  auto started = HttpServer::Start(o, [&](const HttpRequestView& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    held.push_back(r.deferral->Defer());
+    return DeferredReply();
+  });
+  ASSERT_TRUE(started.has_value());
+  auto server = std::move(*started);
+  HttpClient busy(server->port());
+  ASSERT_TRUE(busy.Send(HttpClient::Format("GET", "/held")));
+  for (;;) {  // until the handler holds it
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!held.empty()) break;
+    }
+    std::this_thread::yield();
+  }
+  for (int i = 0; i < 20; ++i) {
+    HttpClient b(server->port());
+    ASSERT_TRUE(b.Send(HttpClient::Format("POST", "/check", std::string(1 << 20, 'x'))));
+    const auto r = b.Read(3s);
+    ASSERT_TRUE(r.has_value()) << "attempt " << i << ": no 503 (reset?)";
+    EXPECT_EQ(r->status, 503);
+    EXPECT_EQ(r->body, "{\"error\":\"too many connections\"}\n");
+  }
+  HttpReply reply;
+  reply.body = "done";
+  std::vector<HttpReplyCallback> answer;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    answer.swap(held);
+  }
+  for (auto& send : answer) send(reply);
+  EXPECT_EQ(busy.Read()->body, "done");
 }
 
 TEST(HttpServer, StopFinishesTheRequestInFlightAndClosesIdleOnes) {

@@ -471,18 +471,18 @@ TEST_F(SluicedTest, SlowClientsAreClosedWhileOthersAreServed) {
   EXPECT_EQ(Get(sluiced->port(), "/healthz").status, 200);
 }
 
-TEST_F(SluicedTest, ConnectionsAboveTheBoundAreRefused) {
+// A client holding every slot with idle connections cannot lock others out: at the bound the
+// longest idle connection makes room (503 is for when every connection is busy: http_test).
+TEST_F(SluicedTest, AtTheConnectionBoundIdleConnectionsMakeRoom) {
   auto sluiced = Start({"--http-max-connections", "2"});
   HttpClient a(sluiced->port());
-  HttpClient b(sluiced->port());
   ASSERT_EQ(a.Request("GET", "/healthz")->status, 200);
+  HttpClient b(sluiced->port());
   ASSERT_EQ(b.Request("GET", "/healthz")->status, 200);
   HttpClient c(sluiced->port());
-  const auto refused = c.Read(5s);
-  ASSERT_TRUE(refused.has_value());
-  EXPECT_EQ(refused->status, 503);
-  EXPECT_TRUE(c.ClosedByPeer(2s));
-  EXPECT_EQ(a.Request("GET", "/healthz")->status, 200) << "the open ones still work";
+  EXPECT_EQ(c.Request("GET", "/healthz")->status, 200);
+  EXPECT_TRUE(a.ClosedByPeer(2s)) << "the longest idle gave its slot";
+  EXPECT_EQ(b.Request("GET", "/healthz")->status, 200) << "the others still work";
 }
 
 TEST_F(SluicedTest, SigtermStopsGracefullyWithStatus0) {
