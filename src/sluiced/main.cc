@@ -107,19 +107,43 @@ void Reload(const std::string& path, RateLimitService& service, Metrics& metrics
   spdlog::info("config reloaded from {}: {}", path, summary);
 }
 
-int Run(const Flags& flags) {
-  if (flags.check_config) {
-    auto checked = LoadConfig(flags.config);
-    if (!checked) {
-      std::fprintf(stderr, "%s\n", checked.error().message.c_str());
-      return 1;
-    }
-    for (const std::string& w : (*checked)->warnings()) {
-      std::fprintf(stderr, "warning: %s\n", w.c_str());
-    }
-    std::printf("%s: ok, %s\n", flags.config.c_str(), ConfigSummary(**checked).c_str());
-    return 0;
+ServiceOptions ServiceOptionsFrom(const Flags& flags) {
+  ServiceOptions options;
+  options.store = flags.store;
+  options.redis_connections = flags.redis_connections;
+  options.redis_connect_timeout_ms = flags.redis_connect_timeout_ms;
+  options.redis_command_timeout_ms = flags.redis_command_timeout_ms;
+  options.redis_breaker_failures = flags.redis_breaker_failures;
+  options.redis_breaker_open_ms = flags.redis_breaker_open_ms;
+  return options;
+}
+
+// --check-config: the config, and every limit of it made by the store --store names, as serving
+// would (the Redis store refuses limits beyond its exact range that the memory store takes).
+// Redis is not contacted: its store connects lazily and decides what it accepts by itself.
+int CheckConfig(const Flags& flags) {
+  auto checked = LoadConfig(flags.config);
+  if (!checked) {
+    std::fprintf(stderr, "%s\n", checked.error().message.c_str());
+    return 1;
   }
+  for (const std::string& w : (*checked)->warnings()) {
+    std::fprintf(stderr, "warning: %s\n", w.c_str());
+  }
+  Metrics metrics;
+  if (auto service = RateLimitService::Create(*checked, ServiceOptionsFrom(flags), &metrics);
+      !service) {
+    std::fprintf(stderr, "%s (with --store %s)\n", service.error().message.c_str(),
+                 sluice::RedactRedisAddress(flags.store).c_str());
+    return 1;
+  }
+  std::printf("%s: ok with --store %s, %s\n", flags.config.c_str(),
+              sluice::RedactRedisAddress(flags.store).c_str(), ConfigSummary(**checked).c_str());
+  return 0;
+}
+
+int Run(const Flags& flags) {
+  if (flags.check_config) return CheckConfig(flags);
 
   // Signals are taken synchronously by this thread (sigwait below): block them before any
   // other thread starts, so that every thread inherits the mask.
@@ -141,14 +165,7 @@ int Run(const Flags& flags) {
   spdlog::info("config loaded from {}: {}", flags.config, Summary(**config));
 
   Metrics metrics;
-  ServiceOptions service_options;
-  service_options.store = flags.store;
-  service_options.redis_connections = flags.redis_connections;
-  service_options.redis_connect_timeout_ms = flags.redis_connect_timeout_ms;
-  service_options.redis_command_timeout_ms = flags.redis_command_timeout_ms;
-  service_options.redis_breaker_failures = flags.redis_breaker_failures;
-  service_options.redis_breaker_open_ms = flags.redis_breaker_open_ms;
-  auto service = RateLimitService::Create(*config, service_options, &metrics);
+  auto service = RateLimitService::Create(*config, ServiceOptionsFrom(flags), &metrics);
   if (!service) {
     spdlog::error("cannot start the service: {}", service.error().message);
     return 1;

@@ -504,6 +504,26 @@ TEST_F(SluicedTest, CheckConfigValidatesAndExits) {
   EXPECT_NE(bad.Log().find("bad.yaml:"), std::string::npos) << bad.Log();
 }
 
+// --check-config makes every limit with the store --store names, without contacting Redis:
+// what serving would refuse, it refuses.
+TEST_F(SluicedTest, CheckConfigChecksAgainstTheStoreInUse) {
+  config_.Write("big.yaml",
+                "domain: big\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, "
+                "requests_per_unit: 1000000, algorithm: fixed_window}\n");
+  const std::string file = config_.dir() + "/big.yaml";
+  SluicedProcess memory({"--config", file, "--check-config"}, false);
+  EXPECT_EQ(memory.WaitExit(), 0) << memory.Log();
+  EXPECT_NE(memory.Log().find("ok with --store memory"), std::string::npos) << memory.Log();
+  // Port 1: nothing listens; the answer comes from the store's own rules.
+  SluicedProcess redis({"--config", file, "--check-config", "--store", "redis://:pw@127.0.0.1:1"},
+                       false);
+  EXPECT_EQ(redis.WaitExit(), 1) << redis.Log();
+  EXPECT_NE(redis.Log().find("big.yaml:"), std::string::npos) << redis.Log();
+  EXPECT_NE(redis.Log().find("outside the redis store's exact range"), std::string::npos)
+      << redis.Log();
+  EXPECT_EQ(redis.Log().find(":pw@"), std::string::npos) << "the password is not shown";
+}
+
 TEST_F(SluicedTest, FlagsComeFromTheEnvironmentToo) {
   setenv("SLUICE_ADMIN_TOKEN", "from-env", 1);
   auto sluiced = Start();

@@ -396,7 +396,7 @@ Result<ScriptCall> ScriptFor(const LimitSpec& spec) {
   }
   const int64_t period_us = spec.period.count() / kNanosPerMicro;
   auto out_of_range = [&] {
-    return MakeError(std::string(AlgorithmName(spec.algorithm)) + " " + DescribeLimitSpec(spec) +
+    return MakeError(DescribeLimitSpec(spec) +
                      " is outside the redis store's exact range (Lua integers below 2^53)");
   };
   switch (spec.algorithm) {
