@@ -175,6 +175,12 @@ void Apply(DescriptorStatus& s, const Decision& d) {
   s.remaining = d.remaining;
   s.reset_after = d.reset_after;
   s.retry_after = d.allowed ? Duration(0) : d.retry_after;
+  // Hits that can never pass (more than the capacity) leave a fresh key untouched, so its time
+  // to a full reset is 0, which a client (Envoy's duration_until_reset, RateLimit's t=) reads
+  // as "retry now". Such an answer carries the wait Retry-After gives it: one unit.
+  if (!d.allowed && d.retry_after == kNever && s.reset_after <= Duration(0) && s.limit != nullptr) {
+    s.reset_after = UnitDuration(s.limit->unit);
+  }
   s.degraded = d.degraded;
   s.over_limit = !d.allowed;
   if (!d.allowed) {

@@ -115,6 +115,21 @@ TEST_F(GrpcEndToEnd, CountsThenRejectsWithTheLimitAndHeaders) {
   EXPECT_EQ(MustCall(OneDescriptor("e2e", "api_key", "k2")).statuses(0).limit_remaining(), 2u);
 }
 
+// hits_addend 4 on a fresh 3/minute: over, and can never pass. duration_until_reset was 0
+// (the key is untouched), which reads as "retry now", while Retry-After said 60.
+TEST_F(GrpcEndToEnd, HitsOverTheWholeLimitCarryATrueResetTime) {
+  rls::RateLimitRequest r = OneDescriptor("e2e", "api_key", "fresh");
+  r.set_hits_addend(4);
+  const auto over = MustCall(r);
+  ASSERT_EQ(over.overall_code(), rls::RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(over.statuses(0).duration_until_reset().seconds(), 60);
+  bool retry_after_60 = false;
+  for (const auto& h : over.response_headers_to_add()) {
+    retry_after_60 = retry_after_60 || (h.key() == "Retry-After" && h.value() == "60");
+  }
+  EXPECT_TRUE(retry_after_60);
+}
+
 TEST_F(GrpcEndToEnd, HitsAddendRequestAndDescriptorLevel) {
   rls::RateLimitRequest r = OneDescriptor("e2e", "route", "/a");
   r.set_hits_addend(4);

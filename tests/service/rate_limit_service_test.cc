@@ -168,6 +168,10 @@ TEST_F(Service, HitsComeFromTheDescriptorOrTheRequest) {
   const CheckResponse huge = MustCheck(Request({{{"tb", "z"}}}, 51));
   EXPECT_EQ(huge.overall, Code::kOverLimit);
   EXPECT_EQ(huge.statuses[0].retry_after, kNever);
+  // Its key is untouched (a full reset is 0 away), but the answer says to come back in one
+  // unit, as Retry-After does: never 0, which reads as "retry now".
+  EXPECT_EQ(huge.statuses[0].reset_after, UnitDuration(huge.statuses[0].limit->unit));
+  EXPECT_GT(huge.statuses[0].reset_after, Duration(0));
 }
 
 TEST_F(Service, BadRequestsAreClearErrors) {
