@@ -156,12 +156,14 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
 
   // On the worker's thread: how readily this connection gives its slot to a new client at the
   // connection bound. kBusy (a request in the handler, a response being written) never does.
-  enum class Shed { kBusy, kSending, kWaiting, kClosing };
+  // A connection waiting for a request, idle or with part of one, competes by how long it has
+  // waited: a client between two requests has waited a moment, a slowloris or a silent
+  // connection since it came.
+  enum class Shed { kBusy, kWaiting, kClosing };
   Shed ShedRank() const {
     if (closed_) return Shed::kBusy;
     if (lingering_) return Shed::kClosing;
-    if (!reading_) return Shed::kBusy;
-    return HttpRequestParser::Idle(Received()) ? Shed::kWaiting : Shed::kSending;
+    return reading_ ? Shed::kWaiting : Shed::kBusy;
   }
   SteadyClock::time_point waiting_since() const { return waiting_since_; }
 
@@ -452,12 +454,15 @@ void HttpServer::Impl::OnAccept(const error_code& ec, tcp::socket socket, Worker
 }
 
 // At the connection bound a new client takes the slot of the connection doing least: one
-// closing anyway, else the longest idle between requests, else the longest still sending its
-// request. Only when every connection has a request in the handler or a response on the way is
-// it refused (503). Without this, one client holding max_connections idle or slow connections
-// locked every other client out, for a request timeout at a time. Each worker, on its own
-// thread, looks at its own connections, in turn from the new connection's: "longest" is within
-// the first worker that has a candidate, which costs no cross-thread coordination.
+// closing anyway, else the one that has waited longest for a complete request (idle, or sending
+// one slowly). Only when every connection has a request in the handler or a response on the way
+// is it refused (503). Without this, one client holding max_connections idle or slow
+// connections locked every other client out, for a request timeout at a time; ranking by the
+// wait rather than idle-before-sending keeps a busy client's keep-alive connection, idle for a
+// moment between requests, ahead of an attacker's connections that have sent nothing useful. Each
+// worker, on its own thread, looks at its own connections, in turn from the new connection's:
+// "longest" is within the first worker that has a candidate, which costs no cross-thread
+// coordination.
 void HttpServer::Impl::PlaceAtCap(size_t home, std::shared_ptr<tcp::socket> socket, size_t step) {
   Worker& at = *workers[(home + step) % workers.size()];
   net::post(at.ioc, [this, &at, home, socket = std::move(socket), step]() mutable {

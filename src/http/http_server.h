@@ -24,7 +24,7 @@
 //   waits for the 100 sends it after its own timeout (curl: 1 s). Bodies are at most
 //   max_body_bytes (1 MiB), so refusing one before it is sent would save little.
 // - At most `max_connections` are open at once. One more takes the slot of the connection doing
-//   least (the longest idle between requests, else the longest still sending one); only when
+//   least (the one that has waited longest for a complete request, idle or sending); only when
 //   every connection is busy with a request is it answered 503, then read from for up to a
 //   second before closing, so the 503 arrives instead of a reset.
 // - A client has `request_timeout` to read each response too; deadlines are checked every
