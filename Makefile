@@ -2,7 +2,8 @@
 JOBS ?= $(shell nproc)
 CTEST = ctest --output-on-failure -j $(JOBS)
 
-.PHONY: all build deps run demo test test-release test-asan test-tsan bench format lint clean
+.PHONY: all build deps run demo test test-release test-asan test-tsan test-chaos chaos bench format \
+  lint clean
 
 all: build
 
@@ -46,6 +47,18 @@ test-tsan: deps
 	@cmake --build build-tsan -j $(JOBS) --target $(TSAN_TESTS)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 $(CTEST) \
 	  -R '^(Memory|DecideAll|RedisFailure|MetricsConcurrency|AsyncRedisService|RedisStore\.OneThread|Redis/StoreSuite)'
+
+# The fault matrix of docs/reliability.md against real processes (a private redis-server and
+# build/bin/sluiced per row): Redis killed, paused, restarted empty, DEBUG SLEEP, CLIENT KILL,
+# evicting, wrong password; slowloris, connection, key, override and gRPC stream floods. Prints
+# the table docs/reliability.md holds (about 7 minutes).
+chaos: build
+	scripts/chaos
+
+# Its quick version (about 2 minutes): fails on any over-admission, any sluiced exit, and any
+# degraded decision for a request sent after the fault ended.
+test-chaos: build
+	scripts/chaos --quick
 
 bench: build
 	SLUICE_BENCH_DEPS=1 scripts/install-deps

@@ -33,11 +33,20 @@ class Probe(threading.Thread):
         self.reuse, self.timeout = reuse, timeout
         self.decisions = []
         self.stopping = threading.Event()
+        self.active = threading.Event()  # cleared: send nothing (a quiet spell)
+        self.active.set()
+        self.idle = threading.Event()    # set by the thread while it is quiet
 
     def run(self):
         conn, used, i = None, 0, 0
         next_at = time.monotonic()
         while not self.stopping.is_set():
+            if not self.active.is_set():
+                self.idle.set()
+                self.active.wait(0.05)
+                next_at = time.monotonic()
+                continue
+            self.idle.clear()
             key = self.key_of(i)
             body = check_body([{"entries": [{"key": self.rule_key, "value": key}]}])
             sent = time.monotonic()
@@ -71,6 +80,17 @@ class Probe(threading.Thread):
                 self.stopping.wait(delay)
         if conn is not None:
             conn.close()
+
+    def pause(self):
+        """Returns once no request is in flight and none will be sent until resume()."""
+        self.idle.clear()
+        self.active.clear()
+        while not self.idle.wait(0.05):
+            if not self.is_alive():
+                return
+
+    def resume(self):
+        self.active.set()
 
     def count_after(self, t):
         return sum(1 for d in list(self.decisions) if d.sent >= t and d.status in (200, 429))

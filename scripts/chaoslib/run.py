@@ -72,11 +72,17 @@ def run_one(scenario, mode, binary, quick, log_dir):
                    and all(p.count_after(t_start) >= timing.min_after for p in probes),
                    timing.warm_s + 15)
 
+        if scenario.quiet:
+            for p in probes:
+                p.pause()
         t_fs = time.monotonic()
         scenario.begin(run)
         if scenario.hold:
             time.sleep(run.fault_s)  # the fault's length (a parameter of the fault, not a wait)
         t_fe = scenario.end(run)
+        if scenario.quiet:
+            for p in probes:
+                p.resume()
         wait_until("decisions after the fault",
                    lambda: time.monotonic() >= t_fe + timing.after_s
                    and all(p.count_after(t_fe) >= timing.min_after for p in probes),
@@ -91,8 +97,8 @@ def run_one(scenario, mode, binary, quick, log_dir):
         row["alive"] = sluiced.alive()
         row["exit"] = sluiced.proc.returncode
         row["peak_rss_mib"] = (sluiced.peak_rss_kib() or 0) / 1024
-    except (TimeoutError, RuntimeError, OSError) as e:
-        row["error"] = str(e).splitlines()[0]
+    except Exception as e:  # noqa: BLE001 -- any failure to measure is this row's failure
+        row["error"] = (str(e).splitlines() or [type(e).__name__])[0]
         row["alive"] = sluiced.alive() if sluiced else False
         row["exit"] = sluiced.proc.returncode if sluiced else None
         row["peak_rss_mib"] = (sluiced.peak_rss_kib() or 0) / 1024 if sluiced else None
@@ -117,6 +123,7 @@ def measure(good, quota, t_start, t_fs, t_fe, t_end, epochs):
     during = [d for d in answered if t_fs <= d.sent < t_fe]
     after = [d for d in answered if d.sent >= t_fe]
     first_ok = min((d.done for d in after if not d.degraded), default=None)
+    last_degraded = max((d.done for d in after if d.degraded), default=None)
     good_during = [d for d in good.decisions if t_fs <= d.sent < t_fe]
     good_after = [d for d in good.decisions if d.sent >= t_fe]
 
@@ -135,6 +142,7 @@ def measure(good, quota, t_start, t_fs, t_fe, t_end, epochs):
         "degraded_after": sum(d.degraded for d in after),
         "decisions_after": len(after),
         "recovery_ms": None if first_ok is None else (first_ok - t_fe) * 1000,
+        "last_degraded_ms": None if last_degraded is None else (last_degraded - t_fe) * 1000,
         "admitted": sum(admitted.values()),
         "allowed": allowed * QUOTA_KEYS,
         "over": over,

@@ -19,6 +19,7 @@ class Scenario:
     redis_persistent = False
     redis_password = None
     grpc = False
+    quiet = False           # the clients send nothing while the fault lasts
     is_attack = False       # an attack on sluiced (its length: the run's attack time)
     store = "redis"         # or "memory": sluiced's own store, no Redis at all
 
@@ -43,6 +44,27 @@ class RedisKilled(Scenario):
     def end(self, run):
         if not run.redis.start(run.redis.port):
             raise RuntimeError("chaos: redis-server did not start again")
+        return time.monotonic()
+
+
+class RedisRestartedIdle(Scenario):
+    name = "redis-restarted-idle"
+    description = ("no traffic: the clients stop; SIGKILL redis-server and start it again at "
+                   "once from its append-only file (no counter lost); the clients send again "
+                   "once it has answered PING for the fault time. Every pooled connection "
+                   "sluiced holds is then dead, and no request has told it so")
+    redis_persistent = True
+    quiet = True
+    hold = False
+
+    def begin(self, run):
+        run.redis.proc.kill()
+        run.redis.proc.wait()
+        if not run.redis.start(run.redis.port):
+            raise RuntimeError("chaos: redis-server did not start again")
+
+    def end(self, run):
+        time.sleep(run.fault_s)  # Redis has been back this long when the next request comes
         return time.monotonic()
 
 
@@ -230,6 +252,6 @@ class GrpcStreamFlood(AttackScenario):
         return (run.sluiced.grpc_port, 10, 1000 if run.quick else 5000)
 
 
-ALL = [RedisKilled(), RedisPaused(), RedisRestartedEmpty(), DebugSleep(), ClientKill(),
+ALL = [RedisKilled(), RedisRestartedIdle(), RedisPaused(), RedisRestartedEmpty(), DebugSleep(), ClientKill(),
        Evicting(), WrongPassword(), Slowloris(), ConnectionFlood(), KeyFlood(), KeyFloodMemory(),
        OverrideFlood(), OverrideFloodMemory(), GrpcStreamFlood()]
