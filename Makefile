@@ -2,8 +2,8 @@
 JOBS ?= $(shell nproc)
 CTEST = ctest --output-on-failure -j $(JOBS)
 
-.PHONY: all build deps run demo test test-release test-asan test-tsan test-chaos chaos bench format \
-  lint clean
+.PHONY: all build deps run demo test test-release test-asan test-tsan test-chaos chaos \
+  build-sluiced bench format lint clean
 
 all: build
 
@@ -52,13 +52,17 @@ test-tsan: deps
 # build/bin/sluiced per row): Redis killed, paused, restarted empty, DEBUG SLEEP, CLIENT KILL,
 # evicting, wrong password; slowloris, connection, key, override and gRPC stream floods. Prints
 # the table docs/reliability.md holds (about 7 minutes).
-chaos: build
+chaos: build-sluiced
 	scripts/chaos
 
 # Its quick version (about 2 minutes): fails on any over-admission, any sluiced exit, and any
 # degraded decision for a request sent after the fault ended.
-test-chaos: build
+test-chaos: build-sluiced
 	scripts/chaos --quick
+
+build-sluiced: deps
+	@cmake --preset release >/dev/null
+	@cmake --build build -j $(JOBS) --target sluiced
 
 bench: build
 	SLUICE_BENCH_DEPS=1 scripts/install-deps
