@@ -126,7 +126,8 @@ class SluicedProc:
 
     def _logged(self, pattern):
         if self.proc.poll() is not None:
-            raise RuntimeError("chaos: sluiced exited at start:\n" + self.log())
+            last = ([l for l in self.log().splitlines() if l.strip()] or ["(no log)"])[-1]
+            raise RuntimeError("sluiced exited at start (%d): %s" % (self.proc.returncode, last))
         m = re.search(pattern, self.log())
         return m and m.group(1)
 

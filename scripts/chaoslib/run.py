@@ -68,8 +68,13 @@ def run_one(scenario, mode, binary, quick, log_dir):
         t_start = time.monotonic()
         for p in probes:
             p.start()
-        wait_until("decisions before the fault", lambda: time.monotonic() >= t_start + timing.warm_s
-                   and all(p.count_after(t_start) >= timing.min_after for p in probes),
+        def answered_since(t, seconds):
+            if not sluiced.alive():
+                raise RuntimeError("sluiced exited during the run")
+            return (time.monotonic() >= t + seconds and
+                    all(p.count_after(t) >= timing.min_after for p in probes))
+
+        wait_until("decisions before the fault", lambda: answered_since(t_start, timing.warm_s),
                    timing.warm_s + 15)
 
         if scenario.quiet:
@@ -83,9 +88,7 @@ def run_one(scenario, mode, binary, quick, log_dir):
         if scenario.quiet:
             for p in probes:
                 p.resume()
-        wait_until("decisions after the fault",
-                   lambda: time.monotonic() >= t_fe + timing.after_s
-                   and all(p.count_after(t_fe) >= timing.min_after for p in probes),
+        wait_until("decisions after the fault", lambda: answered_since(t_fe, timing.after_s),
                    timing.after_s + 15)
         for p in probes:
             p.stop()
@@ -157,10 +160,11 @@ def verdict(row):
     """The quick mode's pass/fail, as issue 11 states it: any over-admission, any crash, any
     degraded decision once the fault has ended and a request arrives."""
     bad = []
-    if row.get("error"):
-        bad.append("did not run: " + row["error"])
     if not row.get("alive", False):
-        bad.append("sluiced exited (%s)" % row.get("exit"))
+        bad.append("sluiced exited (%s)" % row["exit"] if row.get("exit") is not None else
+                   "not measured: " + row.get("error", "?"))
+    elif row.get("error"):
+        bad.append("not measured: " + row["error"])
     if row.get("over"):
         bad.append("over-admitted %d" % row["over"])
     if row.get("degraded_after"):
