@@ -218,7 +218,8 @@ DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE = 0, 1, 3, 4, 6
 
 
 def _frame(kind, flags, stream, payload=b""):
-    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+    return (len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") +
+            payload)
 
 
 def _literal(name_index, value, name=b""):

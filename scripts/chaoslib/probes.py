@@ -18,7 +18,8 @@ class Decision:
     __slots__ = ("sent", "done", "status", "degraded", "key")
 
     def __init__(self, sent, done, status, degraded, key):
-        self.sent, self.done, self.status, self.degraded, self.key = sent, done, status, degraded, key
+        self.sent, self.done, self.status = sent, done, status
+        self.degraded, self.key = degraded, key
 
 
 class Probe(threading.Thread):

@@ -42,5 +42,6 @@ def table(rows):
             _n(r.get("admitted")), _n(r.get("allowed")),
             _n(r.get("over")), _n(r.get("peak_rss_mib"), "%.0f"), _n(r.get("good_p99_ms"), "%.1f"),
             _n(r.get("good_errors_during")), _n(r.get("good_errors_after")),
-            _n(r.get("attack")), "ok" if not r["verdict"] else "**FAIL**: " + "; ".join(r["verdict"])))
+            _n(r.get("attack")),
+            "ok" if not r["verdict"] else "**FAIL**: " + "; ".join(r["verdict"])))
     return "\n".join(lines)

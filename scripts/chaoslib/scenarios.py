@@ -6,7 +6,6 @@ import threading
 import time
 
 from . import attacks
-from .procs import wait_until
 
 
 class Scenario:
@@ -209,7 +208,8 @@ class Slowloris(AttackScenario):
 
 class ConnectionFlood(AttackScenario):
     name = "connection-flood"
-    description = "2 processes opening and closing TCP connections to the HTTP port as fast as they can"
+    description = ("2 processes opening and closing TCP connections to the HTTP port as fast as "
+                   "they can")
     target = staticmethod(attacks.connection_churn)
     procs = 2
 
@@ -243,8 +243,9 @@ class OverrideFloodMemory(OverrideFlood):
 
 class GrpcStreamFlood(AttackScenario):
     name = "grpc-stream-flood"
-    description = ("raw HTTP/2 (frames written by the script): 10 connections, each opening up to 5000 (quick: 1000) "
-                   "ShouldRateLimit calls with a zero receive window, held 2 s, then closed; rounds")
+    description = ("raw HTTP/2 (frames written by the script): 10 connections, each opening up to "
+                   "5000 (quick: 1000) ShouldRateLimit calls with a zero receive window, held 2 s, "
+                   "then closed; rounds")
     grpc = True
     target = staticmethod(attacks.grpc_stream_flood)
 
@@ -252,6 +253,6 @@ class GrpcStreamFlood(AttackScenario):
         return (run.sluiced.grpc_port, 10, 1000 if run.quick else 5000)
 
 
-ALL = [RedisKilled(), RedisRestartedIdle(), RedisPaused(), RedisRestartedEmpty(), DebugSleep(), ClientKill(),
-       Evicting(), WrongPassword(), Slowloris(), ConnectionFlood(), KeyFlood(), KeyFloodMemory(),
+ALL = [RedisKilled(), RedisRestartedIdle(), RedisPaused(), RedisRestartedEmpty(), DebugSleep(),
+       ClientKill(), Evicting(), WrongPassword(), Slowloris(), ConnectionFlood(), KeyFlood(), KeyFloodMemory(),
        OverrideFlood(), OverrideFloodMemory(), GrpcStreamFlood()]
