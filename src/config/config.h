@@ -106,18 +106,26 @@ class Config {
   std::vector<std::string> warnings_;
 };
 
+struct LoadOptions {
+  // envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG: files naming the same domain add their
+  // top-level rules to it (a top-level key and value in two files is still an error). Off, a
+  // domain in two files is an error.
+  bool merge_domains = false;
+};
+
 // Loads `path`: one YAML file holding one domain, or a directory whose *.yaml and *.yml files
 // (not recursive; names starting with '.' skipped) each hold one domain. Files a domain names
 // as its plan_source are plan files, not domains. Every error names the file, the line and
 // column, and what is wrong; nothing throws.
-Result<std::shared_ptr<const Config>> LoadConfig(const std::filesystem::path& path);
+Result<std::shared_ptr<const Config>> LoadConfig(const std::filesystem::path& path,
+                                                 const LoadOptions& options = {});
 
 // A one-line summary of a loaded config ("2 domains, 9 limits, 3 plans").
 std::string ConfigSummary(const Config& config);
 
 // For --check-config: loads and discards. On success, ConfigSummary (warnings are in
 // LoadConfig's result; sluiced prints them).
-Result<std::string> CheckConfig(const std::filesystem::path& path);
+Result<std::string> CheckConfig(const std::filesystem::path& path, const LoadOptions& options = {});
 
 }  // namespace sluice::server
 

@@ -112,7 +112,35 @@ Result<std::vector<std::string>> ListYamlFiles(const fs::path& dir, internal::Wa
   return files;
 }
 
-Result<std::shared_ptr<const Config>> Load(const fs::path& path) {
+// `added` (from `file`) into `into`, the same domain from an earlier file: its top-level rules
+// join those of `into`, its limits are appended (the trees renumbered to match), and its plans
+// are taken if `into` has none; plans in both files are refused, as a merge of them would have
+// no obvious meaning.
+Result<void> MergeDomain(Domain& into, Domain added) {
+  const std::string where = added.origin + ": domain '" + added.name + "'";
+  if (!added.plan_key.empty() && !into.plan_key.empty()) {
+    return MakeError(where + " has plans, and so has its definition at " + into.origin +
+                     "; define a domain's plans in one file");
+  }
+  const auto offset = static_cast<int32_t>(into.limits.size());
+  if (auto conflict = into.descriptors.Graft(added.descriptors, offset)) {
+    return MakeError(where + ": the rule " + *conflict + " is also defined at the top of " +
+                     into.origin + "; merged files must not repeat a top-level rule");
+  }
+  if (!added.plan_key.empty()) {
+    into.plan_key = std::move(added.plan_key);
+    for (auto& [name, tree] : added.plans) {
+      DescriptorTree& merged = into.plans[name];
+      merged.Graft(tree, offset);  // a fresh tree: no conflicts
+    }
+    into.identity_plans = std::move(added.identity_plans);
+    into.plan_source = std::move(added.plan_source);
+  }
+  for (Limit& l : added.limits) into.limits.push_back(std::move(l));
+  return {};
+}
+
+Result<std::shared_ptr<const Config>> Load(const fs::path& path, const LoadOptions& options) {
   std::error_code ec;
   const bool is_dir = fs::is_directory(path, ec);
   std::vector<SourceFile> sources;
@@ -144,8 +172,16 @@ Result<std::shared_ptr<const Config>> Load(const fs::path& path) {
     auto domain = BuildDomain(s, warnings);
     if (!domain) return std::unexpected(domain.error());
     if (const auto it = domains.find(domain->name); it != domains.end()) {
-      return MakeError(domain->origin + ": domain '" + domain->name + "' is already defined at " +
-                       it->second.origin);
+      if (!options.merge_domains) {
+        return MakeError(domain->origin + ": domain '" + domain->name + "' is already defined at " +
+                         it->second.origin +
+                         " (--merge-domain-config merges them, as ratelimit's "
+                         "MERGE_DOMAIN_CONFIG does)");
+      }
+      if (auto merged = MergeDomain(it->second, std::move(*domain)); !merged) {
+        return std::unexpected(merged.error());
+      }
+      continue;
     }
     std::string name = domain->name;
     domains.emplace(std::move(name), std::move(*domain));
@@ -183,10 +219,11 @@ size_t Config::limit_count() const {
   return n;
 }
 
-Result<std::shared_ptr<const Config>> LoadConfig(const std::filesystem::path& path) {
+Result<std::shared_ptr<const Config>> LoadConfig(const std::filesystem::path& path,
+                                                 const LoadOptions& options) {
   // yaml-cpp reports misuse and some malformed input by throwing; none of it leaves here.
   try {
-    return Load(path);
+    return Load(path, options);
   } catch (const YAML::Exception& e) {
     return MakeError(path.string() + ": invalid YAML: " + e.what());
   } catch (const std::exception& e) {
@@ -202,8 +239,8 @@ std::string ConfigSummary(const Config& config) {
          std::to_string(config.limit_count()) + " limits, " + std::to_string(plans) + " plans";
 }
 
-Result<std::string> CheckConfig(const std::filesystem::path& path) {
-  auto config = LoadConfig(path);
+Result<std::string> CheckConfig(const std::filesystem::path& path, const LoadOptions& options) {
+  auto config = LoadConfig(path, options);
   if (!config) return std::unexpected(config.error());
   return ConfigSummary(**config);
 }

@@ -65,4 +65,44 @@ int32_t DescriptorTree::Find(std::span<const DescriptorEntry> entries) const {
   return kNoLimit;
 }
 
+template <typename F>
+void DescriptorTree::ForEachChild(const Node& node, F&& f) {
+  for (const auto& [key, branch] : node.children) {
+    for (const auto& [value, id] : branch.exact) f(key, std::optional<std::string_view>(value), id);
+    for (const Pattern& p : branch.patterns) {
+      f(key, std::optional<std::string_view>(p.pattern.text()), p.node);
+    }
+    if (branch.any) f(key, std::optional<std::string_view>(), *branch.any);
+  }
+}
+
+void DescriptorTree::CopyChildren(const DescriptorTree& other, NodeId from, NodeId to,
+                                  int32_t limit_offset) {
+  ForEachChild(other.nodes_[from],
+               [&](const std::string& key, std::optional<std::string_view> value, NodeId child) {
+                 const AddResult added = AddChild(to, key, value);
+                 const int32_t limit = other.nodes_[child].limit;
+                 nodes_[added.node].limit = limit == kNoLimit ? kNoLimit : limit + limit_offset;
+                 CopyChildren(other, child, added.node, limit_offset);
+               });
+}
+
+std::optional<std::string> DescriptorTree::Graft(const DescriptorTree& other,
+                                                 int32_t limit_offset) {
+  std::optional<std::string> conflict;
+  ForEachChild(other.nodes_[kRoot], [&](const std::string& key,
+                                        std::optional<std::string_view> value, NodeId child) {
+    if (conflict) return;
+    const AddResult added = AddChild(kRoot, key, value);
+    if (!added.inserted) {
+      conflict = "key '" + key + "'" + (value ? " value '" + std::string(*value) + "'" : "");
+      return;
+    }
+    const int32_t limit = other.nodes_[child].limit;
+    nodes_[added.node].limit = limit == kNoLimit ? kNoLimit : limit + limit_offset;
+    CopyChildren(other, child, added.node, limit_offset);
+  });
+  return conflict;
+}
+
 }  // namespace sluice::server

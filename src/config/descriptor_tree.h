@@ -49,6 +49,12 @@ class DescriptorTree {
 
   size_t node_count() const { return nodes_.size(); }
 
+  // Adds every top-level rule of `other` (with its nested rules) to this tree, its limits
+  // renumbered by `limit_offset`: envoyproxy/ratelimit's merge of a domain defined in several
+  // files. A top-level key and value both trees have is refused: its text is returned (as
+  // "key 'k' value 'v'"), and this tree is left with the rules added before it.
+  std::optional<std::string> Graft(const DescriptorTree& other, int32_t limit_offset);
+
  private:
   // Transparent hashing, so a lookup by string_view builds no std::string.
   struct Hash {
@@ -73,6 +79,11 @@ class DescriptorTree {
   };
 
   std::optional<NodeId> Step(const Node& node, const DescriptorEntry& entry) const;
+  // Copies the children of `from` (a node of `other`) under `to`, which has none of them yet.
+  void CopyChildren(const DescriptorTree& other, NodeId from, NodeId to, int32_t limit_offset);
+  // Each child of `node` as (key, value, child id); value nullopt for a key-only rule.
+  template <typename F>
+  static void ForEachChild(const Node& node, F&& f);
 
   std::vector<Node> nodes_;
 };

@@ -38,6 +38,7 @@ struct Flags {
   std::string log_level = "info";
   std::string log_format = "text";
   bool check_config = false;
+  bool merge_domain_config = false;
   bool legacy_headers = false;
   int64_t http_timeout_ms = 10'000;
   size_t http_max_connections = 1024;
@@ -86,8 +87,9 @@ void WarnRemovedDomains(const Config& before, const Config& after) {
 }
 
 // SIGHUP: load everything again; anything wrong keeps the running config.
-void Reload(const std::string& path, RateLimitService& service, Metrics& metrics) {
-  auto config = LoadConfig(path);
+void Reload(const std::string& path, const LoadOptions& load, RateLimitService& service,
+            Metrics& metrics) {
+  auto config = LoadConfig(path, load);
   if (!config) {
     spdlog::error("reload failed, keeping the running config: {}", config.error().message);
     metrics.RecordReload(false);
@@ -107,6 +109,12 @@ void Reload(const std::string& path, RateLimitService& service, Metrics& metrics
   spdlog::info("config reloaded from {}: {}", path, summary);
 }
 
+LoadOptions LoadOptionsFrom(const Flags& flags) {
+  LoadOptions options;
+  options.merge_domains = flags.merge_domain_config;
+  return options;
+}
+
 ServiceOptions ServiceOptionsFrom(const Flags& flags) {
   ServiceOptions options;
   options.store = flags.store;
@@ -122,7 +130,7 @@ ServiceOptions ServiceOptionsFrom(const Flags& flags) {
 // would (the Redis store refuses limits beyond its exact range that the memory store takes).
 // Redis is not contacted: its store connects lazily and decides what it accepts by itself.
 int CheckConfig(const Flags& flags) {
-  auto checked = LoadConfig(flags.config);
+  auto checked = LoadConfig(flags.config, LoadOptionsFrom(flags));
   if (!checked) {
     std::fprintf(stderr, "%s\n", checked.error().message.c_str());
     return 1;
@@ -156,7 +164,7 @@ int Run(const Flags& flags) {
   signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error code, not a death
   RaiseFileLimit();
 
-  auto config = LoadConfig(flags.config);
+  auto config = LoadConfig(flags.config, LoadOptionsFrom(flags));
   if (!config) {
     spdlog::error("cannot load the config: {}", config.error().message);
     return 1;
@@ -220,7 +228,7 @@ int Run(const Flags& flags) {
     int sig = 0;
     if (sigwait(&signals, &sig) != 0) continue;
     if (sig == SIGHUP) {
-      Reload(flags.config, **service, metrics);
+      Reload(flags.config, LoadOptionsFrom(flags), **service, metrics);
       continue;
     }
     spdlog::info("{}: stopping (finishing requests in flight)",
@@ -272,6 +280,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--check-config", flags.check_config, "validate the config, print why, exit 0/1")
       ->envname("SLUICE_CHECK_CONFIG");
+  app.add_flag("--merge-domain-config", flags.merge_domain_config,
+               "files naming the same domain add their rules to it (ratelimit's "
+               "MERGE_DOMAIN_CONFIG); off: a domain in two files is an error")
+      ->envname("SLUICE_MERGE_DOMAIN_CONFIG");
   app.add_flag("--legacy-headers", flags.legacy_headers,
                "also send X-RateLimit-Limit/-Remaining/-Reset")
       ->envname("SLUICE_LEGACY_HEADERS");

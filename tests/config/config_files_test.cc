@@ -9,6 +9,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "support/server_test_util.h"
 #include "support/temp_config_dir.h"
 
 namespace sluice::server {
@@ -109,6 +110,66 @@ TEST(ConfigFiles, ErrorsShowNothingOfAFileThatIsNotASluiceConfig) {
   // A file that is a domain file still has its unknown fields named.
   const auto typo = dir.Write("typo.yaml", std::string(kDomainA) + "descriptor: []\n");
   EXPECT_NE(ErrorOf(typo.string()).find("unknown field 'descriptor'"), std::string::npos);
+}
+
+// envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG: files naming one domain add their top-level rules.
+TEST(ConfigFiles, MergeDomainConfigJoinsTheRulesOfOneDomainAcrossFiles) {
+  TempConfigDir dir("merge");
+  dir.Write("a.yaml",
+            "domain: shared\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, "
+            "requests_per_unit: 5}\n");
+  const fs::path root = dir.Write("b.yaml",
+                                  "domain: shared\ndescriptors:\n  - key: path\n    value: /a\n"
+                                  "    descriptors:\n      - key: user\n        rate_limit: "
+                                  "{unit: hour, requests_per_unit: 7}\n")
+                            .parent_path();
+  const std::string refused = ErrorOf(root.string());
+  EXPECT_NE(refused.find("domain 'shared' is already defined at"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("--merge-domain-config"), std::string::npos) << refused;
+
+  auto merged = LoadConfig(root, {.merge_domains = true});
+  ASSERT_TRUE(merged.has_value()) << merged.error().message;
+  ASSERT_EQ((*merged)->domains().size(), 1u);
+  EXPECT_EQ((*merged)->limit_count(), 2u);
+  const Limit* per_user = test::MustMatch(**merged, "shared", {{"user", "u"}}).limit;
+  ASSERT_NE(per_user, nullptr);
+  EXPECT_EQ(per_user->requests_per_unit, 5);
+  const Limit* nested = test::MustMatch(**merged, "shared", {{"path", "/a"}, {"user", "u"}}).limit;
+  ASSERT_NE(nested, nullptr);
+  EXPECT_EQ(nested->requests_per_unit, 7);
+  EXPECT_EQ(nested->unit, Unit::kHour);
+
+  // The same top-level rule in two files is still an error, naming both.
+  dir.Write("c.yaml",
+            "domain: shared\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, "
+            "requests_per_unit: 1}\n");
+  auto repeated = LoadConfig(root, {.merge_domains = true});
+  ASSERT_FALSE(repeated.has_value());
+  EXPECT_NE(repeated.error().message.find("the rule key 'user' is also defined"), std::string::npos)
+      << repeated.error().message;
+  EXPECT_NE(repeated.error().message.find("c.yaml"), std::string::npos);
+  EXPECT_NE(repeated.error().message.find("a.yaml"), std::string::npos);
+}
+
+TEST(ConfigFiles, MergedDomainsTakeThePlansOfTheOneFileThatHasThem) {
+  TempConfigDir dir("merge-plans");
+  const std::string plans =
+      "domain: shared\nplan_key: api_key\nplans:\n  default:\n    - key: api_key\n"
+      "      rate_limit: {unit: minute, requests_per_unit: 3}\n";
+  dir.Write("a.yaml",
+            "domain: shared\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, "
+            "requests_per_unit: 5}\n");
+  const fs::path root = dir.Write("b.yaml", plans).parent_path();
+  auto merged = LoadConfig(root, {.merge_domains = true});
+  ASSERT_TRUE(merged.has_value()) << merged.error().message;
+  const Limit* plan = test::MustMatch(**merged, "shared", {{"api_key", "k"}}).limit;
+  ASSERT_NE(plan, nullptr);
+  EXPECT_EQ(plan->requests_per_unit, 3);
+  EXPECT_EQ(test::MustMatch(**merged, "shared", {{"user", "u"}}).limit->requests_per_unit, 5);
+  dir.Write("c.yaml", plans);
+  auto twice = LoadConfig(root, {.merge_domains = true});
+  ASSERT_FALSE(twice.has_value());
+  EXPECT_NE(twice.error().message.find("define a domain's plans in one file"), std::string::npos);
 }
 
 }  // namespace
