@@ -14,20 +14,6 @@ namespace {
 constexpr std::string_view kAlgorithmNames =
     "token_bucket, leaky_bucket, fixed_window, sliding_window_log, sliding_window_counter, gcra";
 
-// A value pattern keeps its '*' raw in ids; every literal '*' elsewhere is escaped, so a
-// value that is literally "a*" and the pattern "a*" get different ids.
-std::string EscapedValue(std::string_view value) {
-  std::string out;
-  size_t start = 0;
-  for (;;) {
-    const size_t star = value.find('*', start);
-    AppendEscaped(out, value.substr(start, star - start));
-    if (star == std::string_view::npos) return out;
-    out += '*';
-    start = star + 1;
-  }
-}
-
 struct PendingReplace {
   std::string name;
   YAML::Node node;
@@ -125,9 +111,12 @@ class DomainParser {
 
     Path here{path.id + "|" + Escaped(*key), path.metric + "." + *key, path.depth + 1};
     if (*value) {
-      here.id += "=" + EscapedValue(**value);
+      here.id += '=';
+      AppendEscapedPattern(here.id, **value);
       here.metric += "_" + **value;
     }
+
+    if (auto ok = ReadShareThreshold(*fields, *value, tree, added.node); !ok) return ok;
 
     const auto shadow = ReadDescriptorFlag(*fields, "shadow_mode");
     if (!shadow) return std::unexpected(shadow.error());
@@ -178,12 +167,30 @@ class DomainParser {
     return *b;
   }
 
+  // share_threshold (envoyproxy/ratelimit): every value a wildcard rule matches shares one
+  // counter instead of one each. Only a wildcard value can have it, as upstream requires.
+  Result<void> ReadShareThreshold(const Fields& fields, const std::optional<std::string>& value,
+                                  DescriptorTree& tree, DescriptorTree::NodeId node) const {
+    const auto f = fields.Get("share_threshold");
+    if (!f) return {};
+    auto b = ReadBool(file_, *f, "share_threshold");
+    if (!b) return std::unexpected(b.error());
+    if (!*b) return {};
+    if (!value || !ValuePattern::IsPattern(*value)) {
+      return ErrorAt(file_, fields.KeyOf("share_threshold"),
+                     "share_threshold needs a wildcard value (one with '*'): it makes every value "
+                     "the wildcard matches share one counter");
+    }
+    tree.ShareCounter(node, *value);
+    return {};
+  }
+
   // ratelimit fields sluice does not implement. Each is read with ratelimit's type; a
   // `false` (the default) changes nothing and loads, a `true` would change decisions in ways
   // sluice cannot honour and is refused. value_to_metric only changes metric names and
   // metadata only annotates responses, so they load and are ignored.
   Result<void> CheckUpstreamOnly(const Fields& fields) const {
-    for (std::string_view flag : {"quota_mode", "share_threshold"}) {
+    for (std::string_view flag : {"quota_mode"}) {
       const auto f = fields.Get(flag);
       if (!f) continue;
       auto b = ReadBool(file_, *f, flag);

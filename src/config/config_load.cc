@@ -164,8 +164,14 @@ Result<std::shared_ptr<const Config>> Load(const fs::path& path, const LoadOptio
         plan_files.insert(Canonical(PlanPath(s.name, *plan)));
       }
     }
-    std::erase_if(sources,
-                  [&](const SourceFile& s) { return plan_files.contains(Canonical(s.name)); });
+    // Kept by building a new vector, not by erasing in place: erasing assigns one element to
+    // another, and assigning a YAML::Node writes through to the node it refers to, so the
+    // files after a plan file took one another's content.
+    std::vector<SourceFile> domain_files;
+    for (SourceFile& s : sources) {
+      if (!plan_files.contains(Canonical(s.name))) domain_files.push_back(std::move(s));
+    }
+    sources = std::move(domain_files);
   }
   std::map<std::string, Domain, std::less<>> domains;
   for (const SourceFile& s : sources) {

@@ -7,14 +7,22 @@
 namespace sluice::server {
 namespace {
 
-std::string CounterKey(std::string_view limit_id, std::span<const DescriptorEntry> entries) {
+// An entry whose rule shares its counter (share_threshold) is keyed by the rule's pattern, with
+// its '*' raw: no value, escaped, can be that text.
+std::string CounterKey(std::string_view limit_id, std::span<const DescriptorEntry> entries,
+                       std::span<const DescriptorTree::SharedValue> shared = {}) {
   std::string key(limit_id);
   key += '#';
+  size_t next_shared = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     if (i > 0) key += '|';
     AppendEscaped(key, entries[i].key);
     key += '=';
-    AppendEscaped(key, entries[i].value);
+    if (next_shared < shared.size() && shared[next_shared].entry == i) {
+      AppendEscapedPattern(key, shared[next_shared++].pattern);
+    } else {
+      AppendEscaped(key, entries[i].value);
+    }
   }
   return key;
 }
@@ -64,19 +72,23 @@ Result<MatchResult> Match(const Config& config, std::string_view domain_name,
     return result;
   }
   int32_t index = DescriptorTree::kNoLimit;
+  std::vector<DescriptorTree::SharedValue> shared;  // allocates only for share_threshold rules
   if (!domain->plan_key.empty()) {
     for (const DescriptorEntry& e : entries) {
       if (e.key != domain->plan_key) continue;
       const std::string& plan = domain->PlanFor(e.value);
-      index = domain->plans.find(plan)->second.Find(entries);
+      index = domain->plans.find(plan)->second.Find(entries, &shared);
       if (index != DescriptorTree::kNoLimit) result.plan = plan;
       break;
     }
   }
-  if (index == DescriptorTree::kNoLimit) index = domain->descriptors.Find(entries);
+  if (index == DescriptorTree::kNoLimit) {
+    shared.clear();
+    index = domain->descriptors.Find(entries, &shared);
+  }
   if (index == DescriptorTree::kNoLimit) return result;
   result.limit = &domain->limits[static_cast<size_t>(index)];
-  result.counter_key = CounterKey(result.limit->id, entries);
+  result.counter_key = CounterKey(result.limit->id, entries, shared);
   return result;
 }
 

@@ -52,13 +52,23 @@ std::optional<DescriptorTree::NodeId> DescriptorTree::Step(const Node& node,
   return branch.any;
 }
 
-int32_t DescriptorTree::Find(std::span<const DescriptorEntry> entries) const {
+void DescriptorTree::ShareCounter(NodeId node, std::string_view pattern) {
+  nodes_[node].shared_pattern = std::string(pattern);
+}
+
+int32_t DescriptorTree::Find(std::span<const DescriptorEntry> entries,
+                             std::vector<SharedValue>* shared) const {
   if (entries.empty()) return kNoLimit;
   const Node* node = &nodes_[kRoot];
   for (size_t i = 0; i < entries.size(); ++i) {
     const std::optional<NodeId> next = Step(*node, entries[i]);
     if (!next) return kNoLimit;
     node = &nodes_[*next];
+    // Only a pattern reaches a node with a shared pattern: exact values are looked up first and
+    // a pattern's node is in no exact map.
+    if (shared != nullptr && !node->shared_pattern.empty()) {
+      shared->push_back({i, node->shared_pattern});
+    }
     if (i + 1 == entries.size()) return node->limit;
     if (node->children.empty()) return kNoLimit;
   }
@@ -100,6 +110,7 @@ std::optional<std::string> DescriptorTree::Graft(const DescriptorTree& other,
     }
     const int32_t limit = other.nodes_[child].limit;
     nodes_[added.node].limit = limit == kNoLimit ? kNoLimit : limit + limit_offset;
+    nodes_[added.node].shared_pattern = other.nodes_[child].shared_pattern;
     CopyChildren(other, child, added.node, limit_offset);
   });
   return conflict;

@@ -38,6 +38,16 @@ class DescriptorTree {
   AddResult AddChild(NodeId parent, std::string_view key, std::optional<std::string_view> value);
 
   void SetLimit(NodeId node, int32_t limit) { nodes_[node].limit = limit; }
+  // The values `node`'s pattern matches share one counter (share_threshold). `node` must have
+  // been added with the value `pattern`.
+  void ShareCounter(NodeId node, std::string_view pattern);
+
+  // An entry that reached a rule with a shared counter: its counter key uses `pattern`, not
+  // the entry's value.
+  struct SharedValue {
+    size_t entry;
+    std::string_view pattern;  // into this tree
+  };
 
   // envoyproxy/ratelimit's walk: for each entry in order, pick among the current node's children
   // with the entry's key the exact value, else the most specific matching pattern, else the
@@ -45,7 +55,9 @@ class DescriptorTree {
   // a less specific one. The limit is the one on the node reached by the *last* entry; a
   // request longer or shorter than the configured path gets none (ratelimit's Example 4).
   // Returns the index the caller gave SetLimit, or kNoLimit.
-  int32_t Find(std::span<const DescriptorEntry> entries) const;
+  // Each entry that reached a rule with a shared counter is appended to `shared` (if given).
+  int32_t Find(std::span<const DescriptorEntry> entries,
+               std::vector<SharedValue>* shared = nullptr) const;
 
   size_t node_count() const { return nodes_.size(); }
 
@@ -75,6 +87,7 @@ class DescriptorTree {
   };
   struct Node {
     int32_t limit = kNoLimit;
+    std::string shared_pattern;  // share_threshold: the pattern its values' counters use
     StringMap<KeyBranch> children;
   };
 

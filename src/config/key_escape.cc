@@ -25,4 +25,15 @@ void AppendEscaped(std::string& out, std::string_view text) {
   }
 }
 
+void AppendEscapedPattern(std::string& out, std::string_view pattern) {
+  size_t start = 0;
+  for (;;) {
+    const size_t star = pattern.find('*', start);
+    AppendEscaped(out, pattern.substr(start, star - start));
+    if (star == std::string_view::npos) return;
+    out += '*';
+    start = star + 1;
+  }
+}
+
 }  // namespace sluice::server

@@ -14,6 +14,10 @@ namespace sluice::server {
 
 void AppendEscaped(std::string& out, std::string_view text);
 
+// A value pattern: escaped as above except its '*' wildcards, which stay raw, so that a value
+// that is literally "a*" and the pattern "a*" never produce the same id or key.
+void AppendEscapedPattern(std::string& out, std::string_view pattern);
+
 inline std::string Escaped(std::string_view text) {
   std::string out;
   AppendEscaped(out, text);

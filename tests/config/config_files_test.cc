@@ -172,5 +172,60 @@ TEST(ConfigFiles, MergedDomainsTakeThePlansOfTheOneFileThatHasThem) {
   EXPECT_NE(twice.error().message.find("define a domain's plans in one file"), std::string::npos);
 }
 
+// share_threshold (envoyproxy/ratelimit): the values a wildcard rule matches share one counter.
+TEST(ShareThreshold, ValuesAWildcardMatchesShareOneCounter) {
+  TempConfigDir dir("share");
+  const auto file = dir.Write("share.yaml", R"(domain: share
+descriptors:
+  - key: path
+    value: /files/*
+    share_threshold: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: path
+    value: /own/*
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: tenant
+    value: t-*
+    share_threshold: true
+    descriptors:
+      - key: user
+        rate_limit: {unit: minute, requests_per_unit: 2}
+)");
+  auto config = test::MustLoad(file.string());
+  ASSERT_NE(config, nullptr);
+  const auto key = [&](std::initializer_list<test::Entry> entries) {
+    return test::MustMatch(*config, "share", entries).counter_key;
+  };
+  EXPECT_EQ(key({{"path", "/files/a.pdf"}}), key({{"path", "/files/b.csv"}}));
+  EXPECT_NE(key({{"path", "/own/a"}}), key({{"path", "/own/b"}})) << "no share_threshold";
+  // Shared at an inner level: the tenant's pattern replaces its value, the user stays its own.
+  EXPECT_EQ(key({{"tenant", "t-1"}, {"user", "u"}}), key({{"tenant", "t-2"}, {"user", "u"}}));
+  EXPECT_NE(key({{"tenant", "t-1"}, {"user", "u"}}), key({{"tenant", "t-1"}, {"user", "v"}}));
+  EXPECT_TRUE((*config).warnings().empty());
+}
+
+// Domain files sorted after a plan file kept their own content. (Erasing the plan file from the
+// list in place assigned YAML nodes, which writes through: c.yaml became d.yaml's domain.)
+TEST(ConfigFiles, DomainFilesAfterAPlanFileKeepTheirOwnContent) {
+  TempConfigDir dir("after-plans");
+  dir.Write("a.yaml",
+            "domain: alpha\nplan_key: k\nplan_source: file:b_plans.yaml\nplans:\n  default:\n"
+            "    - key: k\n      rate_limit: {unit: second, requests_per_unit: 1}\n");
+  dir.Write("b_plans.yaml", "identities:\n  x: default\n");
+  dir.Write("c.yaml",
+            "domain: gamma\ndescriptors:\n  - key: g\n    rate_limit: {unit: minute, "
+            "requests_per_unit: 3}\n");
+  const fs::path root = dir.Write("d.yaml",
+                                  "domain: delta\ndescriptors:\n  - key: d\n    rate_limit: "
+                                  "{unit: hour, requests_per_unit: 4}\n")
+                            .parent_path();
+  auto config = LoadConfig(root);
+  ASSERT_TRUE(config.has_value()) << config.error().message;
+  ASSERT_EQ((*config)->domains().size(), 3u);
+  EXPECT_EQ(test::MustMatch(**config, "gamma", {{"g", "1"}}).limit->requests_per_unit, 3);
+  EXPECT_EQ(test::MustMatch(**config, "delta", {{"d", "1"}}).limit->requests_per_unit, 4);
+  EXPECT_NE((*config)->FindDomain("gamma")->origin.find("c.yaml"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace sluice::server

@@ -346,6 +346,19 @@ TEST_F(SluicedTest, AReloadSaysWhatItSkipsAndDropsAndNeverBlocksShutdown) {
   EXPECT_EQ(sluiced.WaitExit(), 0) << sluiced.Log();
 }
 
+// envoyproxy/ratelimit's share_threshold: every path under /files/ counts against one limit.
+TEST_F(SluicedTest, ShareThresholdCountsEveryMatchedValueOnce) {
+  config_.Write("share.yaml",
+                "domain: share\ndescriptors:\n  - key: path\n    value: /files/*\n"
+                "    share_threshold: true\n    rate_limit: {unit: hour, requests_per_unit: 2}\n");
+  SluicedProcess sluiced(
+      {"--config", config_.dir(), "--http", "127.0.0.1:0", "--grpc", "off", "--threads", "2"});
+  ASSERT_GT(sluiced.port(), 0) << sluiced.Log();
+  EXPECT_EQ(Post(sluiced.port(), CheckBody({{{"path", "/files/a.pdf"}}}, "share")).status, 200);
+  EXPECT_EQ(Post(sluiced.port(), CheckBody({{{"path", "/files/b.csv"}}}, "share")).status, 200);
+  EXPECT_EQ(Post(sluiced.port(), CheckBody({{{"path", "/files/c"}}}, "share")).status, 429);
+}
+
 TEST_F(SluicedTest, AdminApiNeedsTheToken) {
   auto sluiced = Start({"--admin-token", "s3cret"});
   const int port = sluiced->port();
