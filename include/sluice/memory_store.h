@@ -24,12 +24,11 @@ namespace sluice {
 
 struct MemoryStoreOptions {
   // The accounted memory bound: for MakeMemoryLimiter, this limiter's counters; for
-  // OpenMemoryStore, the store's, shared by its limiters (LimiterOptions::limits_sharing_memory).
+  // OpenMemoryStore, everything its limiters hold (see OpenMemoryStore).
   size_t max_bytes = size_t{256} << 20;
-  size_t min_limiter_bytes = size_t{4} << 20;  // OpenMemoryStore: the least one limiter gets
-  size_t shards = 64;                          // per limiter; rounded up to a power of two
-  size_t max_key_bytes = 4096;                 // longer keys get kInvalidRequest
-  uint64_t hash_seed = 0;                      // 0: random per limiter
+  size_t shards = 64;           // per limiter; rounded up to a power of two
+  size_t max_key_bytes = 4096;  // longer keys get kInvalidRequest
+  uint64_t hash_seed = 0;       // 0: random per limiter
 };
 
 // A limiter of the memory store: a Limiter that can also be swept.
@@ -48,10 +47,21 @@ class MemoryLimiter : public Limiter {
 Result<std::unique_ptr<MemoryLimiter>> MakeMemoryLimiter(const LimitSpec& spec,
                                                          const MemoryStoreOptions& options = {});
 
-// A memory store for many limits: each limiter it makes gets
-// max(min_limiter_bytes, max_bytes / limits_sharing_memory) of memory. DecideAll is
-// sluice::DecideAll (decide_all.h): a rejected request's admissions are refunded at once.
-// DecideAllAsync answers on the caller's thread before it returns. Always ready.
+// A memory store for many limits, whose limiters together never hold more than max_bytes:
+// counters, tables, long keys and logs, and each limiter's fixed parts (its shards).
+//  - A quarter of max_bytes is kept for transient limiters (LimiterOptions::transient: Envoy's
+//    per-request overrides): each gets 1/kTransientLimiters of that quarter and at most 8
+//    shards, and MaxTransientLimiters() is kTransientLimiters; a transient limiter beyond
+//    them is refused until one is destroyed.
+//  - The rest is shared by the other limiters: each gets 1/limits_sharing_memory of it. A limiter
+//    whose part is too small for its shards gets fewer shards; one too small for a single shard
+//    is refused with an error that names the bound.
+// Every limiter holds its part as the bound of its own table (evicting there, as in
+// MakeMemoryLimiter), so no limiter can take another's memory. While a reload replaces a
+// limit, the old limiter and the new one both hold a part until the old one is destroyed.
+// DecideAll is sluice::DecideAll (decide_all.h): a rejected request's admissions are refunded
+// at once. DecideAllAsync answers on the caller's thread before it returns. Always ready.
+inline constexpr size_t kTransientLimiters = 64;
 Result<std::shared_ptr<Store>> OpenMemoryStore(const MemoryStoreOptions& options = {});
 
 }  // namespace sluice

@@ -17,6 +17,7 @@
 #define SLUICE_STORE_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
@@ -40,8 +41,13 @@ struct LimiterOptions {
   // (false); either way the decision is marked degraded. Stores that cannot fail ignore it.
   bool fail_open = true;
   // How many limits share a store's memory bound: a store with one (the memory store) gives
-  // this limiter bound / limits_sharing_memory, with a floor. Others ignore it.
+  // this limiter an equal part of what it keeps for such limits. Others ignore it.
   size_t limits_sharing_memory = 1;
+  // Made for requests rather than for the config (Envoy's per-request `limit` overrides, which
+  // any client can vary): a store with a memory bound keeps such limiters in a smaller part of
+  // it of their own, so clients cannot take the configured limits' memory, and makes at most
+  // MaxTransientLimiters() of them at once.
+  bool transient = false;
 };
 
 class Store {
@@ -82,6 +88,11 @@ class Store {
   // Summed over every limiter this store has made that is still alive: counters held, memory,
   // evictions, expirations, failed and short-circuited calls.
   virtual StoreStats Stats() const = 0;
+
+  // How many transient limiters (LimiterOptions::transient) can be alive at once. Beyond it
+  // MakeLimiter refuses one until another is destroyed: the caller drops one it holds (its
+  // least recently used) first. Stores without a memory bound have no such limit.
+  virtual size_t MaxTransientLimiters() const { return SIZE_MAX; }
 };
 
 }  // namespace sluice

@@ -32,7 +32,7 @@ class alignas(64) MemoryShard {
   // shard would keep (almost) nothing and every key would look fresh: silently unlimited.
   static size_t MinBudget(const Alg& alg) {
     size_t heap = 0;
-    if constexpr (requires { alg.MaxHeapBytes(); }) heap = alg.MaxHeapBytes();
+    if constexpr (requires { alg.MaxHeapBytes(); }) heap = Allocated(alg.MaxHeapBytes());
     return 32 * sizeof(Entry) + 4 * (sizeof(Entry) + heap);
   }
   ~MemoryShard() { Release(); }
@@ -47,9 +47,9 @@ class alignas(64) MemoryShard {
       Entry& e = slots_[pos];
       Touch(e);
       if constexpr (kHasHeapState) {
-        const size_t before = Alg::HeapBytes(e.state);
+        const size_t before = StateHeapBytes(e.state);
         Decision d = alg.Decide(e.state, now, cost);
-        heap_bytes_ += Alg::HeapBytes(e.state) - before;  // modular: also right when it shrinks
+        heap_bytes_ += StateHeapBytes(e.state) - before;  // modular: also right when it shrinks
         EnforceBudgetAfterGrowth(alg, key, hash, now);
         return d;
       } else {
@@ -72,9 +72,9 @@ class alignas(64) MemoryShard {
     if (pos == kNone) return;
     Entry& e = slots_[pos];
     if constexpr (kHasHeapState) {
-      const size_t before = Alg::HeapBytes(e.state);
+      const size_t before = StateHeapBytes(e.state);
       alg.Refund(e.state, at, now, cost);
-      heap_bytes_ += Alg::HeapBytes(e.state) - before;  // modular: it only shrinks here
+      heap_bytes_ += StateHeapBytes(e.state) - before;  // modular: it only shrinks here
     } else {
       alg.Refund(e.state, at, now, cost);
     }
@@ -186,7 +186,14 @@ class alignas(64) MemoryShard {
     std::memcpy(&p, e.key, sizeof(p));
     return p;
   }
-  static size_t KeyHeapBytes(size_t len) { return len > kInlineKey ? len : 0; }
+  // What malloc takes for an n-byte block, an upper bound for glibc's (an 8-byte header, 16-byte
+  // alignment, 32 bytes at least), so that the bound is kept in the heap's own terms: a 20-byte
+  // key takes 32, not 20.
+  static constexpr size_t Allocated(size_t n) {
+    return n == 0 ? 0 : std::max<size_t>(32, (n + 8 + 15) & ~size_t{15});
+  }
+  static size_t KeyHeapBytes(size_t len) { return len > kInlineKey ? Allocated(len) : 0; }
+  static size_t StateHeapBytes(const State& state) { return Allocated(Alg::HeapBytes(state)); }
 
   // Table sizes are not powers of two (growth is by 1.25x to keep memory per key tight), so the
   // home slot is the hash scaled into [0, capacity).
@@ -234,7 +241,7 @@ class alignas(64) MemoryShard {
   // Backward-shift deletion: no tombstones, probe sequences stay short.
   void RemoveAt(size_t pos) {
     Entry& gone = slots_[pos];
-    heap_bytes_ -= KeyHeapBytes(Len(gone)) + Alg::HeapBytes(gone.state);
+    heap_bytes_ -= KeyHeapBytes(Len(gone)) + StateHeapBytes(gone.state);
     FreeKey(gone);
     for (size_t next = Next(pos);; pos = next, next = Next(next)) {
       Entry& n = slots_[next];
@@ -281,7 +288,7 @@ class alignas(64) MemoryShard {
   // collisions no realistic key set produces. Should it happen, the homeless counter is evicted
   // rather than corrupting the table.
   void DropUnplaced(Entry& e) {
-    heap_bytes_ -= KeyHeapBytes(Len(e)) + Alg::HeapBytes(e.state);
+    heap_bytes_ -= KeyHeapBytes(Len(e)) + StateHeapBytes(e.state);
     FreeKey(e);
     e = Entry{};
     --count_;
@@ -373,7 +380,7 @@ class alignas(64) MemoryShard {
       ReclaimAround(alg, hash, now);
       ExpireSome(alg, now);
     }
-    const size_t extra = KeyHeapBytes(key.size()) + Alg::HeapBytes(state);
+    const size_t extra = KeyHeapBytes(key.size()) + StateHeapBytes(state);
     // Make room: grow the table while the budget allows it, evict otherwise.
     while (true) {
       const bool fits_load = (count_ + 1) * 100 <= capacity_ * kMaxLoadPercent;

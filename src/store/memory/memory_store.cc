@@ -21,16 +21,30 @@
 namespace sluice {
 namespace {
 
-// The limiters of one memory store that are alive, for the store's Stats().
+// The limiters of one memory store that are alive, for the store's Stats(), and how many of
+// them are transient (LimiterOptions::transient), which the store's bound counts on.
 class LiveLimiters {
  public:
   void Add(const Limiter* limiter) {
     std::lock_guard<std::mutex> lock(mu_);
     limiters_.push_back(limiter);
   }
-  void Remove(const Limiter* limiter) {
+  void Remove(const Limiter* limiter, bool transient) {
     std::lock_guard<std::mutex> lock(mu_);
     std::erase(limiters_, limiter);
+    if (transient) --transient_;
+  }
+  // Takes one of `max` transient places, if one is free (given back by Remove, or by
+  // ReleaseTransient when the limiter could not be made).
+  bool TakeTransient(size_t max) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (transient_ >= max) return false;
+    ++transient_;
+    return true;
+  }
+  void ReleaseTransient() {
+    std::lock_guard<std::mutex> lock(mu_);
+    --transient_;
   }
   StoreStats Sum() const {
     StoreStats total;
@@ -49,21 +63,27 @@ class LiveLimiters {
  private:
   mutable std::mutex mu_;
   std::vector<const Limiter*> limiters_;
+  size_t transient_ = 0;  // guarded by mu_
 };
 
-// Where a limiter belongs: a store (which counts it in its Stats()) or none.
+// Where a limiter belongs: a store (which counts it in its Stats() and its bound) or none.
 struct Owner {
   const Store* store = nullptr;
   std::shared_ptr<LiveLimiters> live;
+  bool transient = false;
 };
 
 template <typename Alg>
 class MemoryLimiterOf final : public MemoryLimiter {
  public:
+  // `fixed_bytes`: what the limiter itself takes besides its shards' tables (counted in its
+  // Stats when a store's bound includes it; 0 otherwise).
   MemoryLimiterOf(Alg alg, const LimitSpec& spec, const MemoryStoreOptions& options, size_t shards,
-                  uint64_t seed, Owner owner)
+                  uint64_t seed, Owner owner, size_t fixed_bytes)
       : MemoryLimiter(owner.store),
         live_(std::move(owner.live)),
+        transient_(owner.transient),
+        fixed_bytes_(fixed_bytes),
         alg_(std::move(alg)),
         spec_(spec),
         max_key_bytes_(options.max_key_bytes),
@@ -74,7 +94,7 @@ class MemoryLimiterOf final : public MemoryLimiter {
     if (live_ != nullptr) live_->Add(this);
   }
   ~MemoryLimiterOf() override {
-    if (live_ != nullptr) live_->Remove(this);
+    if (live_ != nullptr) live_->Remove(this, transient_);
   }
   MemoryLimiterOf(const MemoryLimiterOf&) = delete;
   MemoryLimiterOf& operator=(const MemoryLimiterOf&) = delete;
@@ -129,6 +149,8 @@ class MemoryLimiterOf final : public MemoryLimiter {
   StoreStats Stats() const override {
     StoreStats s;
     for (size_t i = 0; i <= shard_mask_; ++i) shards_[i].shard->AddStats(s);
+    s.bytes += fixed_bytes_;
+    s.max_bytes += fixed_bytes_;
     return s;
   }
 
@@ -154,7 +176,19 @@ class MemoryLimiterOf final : public MemoryLimiter {
     std::unique_ptr<internal::MemoryShard<Alg>> shard;
   };
 
+ public:
+  // An upper bound of what a limiter with `shards` shards takes besides its tables: the limiter,
+  // its shard array and each shard, with an allocator header for each allocation.
+  static size_t FixedBytes(size_t shards) {
+    constexpr size_t kAllocHeader = 16;
+    return sizeof(MemoryLimiterOf) + kAllocHeader + shards * sizeof(Shard) + kAllocHeader +
+           shards * (sizeof(internal::MemoryShard<Alg>) + kAllocHeader);
+  }
+
+ private:
   const std::shared_ptr<LiveLimiters> live_;
+  const bool transient_;
+  const size_t fixed_bytes_;
   const Alg alg_;
   const LimitSpec spec_;
   const size_t max_key_bytes_;
@@ -163,21 +197,43 @@ class MemoryLimiterOf final : public MemoryLimiter {
   std::unique_ptr<Shard[]> shards_;
 };
 
+// A store's limiter (owner.store set) gets options.max_bytes for everything it holds, its own
+// fixed parts included, and as many of options.shards as that allows. A limiter of its own
+// gets options.max_bytes for its tables and exactly options.shards.
 template <typename Alg>
 Result<std::unique_ptr<MemoryLimiter>> Make(const LimitSpec& spec,
                                             const MemoryStoreOptions& options, size_t shards,
                                             uint64_t seed, Owner owner) {
   auto alg = Alg::Create(spec);
   if (!alg) return std::unexpected(alg.error());
-  const size_t per_shard = options.max_bytes / shards;
-  if (const size_t need = internal::MemoryShard<Alg>::MinBudget(*alg); per_shard < need) {
+  const size_t need = internal::MemoryShard<Alg>::MinBudget(*alg);
+  size_t fixed = 0;
+  size_t tables = options.max_bytes;
+  if (owner.store != nullptr) {
+    const auto fits = [&](size_t n) {
+      const size_t f = MemoryLimiterOf<Alg>::FixedBytes(n);
+      return options.max_bytes > f && (options.max_bytes - f) / n >= need;
+    };
+    while (shards > 1 && !fits(shards)) shards /= 2;
+    if (!fits(shards)) {
+      return MakeError("the memory store's bound leaves " + std::to_string(options.max_bytes) +
+                       " bytes for " + DescribeLimitSpec(spec) + ", which needs at least " +
+                       std::to_string(MemoryLimiterOf<Alg>::FixedBytes(1) + need) +
+                       " (raise the memory bound, e.g. --memory-max-bytes, or use fewer limits)");
+    }
+    fixed = MemoryLimiterOf<Alg>::FixedBytes(shards);
+    tables = options.max_bytes - fixed;
+  }
+  if (tables / shards < need) {
     return MakeError("memory store max_bytes " + std::to_string(options.max_bytes) +
                      " is too small for " + std::to_string(shards) + " shards of " +
                      DescribeLimitSpec(spec) + ": each shard needs at least " +
                      std::to_string(need) + " bytes (raise max_bytes or lower shards)");
   }
+  MemoryStoreOptions sized = options;
+  sized.max_bytes = tables;
   return std::unique_ptr<MemoryLimiter>(std::make_unique<MemoryLimiterOf<Alg>>(
-      std::move(*alg), spec, options, shards, seed, std::move(owner)));
+      std::move(*alg), spec, sized, shards, seed, std::move(owner), fixed));
 }
 
 Result<void> CheckOptions(const MemoryStoreOptions& options) {
@@ -219,18 +275,37 @@ Result<std::unique_ptr<MemoryLimiter>> MakeOwnedLimiter(const LimitSpec& spec,
 
 class MemoryStore final : public Store {
  public:
+  // A transient limiter's part is small (1/256 of the bound): few shards keep its fixed parts
+  // small and its tables large enough to be useful.
+  static constexpr size_t kTransientShards = 8;
+
   explicit MemoryStore(const MemoryStoreOptions& options) : options_(options) {}
 
+  // The split of the bound is in memory_store.h (OpenMemoryStore).
   Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec,
                                                const LimiterOptions& limiter) override {
     MemoryStoreOptions options = options_;
-    options.max_bytes =
-        std::max(options_.min_limiter_bytes,
-                 options_.max_bytes / std::max<size_t>(1, limiter.limits_sharing_memory));
-    auto made = MakeOwnedLimiter(spec, options, Owner{this, live_});
-    if (!made) return std::unexpected(made.error());
+    const size_t transient_part = options_.max_bytes / 4;
+    if (limiter.transient) {
+      if (!live_->TakeTransient(kTransientLimiters)) {
+        return MakeError("the memory store holds " + std::to_string(kTransientLimiters) +
+                         " limit overrides already: drop one first");
+      }
+      options.max_bytes = transient_part / kTransientLimiters;
+      options.shards = std::min<size_t>(options.shards, kTransientShards);
+    } else {
+      options.max_bytes = (options_.max_bytes - transient_part) /
+                          std::max<size_t>(1, limiter.limits_sharing_memory);
+    }
+    auto made = MakeOwnedLimiter(spec, options, Owner{this, live_, limiter.transient});
+    if (!made) {
+      if (limiter.transient) live_->ReleaseTransient();
+      return std::unexpected(made.error());
+    }
     return std::unique_ptr<Limiter>(std::move(*made));
   }
+
+  size_t MaxTransientLimiters() const override { return kTransientLimiters; }
 
   void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
                  std::span<Decision> out) override {

@@ -1,7 +1,6 @@
 #include "sluice/memory_store.h"
 
 #include <gtest/gtest.h>
-#include <malloc.h>
 
 #include <map>
 #include <random>
@@ -15,6 +14,7 @@
 #include "sluice/sliding_window_counter.h"
 #include "sluice/sliding_window_log.h"
 #include "sluice/token_bucket.h"
+#include "support/heap_in_use.h"
 
 namespace sluice {
 namespace {
@@ -190,15 +190,7 @@ TEST(MemoryStore, LongAndSimilarKeysAreKeptApart) {
   EXPECT_EQ(limiter->Stats().keys, keys.size());
 }
 
-size_t HeapInUse() { return mallinfo2().uordblks; }
-
-bool UnderSanitizer() {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  return true;
-#else
-  return false;
-#endif
-}
+using testing::HeapInUse;
 
 TEST(MemoryStore, MemoryBoundHoldsUnderAMillionUniqueKeys) {
   // An attacker rotating keys: one million never-repeated keys against a 16 MiB bound.
@@ -219,10 +211,8 @@ TEST(MemoryStore, MemoryBoundHoldsUnderAMillionUniqueKeys) {
   EXPECT_GT(s.evictions, 500'000u);
   EXPECT_EQ(s.keys + s.evictions + s.expirations, 1'000'000u);
   // Independently of the store's own accounting: what malloc handed out.
-  if (!UnderSanitizer()) {
-    const size_t grown = HeapInUse() - heap_before;
-    EXPECT_LE(grown, options.max_bytes + options.max_bytes / 8) << "heap grew by " << grown;
-  }
+  const size_t grown = HeapInUse() - heap_before;
+  EXPECT_LE(grown, options.max_bytes + options.max_bytes / 8) << "heap grew by " << grown;
 }
 
 TEST(MemoryStore, EvictionPrefersKeysNotRecentlyUsed) {
