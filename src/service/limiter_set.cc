@@ -24,11 +24,13 @@ std::string StoreLimitId(std::string_view id) {
 
 }  // namespace
 
-Result<std::shared_ptr<Limiter>> LimiterSet::Make(Store& store, const Limit& limit, size_t limits) {
+Result<std::shared_ptr<Limiter>> LimiterSet::Make(Store& store, const Limit& limit, size_t limits,
+                                                  bool transient) {
   LimiterOptions options;
   options.id = StoreLimitId(limit.id);
   options.fail_open = limit.failure_mode == FailureMode::kOpen;
   options.limits_sharing_memory = limits;
+  options.transient = transient;
   auto made = store.MakeLimiter(limit.spec, options);
   if (!made) return MakeError(limit.origin + ": " + made.error().message);
   return std::shared_ptr<Limiter>(std::move(*made));
@@ -54,37 +56,62 @@ Result<std::shared_ptr<const LimiterSet>> LimiterSet::Install(std::shared_ptr<co
           continue;
         }
       }
-      auto limiter = Make(store, limit, limited);
+      auto limiter = Make(store, limit, limited, /*transient=*/false);
       if (!limiter) return std::unexpected(limiter.error());
       set->limiters_.emplace(limit.id, Entry{limit.spec, limit.failure_mode, std::move(*limiter)});
     }
   }
   // Override limits do not depend on the config (their id is the domain and the rate), so
-  // their counters carry over whole.
+  // their counters carry over whole, in their use order.
+  set->max_overrides_ = std::min(kMaxOverrides, store.MaxTransientLimiters());
   if (previous != nullptr) {
     std::lock_guard<std::mutex> lock(previous->overrides_mu_);
     set->overrides_ = previous->overrides_;
+    for (auto it = set->overrides_.begin(); it != set->overrides_.end(); ++it) {
+      set->override_index_.emplace(it->id, it);
+    }
   }
   set->config_ = std::move(config);
   return std::shared_ptr<const LimiterSet>(std::move(set));
 }
 
-Result<Limiter*> LimiterSet::For(const Limit& limit) const {
-  if (auto it = limiters_.find(limit.id); it != limiters_.end()) return it->second.limiter.get();
+Result<LimiterSet::Found> LimiterSet::For(const Limit& limit) const {
+  if (auto it = limiters_.find(limit.id); it != limiters_.end()) {
+    return Found{it->second.limiter.get(), nullptr};
+  }
   // Not in the config: an override limit.
   std::lock_guard<std::mutex> lock(overrides_mu_);
-  if (auto it = overrides_.find(limit.id); it != overrides_.end()) {
-    return it->second.limiter.get();
+  if (auto it = override_index_.find(limit.id); it != override_index_.end()) {
+    overrides_.splice(overrides_.begin(), overrides_, it->second);  // now the most recent
+    return Found{it->second->limiter.get(), it->second->limiter};
   }
-  if (overrides_.size() >= kMaxOverrides) {
-    return MakeError("too many distinct limit overrides (at most " + std::to_string(kMaxOverrides) +
-                     ")");
-  }
-  auto limiter = Make(*store_, limit, limiters_.size() + 1);
+  auto limiter = MakeOverride(limit);
   if (!limiter) return std::unexpected(limiter.error());
-  Limiter* raw = limiter->get();
-  overrides_.emplace(limit.id, Entry{limit.spec, limit.failure_mode, std::move(*limiter)});
-  return raw;
+  overrides_.push_front(Override{limit.id, *limiter});
+  override_index_.emplace(limit.id, overrides_.begin());
+  return Found{limiter->get(), std::move(*limiter)};
+}
+
+Result<std::shared_ptr<Limiter>> LimiterSet::MakeOverride(const Limit& limit) const {
+  while (overrides_.size() >= max_overrides_) DropLeastRecentlyUsed();
+  while (true) {
+    auto limiter = Make(*store_, limit, 1, /*transient=*/true);
+    if (limiter || overrides_.empty()) return limiter;
+    // The store may still count a limiter this set dropped (a check in flight holds it, or a
+    // set from before a reload does): drop more of the least recently used ones. The rate was
+    // validated when the request was matched, so room is what the store lacked.
+    DropLeastRecentlyUsed();
+  }
+}
+
+void LimiterSet::DropLeastRecentlyUsed() const {
+  override_index_.erase(overrides_.back().id);
+  overrides_.pop_back();
+}
+
+size_t LimiterSet::OverrideCount() const {
+  std::lock_guard<std::mutex> lock(overrides_mu_);
+  return overrides_.size();
 }
 
 }  // namespace sluice::server

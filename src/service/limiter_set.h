@@ -1,11 +1,18 @@
 // The store-side limiters of one config: one Limiter per configured limit (by id), made in the
 // service's store, plus the limiters of Envoy's per-request `limit` overrides, made on first
-// use. Installing a new config reuses the limiter (and so the counters) of every limit whose id,
-// spec and failure mode are unchanged. Internal to the service.
+// use as transient limiters (LimiterOptions::transient). Installing a new config reuses the
+// limiter (and so the counters) of every limit whose id, spec and failure mode are unchanged,
+// and keeps the override limiters.
+//
+// Any client can send any override rate, so the override limiters are kept least recently used
+// first, at most min(kMaxOverrides, Store::MaxTransientLimiters()) of them: a new rate beyond
+// that drops the least recently used one, whose counters then start afresh if its rate comes
+// back (docs/server.md, "Memory"). Internal to the service.
 #ifndef SLUICE_SERVICE_LIMITER_SET_H_
 #define SLUICE_SERVICE_LIMITER_SET_H_
 
 #include <cstddef>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,9 +35,20 @@ class LimiterSet {
                                                            const LimiterSet* previous,
                                                            Store& store);
 
-  // The limiter of a configured limit, or of an override limit (made on first use; at most
-  // kMaxOverrides distinct ones, then an error).
-  Result<Limiter*> For(const Limit& limit) const;
+  // A limiter found by For(). `hold` keeps an override limiter alive while a check uses it
+  // (For() may drop it from the set meanwhile); null for a configured limit, which the set
+  // keeps alive, so the hot path takes no reference count.
+  struct Found {
+    Limiter* limiter = nullptr;
+    std::shared_ptr<Limiter> hold;
+  };
+
+  // The limiter of a configured limit, or of an override limit (made on first use, dropping
+  // the least recently used override limiter when there are as many as the set keeps).
+  Result<Found> For(const Limit& limit) const;
+
+  // How many override limiters the set holds now (for tests and diagnostics).
+  size_t OverrideCount() const;
 
   const std::shared_ptr<const Config>& config() const { return config_; }
 
@@ -42,15 +60,27 @@ class LimiterSet {
     FailureMode failure_mode;
     std::shared_ptr<Limiter> limiter;
   };
+  struct Override {
+    std::string id;
+    std::shared_ptr<Limiter> limiter;
+  };
+  using OverrideList = std::list<Override>;  // most recently used first
 
   // A limiter for `limit` in the store, which shares its memory among `limits` limits.
-  static Result<std::shared_ptr<Limiter>> Make(Store& store, const Limit& limit, size_t limits);
+  static Result<std::shared_ptr<Limiter>> Make(Store& store, const Limit& limit, size_t limits,
+                                               bool transient);
+  // Makes an override limiter, dropping least recently used ones for room. Under overrides_mu_.
+  Result<std::shared_ptr<Limiter>> MakeOverride(const Limit& limit) const;
+  void DropLeastRecentlyUsed() const;  // under overrides_mu_
 
   std::shared_ptr<const Config> config_;
   Store* store_ = nullptr;
   std::map<std::string, Entry, std::less<>> limiters_;  // by limit id; immutable once installed
+  size_t max_overrides_ = kMaxOverrides;
   mutable std::mutex overrides_mu_;
-  mutable std::map<std::string, Entry, std::less<>> overrides_;  // guarded by overrides_mu_
+  // Guarded by overrides_mu_: the override limiters in use order, and an index by limit id.
+  mutable OverrideList overrides_;
+  mutable std::map<std::string, OverrideList::iterator, std::less<>> override_index_;
 };
 
 }  // namespace sluice::server

@@ -102,6 +102,7 @@ class Service final : public RateLimitService {
     std::shared_ptr<const LimiterSet> set;
     MatchResult match;
     Limiter* limiter = nullptr;
+    std::shared_ptr<Limiter> hold;  // an override limiter: kept alive while it is used
   };
 
   Result<Found> Find(std::string_view domain,
@@ -118,7 +119,8 @@ class Service final : public RateLimitService {
     auto limiter = found.set->For(*m->limit);
     if (!limiter) return std::unexpected(limiter.error());
     found.match = std::move(*m);
-    found.limiter = *limiter;
+    found.limiter = limiter->limiter;
+    found.hold = std::move(limiter->hold);
     return found;
   }
 
@@ -195,7 +197,9 @@ struct Service::Checking {
   Timestamp started;
   Timestamp now;
   std::string domain;
-  std::shared_ptr<const LimiterSet> set;  // keeps the limiters alive
+  std::shared_ptr<const LimiterSet> set;  // keeps the configured limits' limiters alive
+  // Keeps the override limiters alive: the set may drop one (least recently used) meanwhile.
+  std::vector<std::shared_ptr<Limiter>> overrides;
   CheckResponse response;
   std::vector<Pending> enforced;   // decided together, all or nothing
   std::vector<Pending> observing;  // shadow and soft: only observe
@@ -257,8 +261,9 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c) {
     }
     auto limiter = set.For(*m.limit);
     if (!limiter) return std::unexpected(limiter.error());
+    if (limiter->hold != nullptr) c.overrides.push_back(std::move(limiter->hold));
     (s.mode == Mode::kEnforce ? c.enforced : c.observing)
-        .push_back({i, *limiter, IdentityOf(s.counter_key), hits});
+        .push_back({i, limiter->limiter, IdentityOf(s.counter_key), hits});
   }
   c.domain = request.domain;
   c.now = clock_->Now();

@@ -32,8 +32,8 @@ namespace sluice::server {
 struct ServiceOptions {
   // "memory", "redis://[user:password@]host:port[/db]" or "redis+cluster://host:port[,...]".
   std::string store = "memory";
-  // Memory store: the bound for all counters, shared evenly by the configured limits (each
-  // gets at least 4 MiB).
+  // Memory store: the bound for everything its limiters hold. Three quarters are shared evenly
+  // by the configured limits, one quarter by the override limits (OpenMemoryStore).
   size_t memory_max_bytes = size_t{512} << 20;
   // Redis: pool, timeouts and breaker (the rest comes from the address). docs/redis.md.
   int redis_connections = 4;  // pipelined connections per Redis server
