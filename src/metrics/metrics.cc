@@ -278,13 +278,22 @@ std::string Metrics::Render() const {
   }
   // Without a source (a store that does not count its keys) the two families are left out
   // rather than shown as a misleading 0.
+  const StoreGauges g = source ? source() : StoreGauges{};
   if (source) {
-    const StoreGauges g = source();
     AppendHelpAndType(out, "sluice_store_keys", "Counters held by the store.", "gauge");
     AppendSample(out, "sluice_store_keys", {}, {}, g.keys);
     AppendHelpAndType(out, "sluice_store_evictions_total",
                       "Counters the store evicted to stay within its memory bound.", "counter");
     AppendSample(out, "sluice_store_evictions_total", {}, {}, g.evictions);
+  }
+  // Only a store with a memory bound (the memory store) accounts its bytes.
+  if (source && g.max_bytes > 0) {
+    AppendHelpAndType(out, "sluice_store_bytes", "Accounted memory the store's counters hold.",
+                      "gauge");
+    AppendSample(out, "sluice_store_bytes", {}, {}, g.bytes);
+    AppendHelpAndType(out, "sluice_store_max_bytes",
+                      "Accounted memory the store's limiters may hold together.", "gauge");
+    AppendSample(out, "sluice_store_max_bytes", {}, {}, g.max_bytes);
   }
 
   AppendHelpAndType(out, "sluice_config_reloads_total", "Configuration reloads, by result.",

@@ -49,6 +49,8 @@ std::string_view DecisionResultName(DecisionResult result);
 struct StoreGauges {
   uint64_t keys = 0;
   uint64_t evictions = 0;
+  uint64_t bytes = 0;      // accounted memory the store holds
+  uint64_t max_bytes = 0;  // what its limiters may hold together
 };
 
 struct HeavyHitter {

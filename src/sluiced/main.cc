@@ -23,6 +23,7 @@
 #include "service/rate_limit_service.h"
 #include "sluice/redis_store.h"
 #include "sluiced/log_setup.h"
+#include "util/byte_size.h"
 
 namespace {
 
@@ -49,6 +50,7 @@ struct Flags {
   int64_t redis_command_timeout_ms = 50;
   int redis_breaker_failures = 5;
   int64_t redis_breaker_open_ms = 1000;
+  std::string memory_max_bytes = "512Mi";  // checked by ParseByteSize when parsed
 };
 
 // "off" (or empty) turns a listener off.
@@ -118,6 +120,7 @@ LoadOptions LoadOptionsFrom(const Flags& flags) {
 ServiceOptions ServiceOptionsFrom(const Flags& flags) {
   ServiceOptions options;
   options.store = flags.store;
+  options.memory_max_bytes = *sluice::util::ParseByteSize(flags.memory_max_bytes);  // checked
   options.redis_connections = flags.redis_connections;
   options.redis_connect_timeout_ms = flags.redis_connect_timeout_ms;
   options.redis_command_timeout_ms = flags.redis_command_timeout_ms;
@@ -221,7 +224,7 @@ int Run(const Flags& flags) {
   }
   metrics.SetStoreGaugesSource([&service] {
     const sluice::StoreStats s = (*service)->StoreTotals();
-    return StoreGauges{s.keys, s.evictions};
+    return StoreGauges{s.keys, s.evictions, s.bytes, s.max_bytes};
   });
 
   for (;;) {
@@ -333,7 +336,30 @@ int main(int argc, char** argv) {
       ->envname("SLUICE_REDIS_BREAKER_OPEN_MS")
       ->check(CLI::Range(int64_t{1}, int64_t{3'600'000}))
       ->capture_default_str();
+  CLI::Option* memory_max_bytes =
+      app.add_option("--memory-max-bytes", flags.memory_max_bytes,
+                     "memory store: the bound for all counters, override limits' included "
+                     "(bytes, or with Ki, Mi, Gi)")
+          ->envname("SLUICE_MEMORY_MAX_BYTES")
+          ->check(CLI::Validator(
+              [](std::string& text) -> std::string {
+                constexpr uint64_t kLeast = uint64_t{1} << 20;
+                const auto bytes = sluice::util::ParseByteSize(text);
+                if (!bytes) return bytes.error();
+                if (*bytes < kLeast) return "'" + text + "' is below the least bound, 1Mi";
+                return "";
+              },
+              "BYTES"))
+          ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  // A setting must have its effect: Redis keeps its counters in its own memory.
+  if (memory_max_bytes->count() > 0 && flags.store != "memory") {
+    std::fprintf(stderr,
+                 "sluiced: --memory-max-bytes (SLUICE_MEMORY_MAX_BYTES) bounds the memory store "
+                 "only; with --store %s, bound Redis's memory in Redis (docs/redis.md)\n",
+                 sluice::RedactRedisAddress(flags.store).c_str());
+    return 2;
+  }
 
   if (auto r = SetupLogging(flags.log_level, flags.log_format); !r) {
     std::fprintf(stderr, "sluiced: %s\n", r.error().message.c_str());

@@ -174,6 +174,12 @@ TEST(Metrics, StoreErrorsReloadsAndGauges) {
   EXPECT_LINE(text, "sluice_store_keys 42");  // sampled at render time
   EXPECT_LINE(text, "sluice_store_evictions_total 7");
   EXPECT_LINE(ValidRender(m), "sluice_store_keys 43");
+  EXPECT_EQ(text.find("sluice_store_bytes"), std::string::npos) << "no bound: no byte gauges";
+  m.SetStoreGaugesSource([] { return StoreGauges{3, 0, 4096, 65536}; });
+  const std::string bounded = ValidRender(m);
+  EXPECT_LINE(bounded, "# TYPE sluice_store_bytes gauge");
+  EXPECT_LINE(bounded, "sluice_store_bytes 4096");
+  EXPECT_LINE(bounded, "sluice_store_max_bytes 65536");
   m.SetStoreGaugesSource(nullptr);
   EXPECT_EQ(ValidRender(m).find("sluice_store_keys"), std::string::npos);
 }

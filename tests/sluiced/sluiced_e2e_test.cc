@@ -671,5 +671,71 @@ TEST_F(SluicedTest, ChecksWaitingOnAHungRedisAtStopDoNotCrashIt) {
   redis.Resume();
 }
 
+// The value of an unlabelled sample `name` in a /metrics page; -1 when it is absent.
+double MetricValue(const std::string& page, const std::string& name) {
+  const std::string line = "\n" + name + " ";
+  const size_t at = page.find(line);
+  return at == std::string::npos ? -1 : std::stod(page.substr(at + line.size()));
+}
+
+// --memory-max-bytes takes a plain byte count or Ki/Mi/Gi, and the store's limiters hold that
+// bound: the configured limits share most of it (sluice_store_max_bytes), never more.
+TEST_F(SluicedTest, MemoryMaxBytesTakesBytesAndBinarySuffixes) {
+  const std::vector<std::pair<std::string, double>> sizes = {
+      {"67108864", 67108864.0}, {"64Mi", 67108864.0}, {"1Gi", 1073741824.0}, {"3Mi", 3145728.0}};
+  for (const auto& [flag, bytes] : sizes) {
+    auto sluiced = Start({"--memory-max-bytes", flag});
+    ASSERT_GT(sluiced->port(), 0) << flag;
+    const double held =
+        MetricValue(Get(sluiced->port(), "/metrics").body, "sluice_store_max_bytes");
+    EXPECT_LE(held, bytes) << flag;
+    EXPECT_GE(held, bytes / 2) << flag << ": the configured limits' part";
+  }
+  setenv("SLUICE_MEMORY_MAX_BYTES", "64Mi", 1);
+  auto from_env = Start();
+  unsetenv("SLUICE_MEMORY_MAX_BYTES");
+  const double held = MetricValue(Get(from_env->port(), "/metrics").body, "sluice_store_max_bytes");
+  EXPECT_LE(held, 67108864.0);
+  EXPECT_GE(held, 33554432.0);
+}
+
+TEST_F(SluicedTest, MemoryMaxBytesRefusesJunkClearly) {
+  for (const char* junk : {"64M", "lots", "-5", "1.5Gi", "64 Mi", ""}) {
+    SluicedProcess p({"--config", config_.file(), "--http", "127.0.0.1:0", "--grpc", "off",
+                      "--memory-max-bytes", junk},
+                     false);
+    EXPECT_NE(p.WaitExit(), 0) << junk;
+    EXPECT_NE(p.Log().find("not a byte count"), std::string::npos) << junk << ": " << p.Log();
+  }
+  SluicedProcess tiny({"--config", config_.file(), "--memory-max-bytes", "4096"}, false);
+  EXPECT_NE(tiny.WaitExit(), 0);
+  EXPECT_NE(tiny.Log().find("below the least bound, 1Mi"), std::string::npos) << tiny.Log();
+  setenv("SLUICE_MEMORY_MAX_BYTES", "12X", 1);
+  SluicedProcess env({"--config", config_.file()}, false);
+  unsetenv("SLUICE_MEMORY_MAX_BYTES");
+  EXPECT_NE(env.WaitExit(), 0);
+  EXPECT_NE(env.Log().find("'12X' is not a byte count"), std::string::npos) << env.Log();
+}
+
+// Distinct override rates beyond the 1024 that once filled every place are all answered, and
+// the override limits' counters are in the store gauges, within the bound.
+TEST_F(SluicedTest, OverrideRatesNeverRunOutAndAreCountedInTheStoreGauges) {
+  auto sluiced = Start({"--memory-max-bytes", "16Mi"});
+  HttpClient c(sluiced->port());
+  for (int n = 0; n < 1100; ++n) {
+    Json body = {{"domain", "test"},
+                 {"descriptors",
+                  {{{"entries", {{{"key", "user"}, {"value", "u" + std::to_string(n)}}}},
+                    {"limit", {{"requests_per_unit", n + 1}, {"unit", "day"}}}}}}};
+    auto r = c.Request("POST", "/v1/check", body.dump());
+    ASSERT_TRUE(r.has_value()) << n;
+    ASSERT_EQ(r->status, 200) << n << ": " << r->body;
+  }
+  const std::string metrics = Get(sluiced->port(), "/metrics").body;
+  EXPECT_GE(MetricValue(metrics, "sluice_store_keys"), 16) << metrics;
+  EXPECT_LE(MetricValue(metrics, "sluice_store_bytes"), 16777216.0);
+  EXPECT_LE(MetricValue(metrics, "sluice_store_max_bytes"), 16777216.0);
+}
+
 }  // namespace
 }  // namespace sluice::testing
