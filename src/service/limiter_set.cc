@@ -93,7 +93,7 @@ Result<LimiterSet::Found> LimiterSet::For(const Limit& limit) const {
 }
 
 Result<std::shared_ptr<Limiter>> LimiterSet::MakeOverride(const Limit& limit) const {
-  while (overrides_.size() >= max_overrides_) DropLeastRecentlyUsed();
+  while (!overrides_.empty() && overrides_.size() >= max_overrides_) DropLeastRecentlyUsed();
   while (true) {
     auto limiter = Make(*store_, limit, 1, /*transient=*/true);
     if (limiter || overrides_.empty()) return limiter;
