@@ -9,7 +9,9 @@
 #include <cstddef>
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#include <sanitizer/allocator_interface.h>
+// From the sanitizer runtime (sanitizer/allocator_interface.h, which Debian's GCC does not
+// install): the bytes the program holds from the sanitizer's allocator.
+extern "C" size_t __sanitizer_get_current_allocated_bytes();
 #endif
 
 namespace sluice::testing {
