@@ -4,12 +4,20 @@
 // exactly `threads` threads serve (the sync server grows its pool per call, or answers
 // RESOURCE_EXHAUSTED once a thread quota is reached), and calls beyond that wait in gRPC's
 // queue instead of failing.
+//
+// The method is registered raw (bytes in, bytes out) and parsed here: gRPC's generated async
+// handler answers a request it cannot parse INTERNAL, which says the server failed; a malformed
+// request is the caller's fault, INVALID_ARGUMENT. Connections are accepted by a
+// ConnectionGate, which caps them, and handed to gRPC; every other limit is a channel argument.
 #include "grpc/grpc_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/server_posix.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -18,6 +26,7 @@
 #include <vector>
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "grpc/connection_gate.h"
 #include "grpc/grpc_translate.h"
 
 namespace sluice::server {
@@ -25,12 +34,13 @@ namespace {
 
 namespace rls = envoy::service::ratelimit::v3;
 
-// How long Shutdown() lets the calls in flight finish before cancelling them.
-constexpr auto kShutdownGrace = std::chrono::seconds(5);
+// ShouldRateLimit as bytes: the async API without gRPC's own parsing.
+using RawService =
+    rls::RateLimitService::WithRawMethod_ShouldRateLimit<rls::RateLimitService::Service>;
 
 // What every call needs; lives in the Impl, longer than any call.
 struct Shared {
-  rls::RateLimitService::AsyncService async;
+  RawService async;
   RateLimitService* service = nullptr;
   HeaderOptions headers;
   std::atomic<bool> stopping{false};
@@ -42,7 +52,7 @@ class Call {
  public:
   Call(Shared* shared, grpc::ServerCompletionQueue* cq)
       : shared_(shared), cq_(cq), responder_(&ctx_) {
-    shared_->async.RequestShouldRateLimit(&ctx_, &request_, &responder_, cq_, cq_, this);
+    shared_->async.RequestShouldRateLimit(&ctx_, &payload_, &responder_, cq_, cq_, this);
   }
 
   // The queue returned this call's tag: a new call arrived (ok) or the server is shutting down
@@ -61,7 +71,13 @@ class Call {
 
  private:
   void Answer() {
-    Result<CheckRequest> request = FromEnvoyRequest(request_);
+    rls::RateLimitRequest parsed;
+    if (!grpc::SerializationTraits<rls::RateLimitRequest>::Deserialize(&payload_, &parsed).ok()) {
+      return Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 "the request is not a valid envoy.service.ratelimit.v3."
+                                 "RateLimitRequest"));
+    }
+    Result<CheckRequest> request = FromEnvoyRequest(parsed);
     if (!request) return Fail(request.error());
     // The service answers on this thread (the memory store, an invalid request, an unknown
     // domain), or later on the store's I/O thread (Redis) while this queue's thread goes back
@@ -76,20 +92,26 @@ class Call {
   void Reply(const CheckResponse& decision) {
     rls::RateLimitResponse response;
     ToEnvoyResponse(decision, shared_->headers, &response);
-    responder_.Finish(response, grpc::Status::OK, this);
+    grpc::ByteBuffer bytes;
+    bool own_buffer = false;
+    const grpc::Status serialized =
+        grpc::SerializationTraits<rls::RateLimitResponse>::Serialize(response, &bytes, &own_buffer);
+    if (!serialized.ok()) return Finish(serialized);  // our failure: INTERNAL
+    responder_.Finish(bytes, grpc::Status::OK, this);
   }
 
   // The service's errors are the caller's (sizes, empty entries, ...), as are ours.
   void Fail(const Error& error) {
-    responder_.FinishWithError(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, error.message),
-                               this);
+    Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, error.message));
   }
+
+  void Finish(const grpc::Status& status) { responder_.FinishWithError(status, this); }
 
   Shared* shared_;
   grpc::ServerCompletionQueue* cq_;
   grpc::ServerContext ctx_;
-  rls::RateLimitRequest request_;
-  grpc::ServerAsyncResponseWriter<rls::RateLimitResponse> responder_;
+  grpc::ByteBuffer payload_;
+  grpc::ServerAsyncResponseWriter<grpc::ByteBuffer> responder_;
   bool answered_ = false;
 };
 
@@ -99,16 +121,24 @@ void Serve(grpc::ServerCompletionQueue* cq) {
   while (cq->Next(&tag, &ok)) static_cast<Call*>(tag)->Proceed(ok);
 }
 
+// A duration as a gRPC channel argument (int milliseconds); 0 means never.
+int ChannelMillis(std::chrono::milliseconds ms) {
+  if (ms.count() <= 0) return INT_MAX;
+  return static_cast<int>(std::min<int64_t>(ms.count(), INT_MAX));
+}
+
 }  // namespace
 
-// Declared in the order gRPC needs them torn down in reverse: the threads, then the server,
-// then the service registered with it, then the queues.
+// Declared in the order gRPC needs them torn down in reverse: the gate's thread (which hands
+// connections to the server), the threads, then the server, then the service registered with
+// it, then the queues.
 struct GrpcServer::Impl {
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
   Shared shared;
   std::unique_ptr<grpc::Server> server;
   std::vector<std::thread> threads;
-  int port = 0;
+  std::unique_ptr<ConnectionGate> gate;
+  std::chrono::milliseconds shutdown_grace{0};
   std::mutex shutdown_mu;
   bool shut_down = false;
 };
@@ -117,33 +147,54 @@ GrpcServer::GrpcServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 GrpcServer::~GrpcServer() { Shutdown(); }
 
-int GrpcServer::port() const { return impl_->port; }
+int GrpcServer::port() const { return impl_->gate->port(); }
 
-Result<std::unique_ptr<GrpcServer>> GrpcServer::Start(const std::string& address,
-                                                      RateLimitService& service,
-                                                      HeaderOptions headers, int threads) {
-  if (threads < 1) return MakeError("grpc: threads must be at least 1");
+size_t GrpcServer::connections() const { return impl_->gate->open(); }
+
+Result<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& options,
+                                                      RateLimitService& service) {
+  if (options.threads < 1) return MakeError("grpc: threads must be at least 1");
+  if (options.max_concurrent_streams < 1) {
+    return MakeError("grpc: max_concurrent_streams must be at least 1");
+  }
+  if (options.max_message_bytes < 1 || options.max_message_bytes > INT_MAX) {
+    return MakeError("grpc: max_message_bytes must be 1.." + std::to_string(INT_MAX));
+  }
   auto impl = std::make_unique<Impl>();
   impl->shared.service = &service;
-  impl->shared.headers = headers;
+  impl->shared.headers = options.headers;
+  impl->shutdown_grace = options.shutdown_grace;
+  auto gate = ConnectionGate::Listen(options.address, options.max_connections);
+  if (!gate) return std::unexpected(std::move(gate.error()));
+  impl->gate = std::move(*gate);
 
   grpc::ServerBuilder builder;
-  // gRPC sets SO_REUSEPORT by default: a second sluiced on the same port would start and
-  // silently share the traffic instead of failing.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &impl->port);
+  // No listening port: the gate accepts, and hands connections over.
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  builder.AddChannelArgument(
+      GRPC_ARG_MAX_CONCURRENT_STREAMS,
+      static_cast<int>(std::min<uint32_t>(options.max_concurrent_streams, INT_MAX)));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, ChannelMillis(options.idle_timeout));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                             ChannelMillis(options.max_connection_age));
+  // A connection past its age gets GOAWAY, then this long for its calls, then is closed.
+  builder.AddChannelArgument(
+      GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+      ChannelMillis(std::max(options.shutdown_grace, std::chrono::milliseconds(1))));
   builder.RegisterService(&impl->shared.async);
-  for (int i = 0; i < threads; ++i) impl->queues.push_back(builder.AddCompletionQueue());
+  for (int i = 0; i < options.threads; ++i) impl->queues.push_back(builder.AddCompletionQueue());
   impl->server = builder.BuildAndStart();
-  if (!impl->server || impl->port == 0) {
+  if (!impl->server) {
     // Nothing was posted on the queues: destroying them (with impl) shuts them down. Shutting
     // them down here instead would make gRPC log that they went before the failed server.
-    return MakeError("grpc: cannot listen on " + address);
+    return MakeError("grpc: cannot start the server on " + options.address);
   }
   for (auto& q : impl->queues) {
     new Call(&impl->shared, q.get());
     impl->threads.emplace_back(Serve, q.get());
   }
+  impl->gate->Start(
+      [server = impl->server.get()](int fd) { grpc::AddInsecureChannelFromFd(server, fd); });
   return std::unique_ptr<GrpcServer>(new GrpcServer(std::move(impl)));
 }
 
@@ -151,9 +202,11 @@ void GrpcServer::Shutdown() {
   const std::lock_guard<std::mutex> lock(impl_->shutdown_mu);
   if (impl_->shut_down) return;
   impl_->shut_down = true;
+  impl_->gate->Stop();  // no connection is handed over from here on
   impl_->shared.stopping.store(true, std::memory_order_release);
-  // Returns once every call has ended; the queues' threads keep serving until then.
-  impl_->server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
+  // Returns once every call has ended, or at the deadline, when gRPC cancels the rest; the
+  // queues' threads keep serving until then.
+  impl_->server->Shutdown(std::chrono::system_clock::now() + impl_->shutdown_grace);
   for (auto& q : impl_->queues) q->Shutdown();
   for (auto& t : impl_->threads) t.join();
 }

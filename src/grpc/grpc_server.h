@@ -2,42 +2,74 @@
 // gRPC, wire-compatible with Envoy's ratelimit filters (HTTP and network) and with
 // envoyproxy/ratelimit's clients. Each call is translated into a CheckRequest, decided by the
 // RateLimitService, and answered with one DescriptorStatus per descriptor plus the RateLimit
-// headers in response_headers_to_add. A bad request is answered INVALID_ARGUMENT.
+// headers in response_headers_to_add. A bad request, or bytes that are no RateLimitRequest, is
+// answered INVALID_ARGUMENT; a message over max_message_bytes RESOURCE_EXHAUSTED.
 //
-//   auto server = GrpcServer::Start("127.0.0.1:8081", *service, HeaderOptions{}, 4);
+//   auto server = GrpcServer::Start({.address = "127.0.0.1:8081", .threads = 4}, *service);
 //   if (!server) log(server.error().message);
 //   ...
 //   (*server)->Shutdown();  // stops accepting, finishes the calls in flight
+//
+// The limits an operator can rely on (GrpcServerOptions; docs/server.md):
+// - At most max_connections connections are open; one more gets GOAWAY(REFUSED_STREAM) and is
+//   closed (connection_gate.h), and a new one is taken once one closes.
+// - At most max_concurrent_streams calls per connection (HTTP/2 SETTINGS): a gRPC client queues
+//   the next call until one ends.
+// - A connection with no call for idle_timeout is closed; one older than max_connection_age is
+//   sent GOAWAY, its calls in flight get shutdown_grace to finish, then it is closed.
 //
 // gRPC and protobuf stay behind the pimpl: this header is safe to include anywhere.
 #ifndef SLUICE_GRPC_GRPC_SERVER_H_
 #define SLUICE_GRPC_GRPC_SERVER_H_
 
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
+#include "grpc/grpc_limits.h"
 #include "service/rate_limit_service.h"
 #include "service/ratelimit_headers.h"
 #include "sluice/status.h"
 
 namespace sluice::server {
 
+struct GrpcServerOptions {
+  // "host:port" or "[v6]:port", the host an IP address or localhost; port 0 picks a free one
+  // (see port()).
+  std::string address = "127.0.0.1:8081";
+  // Handler threads (at least 1). A service that checks asynchronously (Redis) answers from its
+  // own I/O thread, so a handler thread never waits on the store.
+  int threads = 2;
+  HeaderOptions headers{};
+  size_t max_connections = 1024;
+  uint32_t max_concurrent_streams = 100;                    // per connection
+  std::chrono::milliseconds idle_timeout{300'000};          // 0: never
+  std::chrono::milliseconds max_connection_age{3'600'000};  // 0: never
+  size_t max_message_bytes = kMaxCheckRequestBytes;         // a request; larger: RESOURCE_EXHAUSTED
+  // How long the calls in flight may take to finish on Shutdown(), and on a connection sent
+  // GOAWAY for its age.
+  std::chrono::milliseconds shutdown_grace{10'000};
+};
+
 class GrpcServer {
  public:
-  // Listens on `address` ("host:port"; port 0 picks a free one, see port()) without TLS and
-  // serves with `threads` handler threads (at least 1). A service that checks asynchronously
-  // (Redis) answers from its own I/O thread, so a handler thread never waits on the store.
-  // `service` must outlive the server. Fails if the address cannot be bound.
-  static Result<std::unique_ptr<GrpcServer>> Start(const std::string& address,
-                                                   RateLimitService& service, HeaderOptions headers,
-                                                   int threads);
+  // Listens on options.address without TLS and serves. `service` must outlive the server.
+  // Fails if an option is out of range or the address cannot be bound.
+  static Result<std::unique_ptr<GrpcServer>> Start(const GrpcServerOptions& options,
+                                                   RateLimitService& service);
 
-  // Stops accepting calls, lets the calls in flight finish (for at most a few seconds), then
-  // stops the threads. Idempotent; the destructor calls it.
+  // Stops accepting connections and calls, lets the calls in flight finish (for at most
+  // shutdown_grace), then cancels the rest and stops the threads. Idempotent; the destructor
+  // calls it.
   void Shutdown();
 
   // The port actually bound (the chosen one when the address asked for port 0).
   int port() const;
+
+  // Connections open now (checks each: for tests and logs).
+  size_t connections() const;
 
   ~GrpcServer();
   GrpcServer(const GrpcServer&) = delete;

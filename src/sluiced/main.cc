@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -45,6 +46,11 @@ struct Flags {
   size_t http_max_connections = 1024;
   size_t http_max_body_bytes = MaxCheckBodyBytes();
   int64_t shutdown_grace_ms = 10'000;
+  size_t grpc_max_connections = GrpcServerOptions{}.max_connections;
+  uint32_t grpc_max_concurrent_streams = GrpcServerOptions{}.max_concurrent_streams;
+  int64_t grpc_idle_timeout_ms = GrpcServerOptions{}.idle_timeout.count();
+  int64_t grpc_max_connection_age_ms = GrpcServerOptions{}.max_connection_age.count();
+  size_t grpc_max_message_bytes = GrpcServerOptions{}.max_message_bytes;
   int redis_connections = 4;
   int64_t redis_connect_timeout_ms = 200;
   int64_t redis_command_timeout_ms = 50;
@@ -213,14 +219,26 @@ int Run(const Flags& flags) {
 
   std::unique_ptr<GrpcServer> grpc;
   if (!Disabled(flags.grpc)) {
-    auto started = GrpcServer::Start(flags.grpc, **service, headers, flags.threads);
+    GrpcServerOptions grpc_options;
+    grpc_options.address = flags.grpc;
+    grpc_options.threads = flags.threads;
+    grpc_options.headers = headers;
+    grpc_options.max_connections = flags.grpc_max_connections;
+    grpc_options.max_concurrent_streams = flags.grpc_max_concurrent_streams;
+    grpc_options.idle_timeout = std::chrono::milliseconds(flags.grpc_idle_timeout_ms);
+    grpc_options.max_connection_age = std::chrono::milliseconds(flags.grpc_max_connection_age_ms);
+    grpc_options.max_message_bytes = flags.grpc_max_message_bytes;
+    grpc_options.shutdown_grace = std::chrono::milliseconds(flags.shutdown_grace_ms);
+    auto started = GrpcServer::Start(grpc_options, **service);
     if (!started) {
       spdlog::error("{}", started.error().message);
       return 1;
     }
     grpc = std::move(*started);
-    spdlog::info("grpc: listening on port {} (envoy.service.ratelimit.v3.RateLimitService)",
-                 grpc->port());
+    spdlog::info(
+        "grpc: listening on port {} (envoy.service.ratelimit.v3.RateLimitService; at most {} "
+        "connections, {} streams each)",
+        grpc->port(), flags.grpc_max_connections, flags.grpc_max_concurrent_streams);
   }
   metrics.SetStoreGaugesSource([&service] {
     const sluice::StoreStats s = (*service)->StoreTotals();
@@ -307,9 +325,37 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(size_t{1024}, size_t{64} << 20))
       ->capture_default_str();
   app.add_option("--shutdown-grace-ms", flags.shutdown_grace_ms,
-                 "on SIGTERM, how long requests in flight may take to finish")
+                 "on SIGTERM (and gRPC connection age), how long requests in flight may take to "
+                 "finish")
       ->envname("SLUICE_SHUTDOWN_GRACE_MS")
       ->check(CLI::Range(int64_t{0}, int64_t{600'000}))
+      ->capture_default_str();
+  app.add_option("--grpc-max-connections", flags.grpc_max_connections,
+                 "open gRPC connections at most; more get GOAWAY and are closed")
+      ->envname("SLUICE_GRPC_MAX_CONNECTIONS")
+      ->check(CLI::Range(size_t{1}, size_t{1'000'000}))
+      ->capture_default_str();
+  app.add_option("--grpc-max-concurrent-streams", flags.grpc_max_concurrent_streams,
+                 "gRPC calls in flight per connection (HTTP/2 SETTINGS); clients queue more")
+      ->envname("SLUICE_GRPC_MAX_CONCURRENT_STREAMS")
+      ->check(CLI::Range(uint32_t{1}, uint32_t{1'000'000}))
+      ->capture_default_str();
+  app.add_option("--grpc-idle-timeout-ms", flags.grpc_idle_timeout_ms,
+                 "close a gRPC connection with no call for this long (0: never)")
+      ->envname("SLUICE_GRPC_IDLE_TIMEOUT_MS")
+      ->check(CLI::Range(int64_t{0}, int64_t{INT32_MAX}))
+      ->capture_default_str();
+  app.add_option("--grpc-max-connection-age-ms", flags.grpc_max_connection_age_ms,
+                 "send GOAWAY to a gRPC connection this old; its calls get --shutdown-grace-ms "
+                 "(0: never)")
+      ->envname("SLUICE_GRPC_MAX_CONNECTION_AGE_MS")
+      ->check(CLI::Range(int64_t{0}, int64_t{INT32_MAX}))
+      ->capture_default_str();
+  app.add_option("--grpc-max-message-bytes", flags.grpc_max_message_bytes,
+                 "largest gRPC request; larger: RESOURCE_EXHAUSTED (default: the largest the "
+                 "request bounds allow)")
+      ->envname("SLUICE_GRPC_MAX_MESSAGE_BYTES")
+      ->check(CLI::Range(size_t{1}, size_t{INT32_MAX}))
       ->capture_default_str();
   app.add_option("--redis-connections", flags.redis_connections,
                  "Redis: pipelined connections per server")

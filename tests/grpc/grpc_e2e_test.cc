@@ -59,7 +59,7 @@ class GrpcEndToEnd : public ::testing::Test {
     auto service = RateLimitService::Create(*config, options, &metrics_);
     ASSERT_TRUE(service.has_value()) << service.error().message;
     service_ = std::move(*service);
-    auto server = GrpcServer::Start("127.0.0.1:0", *service_, HeaderOptions{}, 2);
+    auto server = GrpcServer::Start({.address = "127.0.0.1:0", .threads = 2}, *service_);
     ASSERT_TRUE(server.has_value()) << server.error().message;
     server_ = std::move(*server);
     stub_ = rls::RateLimitService::NewStub(grpc::CreateChannel(

@@ -42,7 +42,7 @@ class GrpcOverRedis : public ::testing::Test {
     ASSERT_TRUE(service.has_value()) << service.error().message;
     service_ = std::move(*service);
     // One handler thread: every call below is in flight through it.
-    auto server = GrpcServer::Start("127.0.0.1:0", *service_, HeaderOptions{}, 1);
+    auto server = GrpcServer::Start({.address = "127.0.0.1:0", .threads = 1}, *service_);
     ASSERT_TRUE(server.has_value()) << server.error().message;
     server_ = std::move(*server);
     channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),

@@ -354,24 +354,25 @@ TEST_F(GrpcServerTest, ShutdownFinishesTheCallInFlight) {
 
 TEST(GrpcServerStart, RefusesZeroThreads) {
   FakeService service;
-  auto server = GrpcServer::Start("127.0.0.1:0", service, HeaderOptions{}, 0);
+  auto server = GrpcServer::Start({.address = "127.0.0.1:0", .threads = 0}, service);
   ASSERT_FALSE(server.has_value());
   EXPECT_EQ(server.error().message, "grpc: threads must be at least 1");
 }
 
 TEST(GrpcServerStart, RefusesAPortInUse) {
   FakeService service;
-  auto first = GrpcServer::Start("127.0.0.1:0", service, HeaderOptions{}, 1);
+  auto first = GrpcServer::Start({.address = "127.0.0.1:0", .threads = 1}, service);
   ASSERT_TRUE(first.has_value()) << first.error().message;
   const std::string address = "127.0.0.1:" + std::to_string((*first)->port());
-  auto second = GrpcServer::Start(address, service, HeaderOptions{}, 1);
+  auto second = GrpcServer::Start({.address = address, .threads = 1}, service);
   ASSERT_FALSE(second.has_value());
-  EXPECT_EQ(second.error().message, "grpc: cannot listen on " + address);
+  EXPECT_EQ(second.error().message,
+            "grpc: cannot listen on " + address + ": bind: Address already in use");
 }
 
 TEST(GrpcServerStart, RefusesABadAddress) {
   FakeService service;
-  auto server = GrpcServer::Start("not an address", service, HeaderOptions{}, 1);
+  auto server = GrpcServer::Start({.address = "not an address", .threads = 1}, service);
   ASSERT_FALSE(server.has_value());
 }
 

@@ -116,7 +116,8 @@ class GrpcServerTest : public ::testing::Test {
 
   void StartServer(HeaderOptions headers, int threads) {
     server_.reset();
-    auto server = GrpcServer::Start("127.0.0.1:0", service_, headers, threads);
+    auto server = GrpcServer::Start(
+        {.address = "127.0.0.1:0", .threads = threads, .headers = headers}, service_);
     ASSERT_TRUE(server.has_value()) << server.error().message;
     server_ = std::move(*server);
     ASSERT_GT(server_->port(), 0);

@@ -1,0 +1,65 @@
+// The gRPC front end's listening socket, with a cap on open connections. Debian 12's gRPC (1.51)
+// has no channel argument that bounds connections, so sluiced accepts them itself and hands each
+// one to gRPC (grpc::AddInsecureChannelFromFd, through the Handover callback); once gRPC owns a
+// descriptor it says nothing when it closes it, so the gate finds closed connections itself:
+// it remembers each handed-over descriptor with its socket's inode, and a descriptor that is
+// closed, or now holds another socket, is a connection gone. That check (one fstat per
+// connection) runs only when the count reaches the cap, so below it accepting costs nothing.
+//
+// At the cap, one more connection is refused the HTTP/2 way: an empty SETTINGS frame (the
+// server preface) and GOAWAY(REFUSED_STREAM, last stream 0, "too many connections"), so a gRPC
+// client sees UNAVAILABLE and knows nothing was processed; then the socket is closed. No gRPC or
+// protobuf header here: the gate only moves descriptors.
+//
+//   auto gate = ConnectionGate::Listen("127.0.0.1:8081", 1024);
+//   (*gate)->Start([server](int fd) { grpc::AddInsecureChannelFromFd(server, fd); });
+//   ... (*gate)->Stop();  // closes the listening socket; handed-over connections are gRPC's
+#ifndef SLUICE_GRPC_CONNECTION_GATE_H_
+#define SLUICE_GRPC_CONNECTION_GATE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "sluice/status.h"
+
+namespace sluice::server {
+
+class ConnectionGate {
+ public:
+  // Takes an accepted connection (non-blocking, TCP_NODELAY, close-on-exec) for good.
+  using Handover = std::function<void(int fd)>;
+
+  // Binds and listens on `address` ("host:port" or "[v6]:port", the host an IP address or
+  // localhost; port 0 picks a free port) without SO_REUSEPORT, so a second server on the same
+  // port fails instead of silently sharing the traffic. Accepts nothing until Start().
+  static Result<std::unique_ptr<ConnectionGate>> Listen(const std::string& address,
+                                                        size_t max_connections);
+
+  // Accepts on a thread of its own and hands over each connection while fewer than
+  // max_connections handed-over ones are open. Call once.
+  void Start(Handover handover);
+
+  // Stops accepting and closes the listening socket. Idempotent; the destructor calls it.
+  void Stop();
+
+  int port() const;
+  // Handed-over connections still open (checks each one: for tests and logs, not hot paths).
+  size_t open();
+  uint64_t refused() const;  // connections refused at the cap so far
+
+  ~ConnectionGate();
+  ConnectionGate(const ConnectionGate&) = delete;
+  ConnectionGate& operator=(const ConnectionGate&) = delete;
+
+ private:
+  struct Impl;
+  explicit ConnectionGate(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sluice::server
+
+#endif  // SLUICE_GRPC_CONNECTION_GATE_H_
