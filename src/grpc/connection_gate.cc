@@ -261,6 +261,14 @@ void ConnectionGate::Stop() {
   });
 }
 
+bool ConnectionGate::Cut(int fd) {
+  const std::lock_guard<std::mutex> lock(impl_->mu);
+  for (const Handed& h : impl_->handed) {
+    if (h.fd == fd && StillOpen(h)) return shutdown(fd, SHUT_RDWR) == 0;
+  }
+  return false;
+}
+
 int ConnectionGate::port() const { return impl_->port; }
 
 size_t ConnectionGate::open() {

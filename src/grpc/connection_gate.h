@@ -45,6 +45,10 @@ class ConnectionGate {
   // Stops accepting and closes the listening socket. Idempotent; the destructor calls it.
   void Stop();
 
+  // Ends handed-over connection `fd` (shutdown: gRPC sees it closed and ends its calls), if it
+  // is still the connection handed over under that number. True if it was.
+  bool Cut(int fd);
+
   int port() const;
   // Handed-over connections still open (checks each one: for tests and logs, not hot paths).
   size_t open();

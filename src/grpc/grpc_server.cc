@@ -13,9 +13,11 @@
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/server_posix.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <climits>
 #include <memory>
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "grpc/calls_per_connection.h"
 #include "grpc/connection_gate.h"
 #include "grpc/grpc_translate.h"
 
@@ -44,7 +47,35 @@ struct Shared {
   RateLimitService* service = nullptr;
   HeaderOptions headers;
   std::atomic<bool> stopping{false};
+  std::unique_ptr<CallsPerConnection> calls;
+  ConnectionGate* gate = nullptr;
+  std::atomic<uint64_t> cuts{0};
+  std::atomic<int64_t> last_cut_log{0};  // steady_clock ticks
+
+  // One line per 10 s at most: an attacker reconnecting must not flood the log.
+  void LogCut() {
+    const uint64_t n = cuts.fetch_add(1, std::memory_order_relaxed) + 1;
+    const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+    int64_t last = last_cut_log.load(std::memory_order_relaxed);
+    const int64_t every = std::chrono::steady_clock::duration(std::chrono::seconds(10)).count();
+    if (last != 0 && now - last < every) return;
+    if (!last_cut_log.compare_exchange_strong(last, now)) return;
+    spdlog::warn(
+        "grpc: cut a connection with over {} calls in flight: its client ignores the stream cap "
+        "({} cut so far)",
+        calls->most(), n);
+  }
 };
+
+// The descriptor of the connection a call came on: gRPC names a handed-over connection's peer
+// "fd:N" (grpc_server_add_channel_from_fd). -1 if it does not.
+int ConnectionOf(const grpc::ServerContext& ctx) {
+  const std::string peer = ctx.peer();
+  if (!peer.starts_with("fd:")) return -1;
+  int fd = -1;
+  const auto r = std::from_chars(peer.data() + 3, peer.data() + peer.size(), fd);
+  return r.ec == std::errc() ? fd : -1;
+}
 
 // One ShouldRateLimit call on one completion queue: requested, then answered, then deleted,
 // each step on that queue's thread. Its own address is its tag.
@@ -59,6 +90,7 @@ class Call {
   // (!ok); or the answer went out (or the call was cancelled).
   void Proceed(bool ok) {
     if (answered_ || !ok) {
+      if (connection_ >= 0) shared_->calls->Leave(connection_);
       delete this;
       return;
     }
@@ -66,6 +98,15 @@ class Call {
     // server waits for this call to end before Shutdown() shuts the queue.
     if (!shared_->stopping.load(std::memory_order_acquire)) new Call(shared_, cq_);
     answered_ = true;
+    connection_ = ConnectionOf(ctx_);
+    if (connection_ >= 0 && !shared_->calls->Enter(connection_)) {
+      // More streams than the cap allows: the client ignores SETTINGS. Answer without a message
+      // (trailers are not flow-controlled, so this ends even on a zero window) and cut the
+      // connection, which ends its other calls.
+      if (shared_->gate->Cut(connection_)) shared_->LogCut();
+      return Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                 "too many concurrent streams on this connection"));
+    }
     Answer();
   }
 
@@ -113,6 +154,7 @@ class Call {
   grpc::ByteBuffer payload_;
   grpc::ServerAsyncResponseWriter<grpc::ByteBuffer> responder_;
   bool answered_ = false;
+  int connection_ = -1;  // counted in shared_->calls once answered_
 };
 
 void Serve(grpc::ServerCompletionQueue* cq) {
@@ -163,10 +205,12 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& o
   auto impl = std::make_unique<Impl>();
   impl->shared.service = &service;
   impl->shared.headers = options.headers;
+  impl->shared.calls = std::make_unique<CallsPerConnection>(options.max_concurrent_streams);
   impl->shutdown_grace = options.shutdown_grace;
   auto gate = ConnectionGate::Listen(options.address, options.max_connections);
   if (!gate) return std::unexpected(std::move(gate.error()));
   impl->gate = std::move(*gate);
+  impl->shared.gate = impl->gate.get();
 
   grpc::ServerBuilder builder;
   // No listening port: the gate accepts, and hands connections over.
