@@ -40,22 +40,6 @@ bool StillOpen(const Handed& h) {
   return fstat(h.fd, &st) == 0 && st.st_dev == h.dev && st.st_ino == h.ino;
 }
 
-// An empty SETTINGS frame (the server's connection preface, RFC 9113 3.4) and GOAWAY with last
-// stream 0, REFUSED_STREAM (0x7: nothing was processed, a retry is safe) and a reason.
-std::string RefusalFrames() {
-  constexpr std::string_view kReason = "too many connections";
-  std::string out("\x00\x00\x00\x04\x00\x00\x00\x00\x00", 9);  // SETTINGS, length 0
-  const size_t length = 8 + kReason.size();
-  out += static_cast<char>(length >> 16);
-  out += static_cast<char>(length >> 8);
-  out += static_cast<char>(length);
-  out += std::string("\x07\x00\x00\x00\x00\x00", 6);  // GOAWAY, no flags, stream 0
-  out += std::string("\x00\x00\x00\x00", 4);          // last stream id 0
-  out += std::string("\x00\x00\x00\x07", 4);          // REFUSED_STREAM
-  out += kReason;
-  return out;
-}
-
 struct Endpoint {
   sockaddr_storage addr{};
   socklen_t len = 0;
@@ -123,7 +107,6 @@ struct ConnectionGate::Impl {
   std::vector<Handed> handed;
   std::atomic<uint64_t> refused{0};
   std::once_flag stop_once;
-  const std::string refusal = RefusalFrames();
 
   void Run();
   void OnAccepted(int fd);
@@ -192,10 +175,8 @@ void ConnectionGate::Impl::OnAccepted(int fd) {
 void ConnectionGate::Impl::Refuse(int fd) {
   refused.fetch_add(1, std::memory_order_relaxed);
   spdlog::debug("grpc: refused a connection: {} open", max_connections);
-  // A fresh socket's send buffer takes the few bytes at once; never wait here. Then read what
-  // the client already sent (its preface), so that closing does not turn into a reset that can
-  // destroy the GOAWAY before the client reads it.
-  [[maybe_unused]] const ssize_t sent = send(fd, refusal.data(), refusal.size(), MSG_NOSIGNAL);
+  // Read what the client already sent (its preface), so that the close is a FIN rather than a
+  // reset where the client can tell; never wait for more.
   shutdown(fd, SHUT_WR);
   char sink[4096];
   while (recv(fd, sink, sizeof sink, 0) > 0) {

@@ -6,10 +6,11 @@
 // closed, or now holds another socket, is a connection gone. That check (one fstat per
 // connection) runs only when the count reaches the cap, so below it accepting costs nothing.
 //
-// At the cap, one more connection is refused the HTTP/2 way: an empty SETTINGS frame (the
-// server preface) and GOAWAY(REFUSED_STREAM, last stream 0, "too many connections"), so a gRPC
-// client sees UNAVAILABLE and knows nothing was processed; then the socket is closed. No gRPC or
-// protobuf header here: the gate only moves descriptors.
+// At the cap, one more connection is closed at once, before any HTTP/2: a gRPC client sees a
+// failed connection (UNAVAILABLE at once, and reconnects with backoff). A polite refusal, the
+// server preface and a GOAWAY, was tried and is worse: the client counts the connection as made,
+// retries the call at once on a new one, and loops until its deadline, hammering the full
+// server. No gRPC or protobuf header here: the gate only moves descriptors.
 //
 //   auto gate = ConnectionGate::Listen("127.0.0.1:8081", 1024);
 //   (*gate)->Start([server](int fd) { grpc::AddInsecureChannelFromFd(server, fd); });

@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -22,7 +23,8 @@ namespace sluice::server::test {
 namespace rls = envoy::service::ratelimit::v3;
 
 // Answers every Check() with `response` (or `error`), recording the requests it was asked.
-// `hold` makes Check() wait until Release(), to have a call in flight.
+// Hold() makes Check() wait until Release(), to have a call in flight (only the calls of one
+// domain, if it names one).
 class FakeService : public RateLimitService {
  public:
   Result<CheckResponse> Check(const CheckRequest& request) override {
@@ -30,7 +32,8 @@ class FakeService : public RateLimitService {
     requests_.push_back(request);
     ++entered_;
     cv_.notify_all();
-    cv_.wait(lock, [&] { return !hold_; });
+    cv_.wait(lock,
+             [&] { return !hold_ || (!hold_domain_.empty() && request.domain != hold_domain_); });
     if (!error_.empty()) return MakeError(error_);
     return response_;
   }
@@ -56,18 +59,24 @@ class FakeService : public RateLimitService {
     const std::lock_guard<std::mutex> lock(mu_);
     error_ = std::move(message);
   }
-  void Hold() {
+  void Hold(std::string domain = "") {
     const std::lock_guard<std::mutex> lock(mu_);
     hold_ = true;
+    hold_domain_ = std::move(domain);
   }
   void Release() {
     const std::lock_guard<std::mutex> lock(mu_);
     hold_ = false;
     cv_.notify_all();
   }
-  void WaitEntered(int n) {
+  // False if fewer than n calls entered within the timeout.
+  bool WaitEntered(int n, std::chrono::seconds timeout = std::chrono::seconds(20)) {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return entered_ >= n; });
+    return cv_.wait_for(lock, timeout, [&] { return entered_ >= n; });
+  }
+  int entered() const {
+    const std::lock_guard<std::mutex> lock(mu_);
+    return entered_;
   }
   std::vector<CheckRequest> requests() const {
     const std::lock_guard<std::mutex> lock(mu_);
@@ -80,6 +89,7 @@ class FakeService : public RateLimitService {
   CheckResponse response_;
   std::string error_;
   bool hold_ = false;
+  std::string hold_domain_;
   int entered_ = 0;
   std::vector<CheckRequest> requests_;
 };

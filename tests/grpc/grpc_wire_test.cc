@@ -149,6 +149,23 @@ TEST_F(GrpcWireTest, RequestFieldNumbers) {
   EXPECT_FALSE(got.descriptors[1].limit_override.has_value());
 }
 
+// Bytes that are no RateLimitRequest are the caller's fault: INVALID_ARGUMENT, never INTERNAL
+// (gRPC's own parsing would answer INTERNAL), and the service is not asked.
+TEST_F(GrpcWireTest, MalformedRequestsAreInvalidArgument) {
+  for (const std::string& bytes : {
+           std::string("\x0a\x05"
+                       "ab",
+                       4),                      // domain: length 5, 2 bytes follow
+           std::string("\xff\xff\xff", 3),      // a tag that never ends
+           std::string("\x0a\x02\xff\xfe", 4),  // domain: not UTF-8 (a proto3 string)
+       }) {
+    std::string raw;
+    const grpc::Status status = RawCall(bytes, &raw);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  }
+  EXPECT_TRUE(service_.requests().empty());
+}
+
 TEST_F(GrpcWireTest, ResponseFieldNumbers) {
   CheckResponse decision;
   decision.overall = Code::kOverLimit;
