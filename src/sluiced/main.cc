@@ -331,7 +331,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{0}, int64_t{600'000}))
       ->capture_default_str();
   app.add_option("--grpc-max-connections", flags.grpc_max_connections,
-                 "open gRPC connections at most; more get GOAWAY and are closed")
+                 "open gRPC connections at most; more are closed at once")
       ->envname("SLUICE_GRPC_MAX_CONNECTIONS")
       ->check(CLI::Range(size_t{1}, size_t{1'000'000}))
       ->capture_default_str();

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "grpc/raw_http2.h"
 #include "sluiced/sluiced_process.h"
 #include "store/redis/redis_client.h"
 #include "support/http_test_client.h"
@@ -542,6 +543,48 @@ TEST_F(SluicedTest, FlagsComeFromTheEnvironmentToo) {
   auto sluiced = Start();
   unsetenv("SLUICE_ADMIN_TOKEN");
   EXPECT_EQ(Get(sluiced->port(), "/v1/limits", {"Authorization: Bearer from-env"}).status, 200);
+}
+
+// The gRPC limits are flags with SLUICE_ twins and their defaults in --help, and reach the
+// server (each limit's behaviour is tested in tests/grpc/grpc_limits_test.cc).
+TEST_F(SluicedTest, GrpcLimitFlagsShowTheirDefaultsAndTakeEffect) {
+  SluicedProcess help({"--help"}, false);
+  EXPECT_EQ(help.WaitExit(), 0);
+  const std::string text = help.Log();
+  for (const auto& [flag, value] :
+       std::vector<std::pair<std::string, std::string>>{{"--grpc-max-connections", "1024"},
+                                                        {"--grpc-max-concurrent-streams", "100"},
+                                                        {"--grpc-idle-timeout-ms", "300000"},
+                                                        {"--grpc-max-connection-age-ms", "3600000"},
+                                                        {"--grpc-max-message-bytes", "1321609"}}) {
+    const size_t at = text.find(flag);
+    ASSERT_NE(at, std::string::npos) << flag << "\n" << text;
+    const std::string line = text.substr(at, text.find('\n', at) - at);
+    EXPECT_NE(line.find(value), std::string::npos) << line;
+  }
+
+  setenv("SLUICE_GRPC_MAX_CONNECTIONS", "1", 1);
+  SluicedProcess sluiced({"--config", config_.file(), "--http", "127.0.0.1:0", "--grpc",
+                          "127.0.0.1:0", "--grpc-max-concurrent-streams", "9"});
+  unsetenv("SLUICE_GRPC_MAX_CONNECTIONS");
+  ASSERT_TRUE(sluiced.WaitForLog("at most 1 connections, 9 streams each")) << sluiced.Log();
+  const std::string log = sluiced.Log();
+  constexpr std::string_view kGrpc = "grpc: listening on port ";
+  const int grpc_port = std::atoi(log.c_str() + log.find(kGrpc) + kGrpc.size());
+  server::test::RawHttp2 first(grpc_port);
+  ASSERT_TRUE(first.connected());
+  first.Send(std::string(server::test::kClientPreface) + server::test::Settings({}));
+  // The first is served: its SETTINGS carry the stream cap...
+  const auto frames = first.ReadUntil(
+      [](const server::test::Frame& f) { return f.type == server::test::kSettings; }, 10s);
+  ASSERT_FALSE(frames.empty());
+  EXPECT_NE(frames.back().payload.find(std::string("\x00\x03\x00\x00\x00\x09", 6)),
+            std::string::npos);
+  // ...and the second, over the cap of 1, is closed.
+  server::test::RawHttp2 second(grpc_port);
+  second.ReadToClose(10s);
+  EXPECT_TRUE(second.closed());
+  EXPECT_FALSE(first.closed());
 }
 
 TEST_F(SluicedTest, RedisStoreLimitsTheSame) {
