@@ -10,6 +10,7 @@
 #include "core/arith.h"
 #include "store/redis/crc16.h"
 #include "store/redis/redis_client.h"
+#include "store/redis/redis_reply.h"
 #include "store/redis/redis_script_log.h"
 #include "store/redis/redis_script_multi.h"
 #include "store/redis/redis_scripts.h"
@@ -19,10 +20,10 @@
 namespace sluice {
 namespace {
 
+using internal::ReadDecision;
 using internal::RedisReply;
 
-// Lua numbers are doubles: integers stay exact below 2^53.
-constexpr int64_t kLuaExact = int64_t{1} << 53;
+using internal::kLuaExact;
 constexpr int64_t kNanosPerMicro = 1000;
 
 class RedisStoreImpl;
@@ -226,19 +227,6 @@ bool RedisLimiter::Prepare(std::string_view key, int64_t cost, Decision& d,
     d = Degraded(d);
     return false;
   }
-  return true;
-}
-
-// {allowed, remaining, reset_us, retry_us[, delay_us]} -> d.
-bool ReadDecision(const RedisReply& reply, Decision& d) {
-  if (reply.type != RedisReply::Type::kArray || reply.elements.size() < 4) return false;
-  const auto& e = reply.elements;
-  d.allowed = e[0].integer == 1;
-  d.reason = d.allowed ? DecisionReason::kAdmitted : DecisionReason::kOverLimit;
-  d.remaining = e[1].integer;
-  d.reset_after = Duration(e[2].integer * kNanosPerMicro);
-  d.retry_after = Duration(e[3].integer * kNanosPerMicro);
-  if (e.size() > 4) d.delay = Duration(e[4].integer * kNanosPerMicro);
   return true;
 }
 

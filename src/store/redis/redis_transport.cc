@@ -2,7 +2,6 @@
 
 #include <array>
 #include <atomic>
-#include <charconv>
 #include <chrono>
 #include <mutex>
 #include <shared_mutex>
@@ -11,6 +10,7 @@
 #include <utility>
 
 #include "store/redis/crc16.h"
+#include "store/redis/redis_reply.h"
 
 namespace sluice::internal {
 namespace {
@@ -213,24 +213,6 @@ class StandaloneTransport final : public RedisTransport {
   RedisNode node_;
   ScriptRunner scripts_;
 };
-
-// "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381" -> "127.0.0.1:6381".
-bool ParseRedirect(std::string_view message, std::string_view kind, std::string& address) {
-  if (!message.starts_with(kind)) return false;
-  const size_t space = message.rfind(' ');
-  if (space == std::string_view::npos || space + 1 >= message.size()) return false;
-  address = std::string(message.substr(space + 1));
-  return true;
-}
-
-bool SplitAddress(std::string_view address, std::string& host, int& port) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string_view::npos) return false;
-  host = std::string(address.substr(0, colon));
-  const std::string_view p = address.substr(colon + 1);
-  const auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
-  return ec == std::errc() && end == p.data() + p.size() && port > 0 && port < 65536;
-}
 
 class ClusterTransport final : public RedisTransport {
  public:

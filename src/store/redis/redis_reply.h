@@ -1,0 +1,33 @@
+// Reading what Redis answers, apart from the I/O: a limiter script's decision reply and a
+// cluster's MOVED/ASK redirection (tests/fuzz/fuzz_redis_reply.cc feeds them arbitrary bytes
+// through hiredis).
+#ifndef SLUICE_STORE_REDIS_REDIS_REPLY_H_
+#define SLUICE_STORE_REDIS_REDIS_REPLY_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "sluice/decision.h"
+#include "store/redis/redis_client.h"
+
+namespace sluice::internal {
+
+// Lua numbers are doubles: a script's integers are exact only up to 2^53 in magnitude.
+inline constexpr int64_t kLuaExact = int64_t{1} << 53;
+
+// A limiter script's reply {allowed, remaining, reset_us, retry_us[, delay_us]} into `d`
+// (allowed, reason, remaining and the durations; d.limit is the caller's). False unless the
+// reply is an array of at least 4 elements.
+bool ReadDecision(const RedisReply& reply, Decision& d);
+
+// "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381" (with `kind` "MOVED " or "ASK ") ->
+// "127.0.0.1:6381".
+bool ParseRedirect(std::string_view message, std::string_view kind, std::string& address);
+
+// "host:port" (the last colon splits, so an IPv6 host keeps its colons), port 1..65535.
+bool SplitAddress(std::string_view address, std::string& host, int& port);
+
+}  // namespace sluice::internal
+
+#endif  // SLUICE_STORE_REDIS_REDIS_REPLY_H_
