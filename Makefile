@@ -3,7 +3,7 @@ JOBS ?= $(shell nproc)
 CTEST = ctest --output-on-failure -j $(JOBS)
 
 .PHONY: all build deps run demo test test-release test-asan test-tsan test-chaos chaos \
-  build-sluiced bench format lint clean
+  build-sluiced bench fuzz format lint clean
 
 all: build
 
@@ -68,6 +68,15 @@ bench: build
 	SLUICE_BENCH_DEPS=1 scripts/install-deps
 	scripts/run-bench
 
+# Each fuzz target (tests/fuzz) under AFL++ for FUZZ_SECONDS, one after another; fails on a crash
+# or hang. `make test` replays the corpora without AFL++. docs/fuzzing.md.
+FUZZ_SECONDS ?= 60
+fuzz:
+	SLUICE_FUZZ_DEPS=1 scripts/install-deps
+	@cmake --preset fuzz >/dev/null
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_afl
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz build-fuzz
+
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
 
@@ -82,4 +91,4 @@ lint: deps
 	  -I include -I src src/
 
 clean:
-	rm -rf build build-asan build-tsan build-debug
+	rm -rf build build-asan build-tsan build-debug build-fuzz
