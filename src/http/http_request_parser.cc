@@ -114,6 +114,34 @@ std::string_view ParseRequestLine(std::string_view line, ParsedRequest& request)
   return {};
 }
 
+// What is already wrong in a head that has not ended (or is over max_header_bytes): the first
+// of a bad request line (once its CRLF is within the first max_header_bytes) and a line ended by
+// a bare LF (looked for in [from, end): the bytes before `from` were looked at by earlier
+// calls). The first in byte order is named, and only within the first max_header_bytes, so the
+// verdict and its words do not depend on how the bytes were split. Empty when nothing is wrong
+// yet. A bare LF would never end the head: the client would wait out its timeout for an answer
+// (RFC 9112 2.2 lets a server refuse it; accepting it invites smuggling through proxies that
+// read lines differently).
+std::string_view HeadErrorSoFar(std::string_view data, size_t start, size_t from, size_t end,
+                                size_t max_header_bytes) {
+  end = std::min({end, data.size(), start + max_header_bytes});
+  size_t bare_lf = std::string_view::npos;
+  if (from == 0 && end > 0 && data[0] == '\n') bare_lf = 0;
+  for (size_t i = data.find('\n', std::max(from, size_t{1}));
+       bare_lf == std::string_view::npos && i < end; i = data.find('\n', i + 1)) {
+    if (data[i - 1] != '\r') bare_lf = i;
+  }
+  const std::string_view window = data.substr(start, max_header_bytes);
+  if (const size_t eol = window.find(kCrlf);
+      eol != std::string_view::npos &&
+      (bare_lf == std::string_view::npos || start + eol < bare_lf)) {
+    ParsedRequest ignored;
+    if (auto error = ParseRequestLine(window.substr(0, eol), ignored); !error.empty()) return error;
+  }
+  return bare_lf == std::string_view::npos ? std::string_view()
+                                           : "a line ends with a bare LF, not CRLF";
+}
+
 // Content-Length's value: digits only, at most 18 of them (no overflow).
 bool ParseLength(std::string_view v, uint64_t& out) {
   if (v.empty() || v.size() > 18) return false;
@@ -266,31 +294,26 @@ std::optional<ParseOutcome> HttpRequestParser::ParseHead(std::string_view data) 
   examined_ += (end == std::string_view::npos ? data.size() : end + 4) - from;
   if (end == std::string_view::npos) {
     scanned_ = data.size();
+    // What is already wrong need not wait for the rest, and stays wrong however long the rest
+    // grows: it is looked for before the size (a client must not get 400 or 431 depending on
+    // how its bytes were split).
+    if (auto error = HeadErrorSoFar(data, start, from, data.size(), limits_.max_header_bytes);
+        !error.empty()) {
+      return Bad(error);
+    }
     if (data.size() - start > limits_.max_header_bytes) {
       return Status(ParseStatus::kHeadersTooLarge);
-    }
-    // A line ended by a bare LF would never end the head: the client would wait out its timeout
-    // for an answer. Refuse it now (RFC 9112 2.2 lets a server; accepting it invites smuggling
-    // through proxies that read lines differently).
-    for (size_t i = std::max(from, size_t{1}); i < data.size(); ++i) {
-      if (data[i] == '\n' && data[i - 1] != '\r')
-        return Bad("a line ends with a bare LF, not CRLF");
-    }
-    if (from == 0 && !data.empty() && data[0] == '\n') {
-      return Bad("a line ends with a bare LF, not CRLF");
-    }
-    // A request line that is already wrong need not wait for the rest.
-    if (const size_t eol = data.find(kCrlf, start); eol != std::string_view::npos) {
-      ParsedRequest ignored;
-      if (auto error = ParseRequestLine(data.substr(start, eol - start), ignored); !error.empty()) {
-        return Bad(error);
-      }
     }
     return Status(ParseStatus::kIncomplete);
   }
   scanned_ = 0;
   const size_t head_end = end + 2;  // after the last header line's CRLF
   const size_t body_start = end + 4;
+  // As when the head had not ended: what a prefix of these bytes would have been refused for.
+  if (auto error = HeadErrorSoFar(data, start, from, end, limits_.max_header_bytes);
+      !error.empty()) {
+    return Bad(error);
+  }
   if (body_start - start > limits_.max_header_bytes) return Status(ParseStatus::kHeadersTooLarge);
 
   ParsedRequest request;

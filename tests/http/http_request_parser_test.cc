@@ -112,6 +112,23 @@ TEST(HttpRequestParser, RefusesWhatIsOverTheLimitsAsSoonAsItIsKnown) {
             ParseStatus::kHeadersTooLarge);
 }
 
+// Found by tests/fuzz/fuzz_http_request.cc: a bad request line followed by more than
+// max_header_bytes was 400 when the line arrived first and 431 when it all came at once. The
+// verdict is the same however the bytes are split: the request line is judged first.
+TEST(HttpRequestParser, ABadRequestLineIsBadHoweverTheBytesArrive) {
+  const std::string line = "POS] / HTTP/1.1\r\n";
+  for (const std::string& rest : {"X: " + std::string(300, 'x'),                  // no end yet
+                                  "X: " + std::string(300, 'x') + "\r\n\r\n"}) {  // ended
+    EXPECT_EQ(StatusOf(line + rest), ParseStatus::kBadRequest) << rest.size();
+    HttpRequestParser p(kLimits);
+    EXPECT_EQ(p.Parse(line.substr(0, 10)).status, ParseStatus::kIncomplete);
+    EXPECT_EQ(p.Parse(line + rest).status, ParseStatus::kBadRequest);
+  }
+  // A request line longer than the limit is still too large, not bad.
+  EXPECT_EQ(StatusOf("GET /" + std::string(300, 'a') + " HTTP/1.1\r\n\r\n"),
+            ParseStatus::kHeadersTooLarge);
+}
+
 // 1-byte chunks arriving a few at a time: each call resumes where the last stopped, so the
 // bytes examined stay proportional to the request (decoding again from the body's start made
 // this quadratic: seconds of CPU for one request of 1 MiB).
