@@ -7,11 +7,22 @@ namespace {
 
 constexpr int64_t kNanosPerMicro = 1000;
 
+bool IsScriptInteger(const RedisReply& r) {
+  return r.type == RedisReply::Type::kInteger && r.integer >= -kLuaExact && r.integer <= kLuaExact;
+}
+
 }  // namespace
 
 bool ReadDecision(const RedisReply& reply, Decision& d) {
-  if (reply.type != RedisReply::Type::kArray || reply.elements.size() < 4) return false;
+  if (reply.type != RedisReply::Type::kArray || reply.elements.size() < 4 ||
+      reply.elements.size() > 5) {
+    return false;
+  }
   const auto& e = reply.elements;
+  for (const RedisReply& number : e) {
+    if (!IsScriptInteger(number)) return false;
+  }
+  if (e[0].integer != 0 && e[0].integer != 1) return false;
   d.allowed = e[0].integer == 1;
   d.reason = d.allowed ? DecisionReason::kAdmitted : DecisionReason::kOverLimit;
   d.remaining = e[1].integer;

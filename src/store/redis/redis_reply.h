@@ -1,6 +1,7 @@
 // Reading what Redis answers, apart from the I/O: a limiter script's decision reply and a
-// cluster's MOVED/ASK redirection (tests/fuzz/fuzz_redis_reply.cc feeds them arbitrary bytes
-// through hiredis).
+// cluster's MOVED/ASK redirection. A reply comes from the network, so each reader checks the
+// reply's shape and ranges and refuses what the scripts or Redis cannot have sent, rather than
+// computing with it (tests/fuzz/fuzz_redis_reply.cc feeds them arbitrary bytes through hiredis).
 #ifndef SLUICE_STORE_REDIS_REDIS_REPLY_H_
 #define SLUICE_STORE_REDIS_REDIS_REPLY_H_
 
@@ -13,12 +14,14 @@
 
 namespace sluice::internal {
 
-// Lua numbers are doubles: a script's integers are exact only up to 2^53 in magnitude.
+// Lua numbers are doubles: a script's integers are exact only up to 2^53 in magnitude, so no
+// script reply holds a larger one.
 inline constexpr int64_t kLuaExact = int64_t{1} << 53;
 
 // A limiter script's reply {allowed, remaining, reset_us, retry_us[, delay_us]} into `d`
-// (allowed, reason, remaining and the durations; d.limit is the caller's). False unless the
-// reply is an array of at least 4 elements.
+// (allowed, reason, remaining and the durations; d.limit is the caller's). False, with `d`
+// unchanged, unless the reply is an array of 4 or 5 integers, allowed is 0 or 1, and every
+// number is within kLuaExact (so microseconds convert to nanoseconds without overflow).
 bool ReadDecision(const RedisReply& reply, Decision& d);
 
 // "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381" (with `kind` "MOVED " or "ASK ") ->
