@@ -5,7 +5,9 @@
 // skipped, a number beyond a double's range refused), classifies numbers the same way (unsigned,
 // integer, float), and, like nlohmann::json, lets a later member of an object replace an earlier
 // one of the same name: the API's errors stay what they were (tests/http/flat_json_test.cc
-// compares the two).
+// compares the two). One difference: nlohmann::json takes a NUL byte outside a string for the
+// end of the input (it accepts "{}\0junk"); FlatJson, like RFC 8259, refuses any byte after the
+// document but whitespace (found by tests/fuzz/fuzz_check_json.cc).
 //
 // Bounds on depth and on the number of values make a hostile document cost at most what the
 // largest legitimate one does: a 1 MiB "[[[[..." stops at its bound, not after a million nodes.

@@ -2,7 +2,7 @@
 // into a CheckRequest (http/check_json.h), then the service's rules on it (check_rules.h).
 // Checks, besides "no crash, no UB":
 // - FlatJson accepts exactly what nlohmann::json accepts, and reads the same value (its header
-//   promises this; nlohmann::json is the independent oracle);
+//   promises this; nlohmann::json is the independent oracle), but for a NUL byte (below);
 // - a body ParseCheckRequest accepts is JSON, and written back as JSON (by nlohmann::json, not
 //   by sluice) it translates to the same request again;
 // - a request the rules admit is within CheckLimits, counted here independently.
@@ -149,7 +149,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
   FlatJson doc;
   const bool flat_ok = doc.Parse(text);
   const auto oracle = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
-  FUZZ_CHECK(flat_ok == !oracle.is_discarded());
+  // nlohmann::json takes a NUL byte outside a string for the end of the input ("1\0x" is 1);
+  // FlatJson refuses it, as RFC 8259 does. With a NUL, FlatJson only must not accept more.
+  if (text.find('\0') == std::string_view::npos) {
+    FUZZ_CHECK(flat_ok == !oracle.is_discarded());
+  } else {
+    FUZZ_CHECK(!flat_ok || !oracle.is_discarded());
+  }
   if (flat_ok && Depth(text) <= 64) FUZZ_CHECK(ToJson(doc, doc.root()) == KindsOnly(oracle));
 
   const auto request = sluice::server::ParseCheckRequest(text);

@@ -259,5 +259,18 @@ TEST(FlatJson, ClassifiesNumbersAndKeepsTheLastOfARepeatedName) {
   EXPECT_EQ(doc.First(doc.root())->integer, -5);
 }
 
+// The one place FlatJson and nlohmann::json differ (found by tests/fuzz/fuzz_check_json.cc):
+// nlohmann::json ends the input at a NUL byte, so it accepts a document followed by a NUL and
+// anything; FlatJson refuses, as RFC 8259 does.
+TEST(FlatJson, RefusesBytesAfterTheDocumentEvenAfterANul) {
+  using namespace std::string_view_literals;
+  FlatJson doc;
+  for (const std::string_view text : {"{}\0junk"sv, "2\0\x01\xfd"sv, "[1]\0"sv}) {
+    EXPECT_FALSE(doc.Parse(text)) << text.size();
+    EXPECT_FALSE(nlohmann::json::parse(text.begin(), text.end(), nullptr, false).is_discarded())
+        << "nlohmann::json stops at the NUL";
+  }
+}
+
 }  // namespace
 }  // namespace sluice::server
