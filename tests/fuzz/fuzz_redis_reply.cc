@@ -1,8 +1,9 @@
 // Fuzz target: the Redis store's handling of what Redis answers. The bytes are what a Redis
 // server (or whatever answers on its port) sends; hiredis' reader turns them into replies, as
-// it does on a live connection, and our code takes over: CopyReply (redis_client.h), the
-// limiter scripts' decision reader ReadDecision, alone and inside a multi-limit reply, and the
-// cluster's MOVED/ASK parsing (redis_reply.h). Checks, besides "no crash, no UB":
+// it does on a live connection (with BoundReplies), and our code takes over: CopyReply
+// (redis_client.h), the limiter scripts' decision reader ReadDecision, alone and inside a
+// multi-limit reply, and the cluster's MOVED/ASK parsing (redis_reply.h). Checks, besides "no
+// crash, no UB":
 // - CopyReply keeps every integer, string and element of hiredis' reply;
 // - a decision ReadDecision accepts is the reply's numbers, microseconds exactly as
 //   nanoseconds;
@@ -83,6 +84,7 @@ void CheckRedirect(std::string_view message) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
   redisReader* reader = redisReaderCreate();
   FUZZ_CHECK(reader != nullptr);
+  sluice::internal::BoundReplies(reader);  // as every connection's reader
   if (redisReaderFeed(reader, reinterpret_cast<const char*>(bytes), size) == REDIS_OK) {
     for (int n = 0; n < 64; ++n) {
       void* raw = nullptr;

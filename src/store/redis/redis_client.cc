@@ -5,6 +5,8 @@
 
 #include <utility>
 
+#include "store/redis/redis_reply.h"
+
 namespace sluice::internal {
 namespace {
 
@@ -53,6 +55,7 @@ Result<std::unique_ptr<RedisClient>> RedisClient::Connect(
     redisFree(ctx);
     return MakeError("redis " + host + ":" + std::to_string(port) + ": " + why);
   }
+  BoundReplies(ctx->reader);
   redisSetTimeout(ctx, ToTimeval(command_timeout));
   return std::unique_ptr<RedisClient>(new RedisClient(ctx));
 }

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "store/redis/redis_reply.h"
+
 namespace sluice::internal {
 namespace {
 
@@ -113,6 +115,7 @@ bool PipelinedConnection::EnsureConnected(std::string& why) {
                                  ToTimeval(endpoint_.connect_timeout));
   if (ctx_ == nullptr) return fail("out of memory");
   if (ctx_->err != 0) return fail(ctx_->errstr);
+  BoundReplies(ctx_->reader);
   redisSetTimeout(ctx_, ToTimeval(endpoint_.command_timeout));
   auto setup = [&](std::vector<std::string> args) -> std::string {
     std::vector<const char*> argv;

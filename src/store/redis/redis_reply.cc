@@ -1,5 +1,7 @@
 #include "store/redis/redis_reply.h"
 
+#include <hiredis/hiredis.h>
+
 #include <charconv>
 
 namespace sluice::internal {
@@ -11,7 +13,39 @@ bool IsScriptInteger(const RedisReply& r) {
   return r.type == RedisReply::Type::kInteger && r.integer >= -kLuaExact && r.integer <= kLuaExact;
 }
 
+using CreateArray = void* (*)(const redisReadTask*, int);
+
+// hiredis' own reply functions, read once from a reader it creates (they are not exported).
+const redisReplyObjectFunctions& HiredisFunctions() {
+  static const redisReplyObjectFunctions functions = [] {
+    redisReader* probe = redisReaderCreate();
+    const redisReplyObjectFunctions defaults = *probe->fn;
+    redisReaderFree(probe);
+    return defaults;
+  }();
+  return functions;
+}
+
+void* CreateBoundedArray(const redisReadTask* task, int elements) {
+  if (elements > kMaxReplyElements) return nullptr;  // hiredis: "Out of memory", the reader fails
+  return HiredisFunctions().createArray(task, elements);
+}
+
+const redisReplyObjectFunctions& BoundedFunctions() {
+  static const redisReplyObjectFunctions functions = [] {
+    redisReplyObjectFunctions f = HiredisFunctions();
+    f.createArray = CreateBoundedArray;
+    return f;
+  }();
+  return functions;
+}
+
 }  // namespace
+
+void BoundReplies(redisReader* reader) {
+  // hiredis only reads through the pointer; its type is not const.
+  reader->fn = const_cast<redisReplyObjectFunctions*>(&BoundedFunctions());
+}
 
 bool ReadDecision(const RedisReply& reply, Decision& d) {
   if (reply.type != RedisReply::Type::kArray || reply.elements.size() < 4 ||

@@ -12,7 +12,20 @@
 #include "sluice/decision.h"
 #include "store/redis/redis_client.h"
 
+struct redisReader;
+
 namespace sluice::internal {
+
+// No reply sluice reads has more elements than this: a multi-limit reply has one per limit of a
+// request, CLUSTER SLOTS one per slot range.
+inline constexpr int kMaxReplyElements = 1 << 20;
+
+// Makes `reader` (a connection's hiredis reader) refuse an array reply of more than
+// kMaxReplyElements elements as an out-of-memory error, which fails the connection. hiredis 0.14
+// allocates an array's element table as soon as it reads the count: "*1854775808" from whatever
+// answers on Redis's port cost 14 GB of address space and seconds of CPU (found by
+// tests/fuzz/fuzz_redis_reply.cc).
+void BoundReplies(redisReader* reader);
 
 // Lua numbers are doubles: a script's integers are exact only up to 2^53 in magnitude, so no
 // script reply holds a larger one.

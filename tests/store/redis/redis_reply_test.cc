@@ -4,6 +4,7 @@
 #include "store/redis/redis_reply.h"
 
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 
 #include <cstdint>
 #include <initializer_list>
@@ -86,6 +87,34 @@ TEST(RedisReply, RefusesWhatNoScriptSends) {
   Decision d;
   EXPECT_TRUE(ReadDecision(Ints({1, k2To53, k2To53, -k2To53, k2To53}), d)) << "the bound itself";
   EXPECT_EQ(d.reset_after, Duration(k2To53 * 1000));
+}
+
+// Found by tests/fuzz/fuzz_redis_reply.cc: hiredis allocated an array's element table from the
+// count alone, so "*1854775808" cost 14 GB of address space and seconds; a bounded reader fails
+// at once (on a connection: an error, then a reconnect) and still reads real replies.
+TEST(RedisReply, BoundedReaderRefusesHugeArrays) {
+  const auto read = [](const std::string& bytes, redisReply** reply) {
+    redisReader* reader = redisReaderCreate();
+    BoundReplies(reader);
+    redisReaderFeed(reader, bytes.data(), bytes.size());
+    void* raw = nullptr;
+    const int status = redisReaderGetReply(reader, &raw);
+    *reply = static_cast<redisReply*>(raw);
+    redisReaderFree(reader);
+    return status;
+  };
+  redisReply* reply = nullptr;
+  EXPECT_EQ(read("*3\r\n*1854775808\r\n", &reply), REDIS_ERR);
+  EXPECT_EQ(read("*" + std::to_string(kMaxReplyElements + 1) + "\r\n", &reply), REDIS_ERR);
+
+  ASSERT_EQ(read("*3\r\n:1\r\n*1\r\n$2\r\nok\r\n:-4\r\n", &reply), REDIS_OK);
+  ASSERT_NE(reply, nullptr);
+  const RedisReply copy = CopyReply(reply);
+  freeReplyObject(reply);
+  ASSERT_EQ(copy.elements.size(), 3u);
+  EXPECT_EQ(copy.elements[0].integer, 1);
+  EXPECT_EQ(copy.elements[1].elements.at(0).str, "ok");
+  EXPECT_EQ(copy.elements[2].integer, -4);
 }
 
 TEST(RedisReply, ParsesRedirects) {
