@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <yaml-cpp/eventhandler.h>
 
 #include <cctype>
 #include <cerrno>
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <sstream>
 #include <unordered_map>
 
 #include "util/ascii.h"
@@ -113,22 +115,76 @@ Result<std::string> ReadFileText(const std::string& file, size_t max_bytes) {
   return text;
 }
 
+namespace {
+
+// Where each document's root node starts, for at most two documents. yaml-cpp 0.7's LoadAll
+// never returns on some inputs (it keeps finding empty documents: tests/fuzz/unfixed has two,
+// found by fuzzing), so the documents are counted with the event parser first, and stopped at
+// the second: a file holds one.
+class RootMarks final : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> roots;
+
+  void OnDocumentStart(const YAML::Mark&) override { root_pending_ = true; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { Node(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { Node(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    Node(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    Node(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    Node(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void Node(const YAML::Mark& mark) {
+    if (root_pending_) roots.push_back(mark);
+    root_pending_ = false;
+  }
+  bool root_pending_ = false;
+};
+
+std::unexpected<Error> InvalidYaml(const std::string& file, const YAML::Exception& e) {
+  if (e.mark.is_null()) return MakeError(file + ": invalid YAML: " + e.msg);
+  return MakeError(file + ":" + std::to_string(e.mark.line + 1) + ":" +
+                   std::to_string(e.mark.column + 1) + ": invalid YAML: " + e.msg);
+}
+
+}  // namespace
+
 Result<YAML::Node> ParseDocument(const std::string& file, const std::string& text) {
-  std::vector<YAML::Node> docs;
+  RootMarks marks;
+  size_t documents = 0;
   try {
-    docs = YAML::LoadAll(text);
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    while (documents < 2 && parser.HandleNextDocument(marks)) ++documents;
   } catch (const YAML::Exception& e) {
-    if (e.mark.is_null()) return MakeError(file + ": invalid YAML: " + e.msg);
-    return MakeError(file + ":" + std::to_string(e.mark.line + 1) + ":" +
-                     std::to_string(e.mark.column + 1) + ": invalid YAML: " + e.msg);
+    return InvalidYaml(file, e);
   }
-  if (docs.empty() || (docs.size() == 1 && docs[0].IsNull())) {
-    return MakeError(file + ": empty file (expected a mapping)");
+  if (documents > 1) {
+    const YAML::Mark& at = marks.roots.size() > 1 ? marks.roots[1] : YAML::Mark::null_mark();
+    const std::string where = at.is_null() ? file
+                                           : file + ":" + std::to_string(at.line + 1) + ":" +
+                                                 std::to_string(at.column + 1);
+    return MakeError(where + ": a second YAML document; put one per file");
   }
-  if (docs.size() > 1) {
-    return ErrorAt(file, docs[1], "a second YAML document; put one per file");
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);  // the one document, which the parser above has read to its end
+  } catch (const YAML::Exception& e) {
+    return InvalidYaml(file, e);
   }
-  return docs[0];
+  if (documents == 0 || root.IsNull()) return MakeError(file + ": empty file (expected a mapping)");
+  return root;
 }
 
 void WarnAt(Warnings& warnings, const std::string& file, const YAML::Node& node,
