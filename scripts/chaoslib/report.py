@@ -40,7 +40,8 @@ def table(rows):
             _n(r.get("degraded_during")), _n(r.get("degraded_after")),
             _n(r.get("recovery_ms"), "%.0f"), _n(r.get("last_degraded_ms"), "%.0f"),
             _n(r.get("admitted")), _n(r.get("allowed")),
-            _n(r.get("over")), _n(r.get("peak_rss_mib"), "%.0f"), _n(r.get("good_p99_ms"), "%.1f"),
+            (_n(r.get("over")) + (" (reported)" if r.get("over") and r.get("eviction_reported")
+                                   else "")), _n(r.get("peak_rss_mib"), "%.0f"), _n(r.get("good_p99_ms"), "%.1f"),
             _n(r.get("good_errors_during")), _n(r.get("good_errors_after")),
             _n(r.get("attack")),
             "ok" if not r["verdict"] else "**FAIL**: " + "; ".join(r["verdict"])))
