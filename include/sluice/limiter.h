@@ -29,6 +29,13 @@ struct StoreStats {
   uint64_t expirations = 0;      // replenished counters dropped (no effect on decisions)
   uint64_t store_errors = 0;     // remote stores: calls that failed (timeouts included)
   uint64_t short_circuited = 0;  // remote stores: calls refused at once by the open breaker
+  // Remote stores whose server may evict keys on its own (Redis with maxmemory): whether the
+  // store watches it, whether its eviction policy can drop counters (then limits over-admit),
+  // and how many keys the server evicted while watched (every key of the server, not only
+  // counters: Redis does not say which).
+  bool server_eviction_watched = false;
+  bool server_eviction_unsafe = false;
+  uint64_t server_evicted_keys = 0;
 };
 
 struct DecideRequest {

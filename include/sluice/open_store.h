@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "sluice/memory_store.h"
+#include "sluice/redis_store.h"
 #include "sluice/status.h"
 #include "sluice/store.h"
 
@@ -25,6 +26,7 @@ struct OpenStoreOptions {
   std::chrono::milliseconds redis_command_timeout{50};
   int redis_breaker_failures = 5;
   std::chrono::milliseconds redis_breaker_open_for{1000};
+  RedisEventHook redis_events;   // the Redis store's state changes, rate-limited (for logs)
   size_t max_key_bytes = 65535;  // longest identity either store accepts
 };
 

@@ -28,6 +28,34 @@
 
 namespace sluice {
 
+// What the Redis store tells its owner about Redis, for logs: state changes, not every call.
+enum class RedisEventKind {
+  kConnected,       // first answer from a server
+  kConnectionLost,  // I/O error or timeout on a server that answered before (or never did)
+  kConnectionRestored,
+  kBreakerOpened,  // a server's circuit breaker opened: calls are refused at once
+  kBreakerClosed,
+  kAuthFailed,      // AUTH refused (wrong password or user), or NOAUTH: no password given
+  kCommandError,    // Redis answered a script call with an error (OOM, WRONGTYPE, ...)
+  kEvictionPolicy,  // first reading of a server's eviction policy, and every change of it
+  kKeysEvicted,     // the server's evicted_keys grew
+};
+
+// The events of one kind for one server are rate-limited (RedisStoreOptions::event_interval):
+// the first is passed on at once; later ones within the interval are held, and the latest of
+// them is passed on when the interval has passed, with `suppressed` saying how many were not.
+struct RedisEvent {
+  RedisEventKind kind;
+  std::string server;   // host:port, never credentials
+  std::string message;  // one line for a log, beginning "redis host:port"
+  bool unsafe = false;  // kEvictionPolicy: the policy can evict sluice's counters
+  uint64_t suppressed = 0;
+};
+
+// Called on a connection's I/O thread, the store's monitor thread or a caller's: must be quick
+// and must not call into the store.
+using RedisEventHook = std::function<void(const RedisEvent&)>;
+
 struct RedisStoreOptions {
   std::string host = "127.0.0.1";
   int port = 6379;
@@ -47,7 +75,15 @@ struct RedisStoreOptions {
   // one probe through.
   int breaker_failures = 5;
   std::chrono::milliseconds breaker_open_for{1000};
-  const Clock* clock = nullptr;  // for the breaker; nullptr: a MonotonicClock of the store's own
+  const Clock* clock = nullptr;  // for the breaker and events; nullptr: a MonotonicClock of its own
+
+  // The monitor: a thread of the store that, every monitor_interval, PINGs each connection that
+  // had no answer since its last round (a connection Redis closed is re-made before a request
+  // needs it, and a server found answering again closes its breaker), and reads each server's
+  // eviction policy and evicted_keys. Zero: no monitor.
+  std::chrono::milliseconds monitor_interval{500};
+  RedisEventHook on_event;  // empty: events are dropped
+  std::chrono::milliseconds event_interval{10'000};
 
   // Used by MakeRedisLimiter only (RedisStore::MakeLimiter takes them per limit).
   std::string limit_id = "default";
@@ -88,9 +124,17 @@ class RedisStore : public Store {
   // or refused by an open breaker) or the store is a cluster (its transport is synchronous, see
   // docs/redis.md).
 
-  // Whether Redis answers a PING now; Store::Ready(). Bounded by the command timeout.
+  // Whether Redis answers a PING now; Store::Ready(). Bounded by the command timeout. An
+  // eviction policy that can drop counters does not make the store unready (docs/redis.md,
+  // "Redis settings"): every replica shares the one Redis, so not-ready would take the whole
+  // service down over what the metrics and the log already report.
   virtual bool Ping() = 0;
   bool Ready() override { return Ping(); }
+
+  // One round of the monitor now, on the caller's thread (tests; the monitor thread runs the
+  // same): PINGs idle connections without waiting for them, reads eviction settings and
+  // evicted_keys (waiting, bounded by the command timeout), passes on held events that are due.
+  virtual void MonitorOnce() = 0;
 
   // Store::Stats() counts failed and short-circuited calls; these are the connections' own.
   virtual RedisStoreStats RedisStats() const = 0;

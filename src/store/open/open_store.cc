@@ -21,6 +21,7 @@ Result<std::shared_ptr<Store>> OpenStore(std::string_view address,
   redis->breaker_failures = options.redis_breaker_failures;
   redis->breaker_open_for = options.redis_breaker_open_for;
   redis->max_key_bytes = options.max_key_bytes;
+  redis->on_event = options.redis_events;
   auto store = OpenRedisStore(*redis);
   if (!store) return std::unexpected(store.error());
   return std::shared_ptr<Store>(std::move(*store));

@@ -33,20 +33,24 @@ class CircuitBreaker {
     return state_.compare_exchange_strong(s, State::kHalfOpen, std::memory_order_acq_rel);
   }
 
-  void OnSuccess() {
-    failures_.store(0, std::memory_order_relaxed);
-    if (state_.load(std::memory_order_acquire) != State::kClosed) {
-      state_.store(State::kClosed, std::memory_order_release);
-    }
+  // True when this success closed the breaker (it was open or half-open): a state change to
+  // report. On the hot path (closed, no failures) a load and a relaxed store.
+  bool OnSuccess() {
+    if (failures_.load(std::memory_order_relaxed) != 0)
+      failures_.store(0, std::memory_order_relaxed);
+    if (state_.load(std::memory_order_acquire) == State::kClosed) return false;
+    return state_.exchange(State::kClosed, std::memory_order_acq_rel) != State::kClosed;
   }
 
-  void OnFailure(Timestamp now) {
+  // True when this failure opened a closed breaker (a failed probe re-opening it is not news).
+  bool OnFailure(Timestamp now) {
     const State s = state_.load(std::memory_order_acquire);
     const int failures = failures_.fetch_add(1, std::memory_order_acq_rel) + 1;
     if (s == State::kHalfOpen || (s == State::kClosed && failures >= options_.failure_threshold)) {
       open_until_ns_.store(ToNanos(now) + options_.open_for.count(), std::memory_order_release);
-      state_.store(State::kOpen, std::memory_order_release);
+      return state_.exchange(State::kOpen, std::memory_order_acq_rel) == State::kClosed;
     }
+    return false;
   }
 
   // Would Allow(now) refuse? A read only: it never starts a probe, so callers can skip the work

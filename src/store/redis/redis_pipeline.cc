@@ -1,6 +1,7 @@
 #include "store/redis/redis_pipeline.h"
 
 #include <hiredis/hiredis.h>
+#include <poll.h>
 #include <sys/time.h>
 
 #include <algorithm>
@@ -25,6 +26,14 @@ uint64_t SplitMix(uint64_t& state) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
   z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
   return z ^ (z >> 31);
+}
+
+// Whether a connected socket with nothing outstanding is still open: Redis sends nothing
+// unasked (no pub/sub here), so anything to read -- EOF, an error, a farewell message -- means
+// Redis closed it or is closing it. One poll without waiting.
+bool StillOpen(int fd) {
+  pollfd p{fd, POLLIN | POLLRDHUP, 0};
+  return poll(&p, 1, 0) == 0;
 }
 
 }  // namespace
@@ -59,25 +68,29 @@ PipelinedConnection::~PipelinedConnection() {
   Disconnect();
 }
 
-Result<RedisReply> PipelinedConnection::Call(std::string commands, int count) {
+Result<RedisReply> PipelinedConnection::Call(std::string commands, int count, bool background) {
   std::mutex done_mu;
   std::condition_variable done_cv;
   std::optional<Result<RedisReply>> result;
-  CallAsync(std::move(commands), count, [&](Result<RedisReply> reply) {
-    std::lock_guard<std::mutex> lock(done_mu);
-    result = std::move(reply);
-    done_cv.notify_one();
-  });
+  CallAsync(
+      std::move(commands), count,
+      [&](Result<RedisReply> reply) {
+        std::lock_guard<std::mutex> lock(done_mu);
+        result = std::move(reply);
+        done_cv.notify_one();
+      },
+      background);
   std::unique_lock<std::mutex> lock(done_mu);
   done_cv.wait(lock, [&] { return result.has_value(); });
   return std::move(*result);
 }
 
-void PipelinedConnection::CallAsync(std::string commands, int count, Callback done) {
+void PipelinedConnection::CallAsync(std::string commands, int count, Callback done,
+                                    bool background) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stopping_) {
-      queue_.push_back(Op{std::move(commands), count, std::move(done)});
+      queue_.push_back(Op{std::move(commands), count, std::move(done), background});
       wake_.notify_one();
       return;
     }
@@ -92,23 +105,27 @@ void PipelinedConnection::Disconnect() {
   ctx_ = nullptr;
 }
 
-bool PipelinedConnection::EnsureConnected(std::string& why) {
-  if (ctx_ != nullptr) return true;
+bool PipelinedConnection::EnsureConnected(std::string& why, bool ignore_backoff) {
+  if (ctx_ != nullptr) {
+    if (StillOpen(ctx_->fd)) return true;
+    Disconnect();  // closed by Redis while idle: re-made below, before anything is sent
+  }
   const auto now = std::chrono::steady_clock::now();
   const std::string prefix = std::string(kConnectionErrorPrefix) + endpoint_.Name() + ": ";
-  if (now < next_connect_) {
+  if (!ignore_backoff && now < next_connect_) {
     why = prefix + "unreachable (reconnecting with backoff)";
     return false;
   }
   auto fail = [&](const std::string& message) {
     Disconnect();
+    why = prefix + message;
+    if (ignore_backoff) return false;  // the monitor's tries keep their own pace
     backoff_ = backoff_.count() == 0 ? endpoint_.min_backoff
                                      : std::min(endpoint_.max_backoff, backoff_ * 2);
     // Full backoff, less up to half of it at random, so many clients do not retry in step.
     const auto half = std::max<int64_t>(1, backoff_.count() / 2);
     const auto wait = backoff_ - std::chrono::milliseconds(SplitMix(jitter_state_) % half);
     next_connect_ = now + wait;
-    why = prefix + message;
     return false;
   };
   ctx_ = redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port,
@@ -136,7 +153,9 @@ bool PipelinedConnection::EnsureConnected(std::string& why) {
     std::vector<std::string> auth = {"AUTH"};
     if (!endpoint_.user.empty()) auth.push_back(endpoint_.user);
     auth.push_back(endpoint_.password);
-    if (std::string err = setup(std::move(auth)); !err.empty()) return fail(err);
+    if (std::string err = setup(std::move(auth)); !err.empty()) {
+      return fail(std::string(kAuthFailedText) + err);
+    }
   }
   if (endpoint_.db != 0) {
     if (std::string err = setup({"SELECT", std::to_string(endpoint_.db)}); !err.empty()) {
@@ -144,6 +163,22 @@ bool PipelinedConnection::EnsureConnected(std::string& why) {
     }
   }
   backoff_ = std::chrono::milliseconds(0);
+  next_connect_ = {};
+  return true;
+}
+
+bool PipelinedConnection::Write(const std::vector<Op>& batch, bool& sent_nothing) {
+  for (const Op& op : batch) {
+    redisAppendFormattedCommand(ctx_, op.commands.data(), op.commands.size());
+  }
+  // hiredis writes with one write() per call and keeps what was not written: a failure on the
+  // first call means no byte of this batch left.
+  sent_nothing = true;
+  int done = 0;
+  while (done == 0) {
+    if (redisBufferWrite(ctx_, &done) != REDIS_OK) return false;
+    sent_nothing = false;
+  }
   return true;
 }
 
@@ -166,16 +201,35 @@ void PipelinedConnection::Run() {
     }
     std::string why;
     if (stopping) why = std::string(kConnectionErrorPrefix) + "shutting down";
-    if (stopping || !EnsureConnected(why)) {
+    const bool background =
+        std::any_of(batch.begin(), batch.end(), [](const Op& op) { return op.background; });
+    if (stopping || !EnsureConnected(why, background)) {
       for (Op& op : batch) Answer(op, MakeError(why));
       continue;
     }
-    // Appending only buffers; the first read below writes the whole batch at once.
-    for (const Op& op : batch) {
-      redisAppendFormattedCommand(ctx_, op.commands.data(), op.commands.size());
+    bool sent_nothing = false;
+    bool written = Write(batch, sent_nothing);
+    if (!written && sent_nothing) {
+      // Nothing reached Redis: once more on a fresh connection.
+      Disconnect();
+      written = EnsureConnected(why, /*ignore_backoff=*/true) && Write(batch, sent_nothing);
     }
-    batches_sent_.fetch_add(1, std::memory_order_relaxed);
-    requests_sent_.fetch_add(batch.size(), std::memory_order_relaxed);
+    if (!written) {
+      if (ctx_ != nullptr) {
+        why = std::string(kConnectionErrorPrefix) + endpoint_.Name() + ": " +
+              (ctx_->errstr[0] != '\0' ? ctx_->errstr : "write failed");
+      }
+      for (Op& op : batch) Answer(op, MakeError(why));
+      Disconnect();
+      continue;
+    }
+    const size_t counted = static_cast<size_t>(
+        std::count_if(batch.begin(), batch.end(), [](const Op& op) { return !op.background; }));
+    if (counted > 0) {
+      batches_sent_.fetch_add(1, std::memory_order_relaxed);
+      requests_sent_.fetch_add(counted, std::memory_order_relaxed);
+    }
+    uint64_t answered = 0;
     for (size_t i = 0; i < batch.size(); ++i) {
       Result<RedisReply> result = RedisReply{};
       bool io_failed = false;
@@ -201,8 +255,10 @@ void PipelinedConnection::Run() {
         Disconnect();
         break;
       }
+      ++answered;
       Answer(batch[i], std::move(result));
     }
+    if (answered > 0) answers_.fetch_add(answered, std::memory_order_relaxed);
   }
 }
 

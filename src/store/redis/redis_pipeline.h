@@ -8,6 +8,16 @@
 // batch within it; the connection is then dropped and re-made on the next request, and after a
 // failed connect, requests fail at once until a backoff (doubling up to max_backoff, with
 // jitter) has passed. Every submitted request is answered.
+//
+// Stale connections: before each write the socket is polled (no wait): a connection that Redis
+// closed (restart, CLIENT KILL, timeout) reads EOF or an error, and is re-made before the batch
+// is sent, so nothing is lost. A batch whose first write fails reached Redis not at all, and is
+// sent once more on a fresh connection. Once any byte of a batch may have reached Redis, a
+// failure fails the batch: a script might have run, and running it again would count twice.
+//
+// Background calls (the store's monitor: PING, INFO, CONFIG GET) are left out of the request
+// and batch counts, and a batch holding one tries to connect even during the backoff (the
+// monitor's own cadence bounds those tries, and a failed one does not lengthen the backoff).
 #ifndef SLUICE_STORE_REDIS_REDIS_PIPELINE_H_
 #define SLUICE_STORE_REDIS_REDIS_PIPELINE_H_
 
@@ -21,6 +31,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "sluice/status.h"
 #include "store/redis/redis_client.h"
@@ -53,6 +64,13 @@ inline bool IsConnectionError(const Error& e) {
   return e.message.starts_with(kConnectionErrorPrefix);
 }
 
+// In a connection error's message: Redis refused the credentials when connecting.
+inline constexpr std::string_view kAuthFailedText = "authentication failed: ";
+inline bool IsAuthFailure(const Error& e) {
+  return e.message.starts_with("NOAUTH") || e.message.starts_with("WRONGPASS") ||
+         (IsConnectionError(e) && e.message.find(kAuthFailedText) != std::string::npos);
+}
+
 class PipelinedConnection {
  public:
   static constexpr size_t kMaxBatch = 512;
@@ -67,29 +85,38 @@ class PipelinedConnection {
   // Sends `commands` (RESP, `count` commands back to back: nothing else is interleaved on this
   // connection, as ASKING + EVALSHA needs) and returns the reply to the last one. A Redis error
   // reply to any of them comes back as an Error with Redis's message.
-  Result<RedisReply> Call(std::string commands, int count = 1);
+  Result<RedisReply> Call(std::string commands, int count = 1, bool background = false);
 
   // The same without waiting: `done` gets the reply on the connection's I/O thread (or at once,
   // on the caller's thread, when the connection is shutting down). `done` must not block: it
   // may queue more calls (CallAsync), never wait for one (Call), since the thread it runs on is
   // the one that would answer.
-  void CallAsync(std::string commands, int count, Callback done);
+  void CallAsync(std::string commands, int count, Callback done, bool background = false);
 
   const RedisEndpoint& endpoint() const { return endpoint_; }
 
   // Requests written and round trips made, for benchmarks (commands per write).
   uint64_t requests_sent() const { return requests_sent_.load(std::memory_order_relaxed); }
   uint64_t batches_sent() const { return batches_sent_.load(std::memory_order_relaxed); }
+  // Calls answered by Redis (error replies included): the monitor PINGs a connection only when
+  // this did not move since its last round.
+  uint64_t answers() const { return answers_.load(std::memory_order_relaxed); }
 
  private:
   struct Op {
     std::string commands;
     int count = 1;
     Callback done;
+    bool background = false;
   };
 
   void Run();
-  bool EnsureConnected(std::string& why);
+  // Connected, and not closed by Redis meanwhile. ignore_backoff: a monitor's call, or a
+  // resend after a failed first write.
+  bool EnsureConnected(std::string& why, bool ignore_backoff);
+  // Appends the batch and writes it. False when the write failed; `sent_nothing` then says
+  // whether no byte of it can have reached Redis.
+  bool Write(const std::vector<Op>& batch, bool& sent_nothing);
   void Disconnect();
   void Answer(Op& op, Result<RedisReply> result);
 
@@ -107,6 +134,7 @@ class PipelinedConnection {
 
   std::atomic<uint64_t> requests_sent_{0};
   std::atomic<uint64_t> batches_sent_{0};
+  std::atomic<uint64_t> answers_{0};
   std::thread io_;
 };
 

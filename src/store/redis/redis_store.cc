@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "core/arith.h"
 #include "store/redis/crc16.h"
 #include "store/redis/redis_client.h"
+#include "store/redis/redis_events.h"
 #include "store/redis/redis_reply.h"
 #include "store/redis/redis_script_log.h"
 #include "store/redis/redis_script_multi.h"
@@ -48,10 +51,7 @@ class RedisLimiter final : public Limiter {
     args.push_back(std::to_string(cost));
   }
   // `d` after Redis failed to answer: the failure policy, marked degraded.
-  Decision Failed(const Decision& d, const Error& error) {
-    CountFailure(internal::IsShortCircuit(error));
-    return Degraded(d);
-  }
+  Decision Failed(const Decision& d, const Error& error);
   // Counted for this limiter and for its store.
   void CountFailure(bool short_circuit);
   // Gives back an admission (see Limiter::Refund). Under Redis's clock the admission time is
@@ -115,13 +115,40 @@ class RedisStoreImpl final : public RedisStore,
   RedisStoreImpl(RedisStoreOptions options, const internal::RedisEndpoint& endpoint,
                  std::vector<internal::RedisEndpoint> seeds)
       : options_(std::move(options)),
-        clock_(options_.clock != nullptr ? options_.clock : &own_clock_) {
-    const internal::BreakerSettings breaker{{options_.breaker_failures, options_.breaker_open_for},
-                                            clock_};
+        clock_(options_.clock != nullptr ? options_.clock : &own_clock_),
+        server_(seeds.empty() ? endpoint.Name() : seeds.front().Name()),
+        throttle_(options_.on_event, *clock_, options_.event_interval),
+        events_([this](RedisEvent e) { throttle_.Emit(std::move(e)); }) {
+    const internal::NodeSettings settings{
+        {options_.breaker_failures, options_.breaker_open_for}, clock_, &events_};
     transport_ =
         seeds.empty()
-            ? internal::MakeStandaloneTransport(endpoint, options_.connections, breaker)
-            : internal::MakeClusterTransport(std::move(seeds), options_.connections, breaker);
+            ? internal::MakeStandaloneTransport(endpoint, options_.connections, settings)
+            : internal::MakeClusterTransport(std::move(seeds), options_.connections, settings);
+    if (options_.monitor_interval.count() > 0) monitor_ = std::thread([this] { RunMonitor(); });
+  }
+
+  ~RedisStoreImpl() override {
+    {
+      std::lock_guard<std::mutex> lock(monitor_mu_);
+      stopping_ = true;
+    }
+    monitor_wake_.notify_one();
+    if (monitor_.joinable()) monitor_.join();
+  }
+
+  void MonitorOnce() override {
+    std::lock_guard<std::mutex> lock(monitor_round_mu_);
+    transport_->Monitor();
+    throttle_.Flush();
+  }
+
+  // A script call Redis answered with an error (OOM, WRONGTYPE, NOAUTH, a script bug).
+  void CommandError(const Error& error) {
+    events_(RedisEvent{internal::IsAuthFailure(error) ? RedisEventKind::kAuthFailed
+                                                      : RedisEventKind::kCommandError,
+                       server_, "redis " + server_ + ": script call failed: " + error.message,
+                       false, 0});
   }
 
   using RedisStore::MakeLimiter;
@@ -143,6 +170,10 @@ class RedisStoreImpl final : public RedisStore,
     StoreStats s;
     s.store_errors = errors_.load(std::memory_order_relaxed);
     s.short_circuited = short_circuited_.load(std::memory_order_relaxed);
+    const internal::EvictionState e = transport_->Eviction();
+    s.server_eviction_watched = e.watched;
+    s.server_eviction_unsafe = e.unsafe;
+    s.server_evicted_keys = e.evicted;
     return s;
   }
 
@@ -177,15 +208,35 @@ class RedisStoreImpl final : public RedisStore,
   static void RefundAsync(const std::shared_ptr<AsyncAll>& state);
   static void RefundNext(const std::shared_ptr<AsyncAll>& state);
 
+  // The monitor thread: a round at once (a wrong password is reported at start, not at the
+  // first request), then one every monitor_interval until the store closes.
+  void RunMonitor() {
+    std::unique_lock<std::mutex> lock(monitor_mu_);
+    while (!stopping_) {
+      lock.unlock();
+      MonitorOnce();
+      lock.lock();
+      monitor_wake_.wait_for(lock, options_.monitor_interval, [this] { return stopping_; });
+    }
+  }
+
   const RedisStoreOptions options_;
   MonotonicClock own_clock_;
   const Clock* clock_;
+  const std::string server_;  // host:port (a cluster: its first seed), for events
+  internal::EventThrottle throttle_;
+  std::function<void(RedisEvent)> events_;  // into throttle_
   std::atomic<uint64_t> refunds_{0};
   std::atomic<uint64_t> refund_failures_{0};
   std::atomic<uint64_t> errors_{0};  // failed calls of every limiter (Stats)
   std::atomic<uint64_t> short_circuited_{0};
-  // Declared last: its connections' threads stop before the clock they read goes away.
+  // After the clock and the events: its connections' threads stop before those go away.
   std::unique_ptr<internal::RedisTransport> transport_;
+  std::mutex monitor_round_mu_;  // one round at a time (the thread's, a test's)
+  std::mutex monitor_mu_;
+  std::condition_variable monitor_wake_;
+  bool stopping_ = false;  // guarded by monitor_mu_
+  std::thread monitor_;    // joined by the destructor, before anything else goes
 };
 
 RedisLimiter::RedisLimiter(std::shared_ptr<RedisStoreImpl> store, const LimitSpec& spec,
@@ -199,6 +250,13 @@ RedisLimiter::RedisLimiter(std::shared_ptr<RedisStoreImpl> store, const LimitSpe
       fail_open_(fail_open),
       params_(std::move(params)),
       script_(script) {}
+
+Decision RedisLimiter::Failed(const Decision& d, const Error& error) {
+  const bool short_circuit = internal::IsShortCircuit(error);
+  CountFailure(short_circuit);
+  if (!internal::IsConnectionError(error)) store_->CommandError(error);
+  return Degraded(d);
+}
 
 void RedisLimiter::CountFailure(bool short_circuit) {
   (short_circuit ? short_circuited_ : errors_).fetch_add(1, std::memory_order_relaxed);

@@ -18,11 +18,20 @@ namespace {
 constexpr int kSlots = 16384;
 
 // A few pipelined connections to one server, used round robin, behind the server's breaker.
+// It tells state changes (connected, lost, restored; breaker opened, closed; AUTH refused) to
+// the event sink, and runs the monitor's checks for its server.
 class RedisNode {
  public:
-  RedisNode(const RedisEndpoint& endpoint, int connections, const BreakerSettings& breaker)
-      : endpoint_(endpoint), clock_(*breaker.clock), breaker_(breaker.options) {
-    for (int i = 0; i < std::max(1, connections); ++i) {
+  RedisNode(const RedisEndpoint& endpoint, int connections, const NodeSettings& settings)
+      : endpoint_(endpoint),
+        clock_(*settings.clock),
+        breaker_(settings.breaker),
+        breaker_options_(settings.breaker),
+        events_(settings.events) {
+    const size_t n = static_cast<size_t>(std::max(1, connections));
+    seen_.assign(n, 0);
+    probing_ = std::make_unique<std::atomic<bool>[]>(n);
+    for (size_t i = 0; i < n; ++i) {
       connections_.push_back(std::make_unique<PipelinedConnection>(endpoint));
     }
   }
@@ -34,17 +43,30 @@ class RedisNode {
     }
     const size_t i = next_.fetch_add(1, std::memory_order_relaxed) % connections_.size();
     auto reply = connections_[i]->Call(std::move(commands), count);
-    Observe(reply);
+    Observe(reply, /*background=*/false);
     return reply;
   }
 
-  // A Redis error reply is an answer: the server is alive. Only I/O errors and timeouts count.
-  void Observe(const Result<RedisReply>& reply) {
+  // A Redis error reply is an answer: the server is alive. Only I/O errors and timeouts count,
+  // and only a request's count towards the breaker (the monitor's calls may close it, never
+  // open it: a quiet outage must not leave it open when Redis is back).
+  void Observe(const Result<RedisReply>& reply, bool background) {
     if (!reply && IsConnectionError(reply.error())) {
+      if (reply.error().message.ends_with(kShuttingDown)) return;
       connection_errors_.fetch_add(1, std::memory_order_relaxed);
-      breaker_.OnFailure(clock_.Now());
-    } else {
-      breaker_.OnSuccess();
+      if (!background && breaker_.OnFailure(clock_.Now())) {
+        Tell(RedisEventKind::kBreakerOpened,
+             "circuit breaker open after " + std::to_string(breaker_options_.failure_threshold) +
+                 " consecutive failures: calls are refused at once, one probe after " +
+                 std::to_string(ToMillis(breaker_options_.open_for)) + " ms");
+      }
+      LinkDown(reply.error());
+      return;
+    }
+    if (breaker_.OnSuccess()) Tell(RedisEventKind::kBreakerClosed, "circuit breaker closed");
+    if (link_.load(std::memory_order_relaxed) != kUp) LinkUp();
+    if (!reply && IsAuthFailure(reply.error())) {
+      Tell(RedisEventKind::kAuthFailed, "authentication failed: " + reply.error().message);
     }
   }
 
@@ -57,7 +79,7 @@ class RedisNode {
     const size_t i = next_.fetch_add(1, std::memory_order_relaxed) % connections_.size();
     connections_[i]->CallAsync(std::move(commands), count,
                                [this, done = std::move(done)](Result<RedisReply> reply) {
-                                 Observe(reply);
+                                 Observe(reply, /*background=*/false);
                                  done(std::move(reply));
                                });
   }
@@ -81,14 +103,165 @@ class RedisNode {
     s.connection_errors += connection_errors_.load(std::memory_order_relaxed);
   }
 
+  // The monitor's PINGs: to each connection Redis has not answered since the last round, one
+  // at a time, past the breaker (they are its probes) and the reconnect backoff. A connection
+  // Redis closed is re-made by the PING, before a request needs it.
+  void Probe() {
+    static const std::string kPing = [] {
+      std::string resp;
+      AppendCommand(resp, std::array<std::string_view, 1>{"PING"});
+      return resp;
+    }();
+    for (size_t i = 0; i < connections_.size(); ++i) {
+      const uint64_t answers = connections_[i]->answers();
+      if (answers != seen_[i]) {
+        seen_[i] = answers;
+        continue;
+      }
+      if (probing_[i].exchange(true)) continue;
+      connections_[i]->CallAsync(
+          kPing, 1,
+          [this, i](Result<RedisReply> reply) {
+            Observe(reply, /*background=*/true);
+            probing_[i].store(false);
+          },
+          /*background=*/true);
+    }
+  }
+
+  // Reads the eviction policy (CONFIG GET, or INFO memory where CONFIG is not allowed),
+  // maxmemory and evicted_keys, and tells what changed.
+  void WatchEviction() {
+    if (Refuses()) return;  // down: nothing to read
+    auto memory = Background({"INFO", "memory"});
+    auto stats = Background({"INFO", "stats"});
+    if (!memory || !stats) return;
+    std::string policy;
+    if (auto config = Background({"CONFIG", "GET", "maxmemory-policy"});
+        config && config->elements.size() == 2) {
+      policy = config->elements[1].str;
+    } else {
+      policy = InfoField(memory->str, "maxmemory_policy");
+    }
+    const std::string maxmemory = InfoField(memory->str, "maxmemory");
+    const uint64_t evicted = InfoNumber(stats->str, "evicted_keys");
+    const bool unsafe = maxmemory != "0" && !maxmemory.empty() && policy != "noeviction";
+
+    std::lock_guard<std::mutex> lock(eviction_mu_);
+    if (!eviction_.watched || policy != policy_ || unsafe != eviction_.unsafe) {
+      RedisEvent e{RedisEventKind::kEvictionPolicy, endpoint_.Name(), "", unsafe, 0};
+      e.message = Prefix() + "maxmemory-policy " + policy + " with maxmemory " + maxmemory +
+                  (unsafe ? " bytes can evict sluice's counters: a limit whose counter is evicted "
+                            "starts over and admits more than it allows; set maxmemory-policy "
+                            "noeviction (docs/redis.md)"
+                          : ": sluice's counters are not evicted");
+      if (events_ != nullptr) (*events_)(std::move(e));
+    } else {
+      // evicted_keys starts again from 0 when Redis restarts.
+      const uint64_t grown = evicted >= last_evicted_ ? evicted - last_evicted_ : evicted;
+      if (grown > 0) {
+        eviction_.evicted += grown;
+        Tell(RedisEventKind::kKeysEvicted,
+             "evicted " + std::to_string(grown) + " keys (" + std::to_string(eviction_.evicted) +
+                 " since sluice started watching) under maxmemory-policy " + policy +
+                 ": limits whose counters were evicted started over and over-admitted");
+      }
+    }
+    eviction_.watched = true;
+    eviction_.unsafe = unsafe;
+    policy_ = policy;
+    last_evicted_ = evicted;
+  }
+
+  EvictionState Eviction() const {
+    std::lock_guard<std::mutex> lock(eviction_mu_);
+    return eviction_;
+  }
+
  private:
+  enum Link : int { kUnknown, kUp, kDown };
+  static constexpr std::string_view kShuttingDown = "shutting down";
+
+  static int64_t ToMillis(Duration d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  }
+
+  std::string Prefix() const { return "redis " + endpoint_.Name() + ": "; }
+
+  void Tell(RedisEventKind kind, const std::string& what) {
+    if (events_ != nullptr)
+      (*events_)(RedisEvent{kind, endpoint_.Name(), Prefix() + what, false, 0});
+  }
+
+  // The error without "redis connection: host:port: ".
+  std::string Why(const Error& e) const {
+    std::string_view m = e.message;
+    if (m.starts_with(kConnectionErrorPrefix)) m.remove_prefix(kConnectionErrorPrefix.size());
+    if (const std::string name = endpoint_.Name() + ": "; m.starts_with(name)) {
+      m.remove_prefix(name.size());
+    }
+    return std::string(m);
+  }
+
+  void LinkDown(const Error& e) {
+    if (IsAuthFailure(e)) Tell(RedisEventKind::kAuthFailed, Why(e));
+    const int was = link_.exchange(kDown, std::memory_order_acq_rel);
+    if (was == kDown) return;
+    Tell(RedisEventKind::kConnectionLost,
+         std::string(was == kUp ? "connection lost" : "unreachable") + ": " + Why(e));
+  }
+
+  void LinkUp() {
+    const int was = link_.exchange(kUp, std::memory_order_acq_rel);
+    if (was == kUnknown) Tell(RedisEventKind::kConnected, "connected");
+    if (was == kDown) Tell(RedisEventKind::kConnectionRestored, "connection restored");
+  }
+
+  // A monitor's command: past the breaker, not counted as a request.
+  Result<RedisReply> Background(std::initializer_list<std::string_view> args) {
+    std::string resp;
+    AppendCommand(resp, std::span<const std::string_view>(args.begin(), args.size()));
+    const size_t i = next_.fetch_add(1, std::memory_order_relaxed) % connections_.size();
+    auto reply = connections_[i]->Call(std::move(resp), 1, /*background=*/true);
+    Observe(reply, /*background=*/true);
+    return reply;
+  }
+
+  // "name:value\r\n" in an INFO reply.
+  static std::string InfoField(std::string_view info, std::string_view name) {
+    const std::string key = std::string(name) + ":";
+    for (size_t at = info.find(key); at != std::string_view::npos; at = info.find(key, at + 1)) {
+      if (at != 0 && info[at - 1] != '\n') continue;
+      const size_t from = at + key.size();
+      const size_t end = info.find_first_of("\r\n", from);
+      return std::string(info.substr(from, end == std::string_view::npos ? end : end - from));
+    }
+    return {};
+  }
+  static uint64_t InfoNumber(std::string_view info, std::string_view name) {
+    const std::string v = InfoField(info, name);
+    uint64_t n = 0;
+    std::from_chars(v.data(), v.data() + v.size(), n);
+    return n;
+  }
+
   const RedisEndpoint endpoint_;
   const Clock& clock_;
   CircuitBreaker breaker_;
-  std::vector<std::unique_ptr<PipelinedConnection>> connections_;
+  const CircuitBreaker::Options breaker_options_;
+  std::function<void(RedisEvent)>* const events_;
+  std::atomic<int> link_{kUnknown};
   std::atomic<size_t> next_{0};
   std::atomic<uint64_t> short_circuited_{0};
   std::atomic<uint64_t> connection_errors_{0};
+  std::vector<uint64_t> seen_;                    // the monitor's: answers at its last round
+  std::unique_ptr<std::atomic<bool>[]> probing_;  // a monitor PING is outstanding
+  mutable std::mutex eviction_mu_;
+  EvictionState eviction_;     // guarded by eviction_mu_
+  std::string policy_;         // guarded by eviction_mu_
+  uint64_t last_evicted_ = 0;  // guarded by eviction_mu_
+  // Last: their I/O threads stop, answering what is queued, while the rest is still alive.
+  std::vector<std::unique_ptr<PipelinedConnection>> connections_;
 };
 
 // "<verb> <script or sha> <number of keys> keys... args..." in RESP.
@@ -187,9 +360,8 @@ class ScriptRunner {
 
 class StandaloneTransport final : public RedisTransport {
  public:
-  StandaloneTransport(const RedisEndpoint& endpoint, int connections,
-                      const BreakerSettings& breaker)
-      : node_(endpoint, connections, breaker) {}
+  StandaloneTransport(const RedisEndpoint& endpoint, int connections, const NodeSettings& settings)
+      : node_(endpoint, connections, settings) {}
 
   Result<RedisReply> Eval(const LuaScript& script, std::span<const std::string> keys,
                           std::span<const std::string> args) override {
@@ -208,6 +380,11 @@ class StandaloneTransport final : public RedisTransport {
     node_.AddStats(s);
     return s;
   }
+  void Monitor() override {
+    node_.Probe();
+    node_.WatchEviction();
+  }
+  EvictionState Eviction() const override { return node_.Eviction(); }
 
  private:
   RedisNode node_;
@@ -219,8 +396,8 @@ class ClusterTransport final : public RedisTransport {
   static constexpr int kMaxAttempts = 6;
   static constexpr auto kRefreshEvery = std::chrono::milliseconds(100);
 
-  ClusterTransport(std::vector<RedisEndpoint> seeds, int connections, BreakerSettings breaker)
-      : seeds_(std::move(seeds)), connections_(connections), breaker_(breaker) {
+  ClusterTransport(std::vector<RedisEndpoint> seeds, int connections, NodeSettings settings)
+      : seeds_(std::move(seeds)), connections_(connections), settings_(settings) {
     slots_.fill(nullptr);
   }
 
@@ -258,6 +435,24 @@ class ClusterTransport final : public RedisTransport {
     s.retries = retries_.load(std::memory_order_relaxed);
     s.map_refreshes = refreshes_.load(std::memory_order_relaxed);
     return s;
+  }
+
+  void Monitor() override {
+    for (RedisNode* node : Nodes()) {
+      node->Probe();
+      node->WatchEviction();
+    }
+  }
+
+  EvictionState Eviction() const override {
+    EvictionState sum;
+    for (RedisNode* node : Nodes()) {
+      const EvictionState e = node->Eviction();
+      sum.watched = sum.watched || e.watched;
+      sum.unsafe = sum.unsafe || e.unsafe;
+      sum.evicted += e.evicted;
+    }
+    return sum;
   }
 
  private:
@@ -312,6 +507,14 @@ class ClusterTransport final : public RedisTransport {
     return reply;
   }
 
+  // Nodes are never dropped: the pointers stay valid.
+  std::vector<RedisNode*> Nodes() const {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    std::vector<RedisNode*> nodes;
+    for (const auto& [name, node] : nodes_) nodes.push_back(node.get());
+    return nodes;
+  }
+
   RedisNode* NodeForSlot(int slot) const {
     std::shared_lock<std::shared_mutex> lock(mu_);
     RedisNode* node = slots_[static_cast<size_t>(slot)];
@@ -335,7 +538,7 @@ class ClusterTransport final : public RedisTransport {
     if (!SplitAddress(address, endpoint.host, endpoint.port)) return nullptr;
     std::unique_lock<std::shared_mutex> lock(mu_);
     auto& node = nodes_[name];
-    if (node == nullptr) node = std::make_unique<RedisNode>(endpoint, connections_, breaker_);
+    if (node == nullptr) node = std::make_unique<RedisNode>(endpoint, connections_, settings_);
     return node.get();
   }
 
@@ -389,7 +592,7 @@ class ClusterTransport final : public RedisTransport {
 
   const std::vector<RedisEndpoint> seeds_;
   const int connections_;
-  const BreakerSettings breaker_;
+  const NodeSettings settings_;
   ScriptRunner scripts_;
 
   mutable std::shared_mutex mu_;
@@ -407,13 +610,13 @@ class ClusterTransport final : public RedisTransport {
 }  // namespace
 
 std::unique_ptr<RedisTransport> MakeStandaloneTransport(const RedisEndpoint& endpoint,
-                                                        int connections, BreakerSettings breaker) {
-  return std::make_unique<StandaloneTransport>(endpoint, connections, breaker);
+                                                        int connections, NodeSettings settings) {
+  return std::make_unique<StandaloneTransport>(endpoint, connections, settings);
 }
 
 std::unique_ptr<RedisTransport> MakeClusterTransport(std::vector<RedisEndpoint> seeds,
-                                                     int connections, BreakerSettings breaker) {
-  return std::make_unique<ClusterTransport>(std::move(seeds), connections, breaker);
+                                                     int connections, NodeSettings settings) {
+  return std::make_unique<ClusterTransport>(std::move(seeds), connections, settings);
 }
 
 }  // namespace sluice::internal

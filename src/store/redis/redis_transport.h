@@ -16,12 +16,14 @@
 #define SLUICE_STORE_REDIS_REDIS_TRANSPORT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "sluice/clock.h"
+#include "sluice/redis_store.h"
 #include "sluice/status.h"
 #include "store/redis/circuit_breaker.h"
 #include "store/redis/redis_client.h"
@@ -39,9 +41,20 @@ struct TransportStats {
   uint64_t connection_errors = 0;  // calls failed by I/O errors and timeouts
 };
 
-struct BreakerSettings {
-  CircuitBreaker::Options options;
+// What every server's node is made with.
+struct NodeSettings {
+  CircuitBreaker::Options breaker;
   const Clock* clock = nullptr;  // must outlive the transport
+  // State changes (connection, breaker, auth, eviction) go here; must outlive the transport.
+  // Null: none.
+  std::function<void(RedisEvent)>* events = nullptr;
+};
+
+// What the monitor last read of one server's eviction settings.
+struct EvictionState {
+  bool watched = false;  // read at least once
+  bool unsafe = false;   // maxmemory set and a policy other than noeviction
+  uint64_t evicted = 0;  // evicted_keys growth seen since the first reading
 };
 
 // The error a call gets when its node's breaker is open: a connection error, without I/O.
@@ -75,16 +88,23 @@ class RedisTransport {
                                      std::span<const std::string_view> args) = 0;
 
   virtual TransportStats Stats() const = 0;
+
+  // The monitor's round (RedisStore::MonitorOnce): PINGs, without waiting, every connection
+  // that Redis has not answered since the last round; reads each server's eviction policy,
+  // maxmemory and evicted_keys (waiting), reporting changes as events.
+  virtual void Monitor() = 0;
+  // Summed over servers: watched if any is, unsafe if any is.
+  virtual EvictionState Eviction() const = 0;
 };
 
 // `connections` pipelined connections to one server. Nothing is connected until first use.
 std::unique_ptr<RedisTransport> MakeStandaloneTransport(const RedisEndpoint& endpoint,
-                                                        int connections, BreakerSettings breaker);
+                                                        int connections, NodeSettings settings);
 
 // A Redis Cluster reached through any of `seeds` (their timeouts and credentials are used for
 // every node). The slot map is read on first use.
 std::unique_ptr<RedisTransport> MakeClusterTransport(std::vector<RedisEndpoint> seeds,
-                                                     int connections, BreakerSettings breaker);
+                                                     int connections, NodeSettings settings);
 
 }  // namespace sluice::internal
 
