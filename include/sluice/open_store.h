@@ -27,6 +27,7 @@ struct OpenStoreOptions {
   int redis_breaker_failures = 5;
   std::chrono::milliseconds redis_breaker_open_for{1000};
   RedisEventHook redis_events;   // the Redis store's state changes, rate-limited (for logs)
+  bool redis_monitor = true;     // false: no monitor thread (nothing connects until first use)
   size_t max_key_bytes = 65535;  // longest identity either store accepts
 };
 

@@ -285,6 +285,18 @@ std::string Metrics::Render() const {
     AppendHelpAndType(out, "sluice_store_evictions_total",
                       "Counters the store evicted to stay within its memory bound.", "counter");
     AppendSample(out, "sluice_store_evictions_total", {}, {}, g.evictions);
+    if (g.redis_eviction_watched) {
+      AppendHelpAndType(out, "sluice_store_redis_eviction_unsafe",
+                        "1 when a Redis server's maxmemory-policy can evict sluice's counters "
+                        "(maxmemory set, policy not noeviction): limits may over-admit.",
+                        "gauge");
+      AppendSample(out, "sluice_store_redis_eviction_unsafe", {}, {},
+                   uint64_t{g.redis_eviction_unsafe ? 1u : 0u});
+      AppendHelpAndType(out, "sluice_store_redis_evicted_keys_total",
+                        "Keys Redis evicted (INFO evicted_keys growth; every key of the server).",
+                        "counter");
+      AppendSample(out, "sluice_store_redis_evicted_keys_total", {}, {}, g.redis_evicted_keys);
+    }
   }
   // Only a store with a memory bound (the memory store) accounts its bytes.
   if (source && g.max_bytes > 0) {

@@ -11,6 +11,8 @@
 //   sluice_decision_duration_seconds              histogram of Check() latency
 //   sluice_store_errors_total                     store calls that failed
 //   sluice_store_keys, sluice_store_evictions_total  sampled from the store at render time
+//   sluice_store_redis_eviction_unsafe            1: Redis's maxmemory-policy can evict counters
+//   sluice_store_redis_evicted_keys_total         Redis's evicted_keys growth (every key)
 //   sluice_config_reloads_total{result}           result: success|failure
 //
 // Bounded cardinality: at most kMaxSeries (domain, limit) series. Once they exist, a new limit
@@ -51,6 +53,11 @@ struct StoreGauges {
   uint64_t evictions = 0;
   uint64_t bytes = 0;      // accounted memory the store holds
   uint64_t max_bytes = 0;  // what its limiters may hold together
+  // A Redis store that watches its servers' eviction (StoreStats::server_eviction_*): shown
+  // only then.
+  bool redis_eviction_watched = false;
+  bool redis_eviction_unsafe = false;
+  uint64_t redis_evicted_keys = 0;
 };
 
 struct HeavyHitter {

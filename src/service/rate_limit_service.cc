@@ -360,6 +360,8 @@ Result<std::unique_ptr<RateLimitService>> RateLimitService::Create(
   store_options.redis_breaker_failures = options.redis_breaker_failures;
   store_options.redis_breaker_open_for = std::chrono::milliseconds(options.redis_breaker_open_ms);
   store_options.max_key_bytes = kMaxCounterKeyBytes;
+  store_options.redis_events = options.redis_events;
+  store_options.redis_monitor = options.redis_monitor;
   auto store = OpenStore(options.store, store_options);
   if (!store) return std::unexpected(store.error());
   return Create(std::move(config), std::move(*store), std::move(options), metrics);

@@ -24,6 +24,7 @@
 #include "service/check.h"
 #include "sluice/clock.h"
 #include "sluice/limiter.h"
+#include "sluice/redis_store.h"
 #include "sluice/status.h"
 #include "sluice/store.h"
 
@@ -41,7 +42,9 @@ struct ServiceOptions {
   int64_t redis_command_timeout_ms = 50;
   int redis_breaker_failures = 5;        // consecutive failures that open a server's breaker
   int64_t redis_breaker_open_ms = 1000;  // how long it stays open before one probe
-  const Clock* clock = nullptr;          // nullptr: a MonotonicClock of the service's own
+  RedisEventHook redis_events;           // Redis state changes, rate-limited: sluiced logs them
+  bool redis_monitor = true;  // the Redis store's monitor (docs/redis.md); off for --check-config
+  const Clock* clock = nullptr;  // nullptr: a MonotonicClock of the service's own
 };
 
 // What the admin API shows of one counter.

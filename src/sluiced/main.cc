@@ -94,6 +94,33 @@ void WarnRemovedDomains(const Config& before, const Config& after) {
   }
 }
 
+// The Redis store's state changes, already rate-limited by the store (redis_events.h).
+void LogRedisEvent(const sluice::RedisEvent& e) {
+  using Kind = sluice::RedisEventKind;
+  spdlog::level::level_enum level = spdlog::level::info;
+  switch (e.kind) {
+    case Kind::kConnectionLost:
+    case Kind::kAuthFailed:
+    case Kind::kCommandError:
+    case Kind::kKeysEvicted:  // limits over-admitted
+      level = spdlog::level::err;
+      break;
+    case Kind::kBreakerOpened:
+      level = spdlog::level::warn;
+      break;
+    case Kind::kEvictionPolicy:
+      level = e.unsafe ? spdlog::level::err : spdlog::level::info;
+      break;
+    default:
+      break;
+  }
+  if (e.suppressed == 0) {
+    spdlog::log(level, "{}", e.message);
+  } else {
+    spdlog::log(level, "{} ({} similar events not logged)", e.message, e.suppressed);
+  }
+}
+
 // SIGHUP: load everything again; anything wrong keeps the running config.
 void Reload(const std::string& path, const LoadOptions& load, RateLimitService& service,
             Metrics& metrics) {
@@ -148,8 +175,9 @@ int CheckConfig(const Flags& flags) {
     std::fprintf(stderr, "warning: %s\n", w.c_str());
   }
   Metrics metrics;
-  if (auto service = RateLimitService::Create(*checked, ServiceOptionsFrom(flags), &metrics);
-      !service) {
+  ServiceOptions options = ServiceOptionsFrom(flags);
+  options.redis_monitor = false;  // nothing to watch: the process is about to exit
+  if (auto service = RateLimitService::Create(*checked, options, &metrics); !service) {
     std::fprintf(stderr, "%s (with --store %s)\n", service.error().message.c_str(),
                  sluice::RedactRedisAddress(flags.store).c_str());
     return 1;
@@ -182,7 +210,9 @@ int Run(const Flags& flags) {
   spdlog::info("config loaded from {}: {}", flags.config, Summary(**config));
 
   Metrics metrics;
-  auto service = RateLimitService::Create(*config, ServiceOptionsFrom(flags), &metrics);
+  ServiceOptions service_options = ServiceOptionsFrom(flags);
+  service_options.redis_events = LogRedisEvent;
+  auto service = RateLimitService::Create(*config, service_options, &metrics);
   if (!service) {
     spdlog::error("cannot start the service: {}", service.error().message);
     return 1;
@@ -242,7 +272,13 @@ int Run(const Flags& flags) {
   }
   metrics.SetStoreGaugesSource([&service] {
     const sluice::StoreStats s = (*service)->StoreTotals();
-    return StoreGauges{s.keys, s.evictions, s.bytes, s.max_bytes};
+    return StoreGauges{s.keys,
+                       s.evictions,
+                       s.bytes,
+                       s.max_bytes,
+                       s.server_eviction_watched,
+                       s.server_eviction_unsafe,
+                       s.server_evicted_keys};
   });
 
   for (;;) {

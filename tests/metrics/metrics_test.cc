@@ -184,6 +184,26 @@ TEST(Metrics, StoreErrorsReloadsAndGauges) {
   EXPECT_EQ(ValidRender(m).find("sluice_store_keys"), std::string::npos);
 }
 
+// The Redis eviction families appear only for a store that watches Redis's eviction.
+TEST(Metrics, RedisEvictionFamiliesOnlyWhenWatched) {
+  Metrics m;
+  m.SetStoreGaugesSource([] { return StoreGauges{1, 0}; });
+  EXPECT_EQ(ValidRender(m).find("sluice_store_redis_"), std::string::npos);
+  m.SetStoreGaugesSource([] {
+    return StoreGauges{.keys = 1,
+                       .redis_eviction_watched = true,
+                       .redis_eviction_unsafe = true,
+                       .redis_evicted_keys = 17};
+  });
+  const std::string text = ValidRender(m);
+  EXPECT_LINE(text, "# TYPE sluice_store_redis_eviction_unsafe gauge");
+  EXPECT_LINE(text, "sluice_store_redis_eviction_unsafe 1");
+  EXPECT_LINE(text, "# TYPE sluice_store_redis_evicted_keys_total counter");
+  EXPECT_LINE(text, "sluice_store_redis_evicted_keys_total 17");
+  m.SetStoreGaugesSource([] { return StoreGauges{.keys = 1, .redis_eviction_watched = true}; });
+  EXPECT_LINE(ValidRender(m), "sluice_store_redis_eviction_unsafe 0");
+}
+
 TEST(Metrics, LabelValuesAreEscapedAndRoundTrip) {
   Metrics m;
   const std::string domain = "we\"ird\\dom\nain";

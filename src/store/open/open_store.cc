@@ -22,6 +22,7 @@ Result<std::shared_ptr<Store>> OpenStore(std::string_view address,
   redis->breaker_open_for = options.redis_breaker_open_for;
   redis->max_key_bytes = options.max_key_bytes;
   redis->on_event = options.redis_events;
+  if (!options.redis_monitor) redis->monitor_interval = std::chrono::milliseconds(0);
   auto store = OpenRedisStore(*redis);
   if (!store) return std::unexpected(store.error());
   return std::shared_ptr<Store>(std::move(*store));

@@ -204,9 +204,10 @@ class RedisNode {
   }
 
   void LinkDown(const Error& e) {
-    if (IsAuthFailure(e)) Tell(RedisEventKind::kAuthFailed, Why(e));
+    const bool auth = IsAuthFailure(e);
+    if (auth) Tell(RedisEventKind::kAuthFailed, Why(e));
     const int was = link_.exchange(kDown, std::memory_order_acq_rel);
-    if (was == kDown) return;
+    if (was == kDown || auth) return;  // an AUTH refusal was just told
     Tell(RedisEventKind::kConnectionLost,
          std::string(was == kUp ? "connection lost" : "unreachable") + ": " + Why(e));
   }
