@@ -105,12 +105,12 @@ void PipelinedConnection::Disconnect() {
   ctx_ = nullptr;
 }
 
-bool PipelinedConnection::EnsureConnected(std::string& why, bool ignore_backoff) {
+bool PipelinedConnection::EnsureConnected(std::string& why, bool ignore_backoff,
+                                          std::chrono::steady_clock::time_point now) {
   if (ctx_ != nullptr) {
-    if (StillOpen(ctx_->fd)) return true;
+    if (now - last_answered_ < kFreshFor || StillOpen(ctx_->fd)) return true;
     Disconnect();  // closed by Redis while idle: re-made below, before anything is sent
   }
-  const auto now = std::chrono::steady_clock::now();
   const std::string prefix = std::string(kConnectionErrorPrefix) + endpoint_.Name() + ": ";
   if (!ignore_backoff && now < next_connect_) {
     why = prefix + "unreachable (reconnecting with backoff)";
@@ -203,7 +203,8 @@ void PipelinedConnection::Run() {
     if (stopping) why = std::string(kConnectionErrorPrefix) + "shutting down";
     const bool background =
         std::any_of(batch.begin(), batch.end(), [](const Op& op) { return op.background; });
-    if (stopping || !EnsureConnected(why, background)) {
+    const auto now = std::chrono::steady_clock::now();
+    if (stopping || !EnsureConnected(why, background, now)) {
       for (Op& op : batch) Answer(op, MakeError(why));
       continue;
     }
@@ -212,7 +213,7 @@ void PipelinedConnection::Run() {
     if (!written && sent_nothing) {
       // Nothing reached Redis: once more on a fresh connection.
       Disconnect();
-      written = EnsureConnected(why, /*ignore_backoff=*/true) && Write(batch, sent_nothing);
+      written = EnsureConnected(why, /*ignore_backoff=*/true, now) && Write(batch, sent_nothing);
     }
     if (!written) {
       if (ctx_ != nullptr) {
@@ -259,6 +260,7 @@ void PipelinedConnection::Run() {
       Answer(batch[i], std::move(result));
     }
     if (answered > 0) answers_.fetch_add(answered, std::memory_order_relaxed);
+    if (answered == batch.size()) last_answered_ = now;
   }
 }
 

@@ -9,11 +9,13 @@
 // failed connect, requests fail at once until a backoff (doubling up to max_backoff, with
 // jitter) has passed. Every submitted request is answered.
 //
-// Stale connections: before each write the socket is polled (no wait): a connection that Redis
-// closed (restart, CLIENT KILL, timeout) reads EOF or an error, and is re-made before the batch
-// is sent, so nothing is lost. A batch whose first write fails reached Redis not at all, and is
-// sent once more on a fresh connection. Once any byte of a batch may have reached Redis, a
-// failure fails the batch: a script might have run, and running it again would count twice.
+// Stale connections: before a write on a connection idle for kFreshFor or more, the socket is
+// polled (no wait): a connection that Redis closed (restart, CLIENT KILL, timeout) reads EOF or
+// an error, and is re-made before the batch is sent, so nothing is lost. (Under load batches
+// follow each other closer than that, and skip the poll: a system call per batch.) A batch whose
+// first write fails reached Redis not at all, and is sent once more on a fresh connection. Once any
+// byte of a batch may have reached Redis, a failure fails the batch: a script might have run, and
+// running it again would count twice.
 //
 // Background calls (the store's monitor: PING, INFO, CONFIG GET) are left out of the request
 // and batch counts, and a batch holding one tries to connect even during the backoff (the
@@ -74,6 +76,7 @@ inline bool IsAuthFailure(const Error& e) {
 class PipelinedConnection {
  public:
   static constexpr size_t kMaxBatch = 512;
+  static constexpr std::chrono::milliseconds kFreshFor{1};
 
   explicit PipelinedConnection(RedisEndpoint endpoint);
   ~PipelinedConnection();  // answers whatever is queued with an error, then joins the thread
@@ -113,7 +116,8 @@ class PipelinedConnection {
   void Run();
   // Connected, and not closed by Redis meanwhile. ignore_backoff: a monitor's call, or a
   // resend after a failed first write.
-  bool EnsureConnected(std::string& why, bool ignore_backoff);
+  bool EnsureConnected(std::string& why, bool ignore_backoff,
+                       std::chrono::steady_clock::time_point now);
   // Appends the batch and writes it. False when the write failed; `sent_nothing` then says
   // whether no byte of it can have reached Redis.
   bool Write(const std::vector<Op>& batch, bool& sent_nothing);
@@ -130,6 +134,8 @@ class PipelinedConnection {
   redisContext* ctx_ = nullptr;
   std::chrono::steady_clock::time_point next_connect_{};
   std::chrono::milliseconds backoff_{0};
+  // When the last batch that was answered in full was sent.
+  std::chrono::steady_clock::time_point last_answered_{};
   uint64_t jitter_state_;
 
   std::atomic<uint64_t> requests_sent_{0};
