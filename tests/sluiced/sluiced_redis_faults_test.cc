@@ -4,12 +4,12 @@
 // degraded decision and /readyz follows; an eviction policy that can drop counters is an error
 // line and a metric.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -134,8 +134,8 @@ TEST_F(SluicedRedisFaults, RedisDownAndBackAndTheBreakerAreLogged) {
 // stale. Once Redis accepts again, no check is degraded, fail open or closed, and /readyz is 200.
 TEST_F(SluicedRedisFaults, NoDegradedCheckOnceARestartedRedisIsBack) {
   RedisServer redis;
-  auto sluiced = Start("redis://127.0.0.1:" + std::to_string(redis.port()),
-                       {"--redis-connections", "4"});
+  auto sluiced =
+      Start("redis://127.0.0.1:" + std::to_string(redis.port()), {"--redis-connections", "4"});
   for (int i = 0; i < 8; ++i) {
     ASSERT_FALSE(Degraded(sluiced->port(), i % 2 ? "open" : "closed", "w" + std::to_string(i)));
   }

@@ -397,7 +397,7 @@ class ClusterTransport final : public RedisTransport {
   static constexpr int kMaxAttempts = 6;
   static constexpr auto kRefreshEvery = std::chrono::milliseconds(100);
 
-  ClusterTransport(std::vector<RedisEndpoint> seeds, int connections, NodeSettings settings)
+  ClusterTransport(std::vector<RedisEndpoint> seeds, int connections, const NodeSettings& settings)
       : seeds_(std::move(seeds)), connections_(connections), settings_(settings) {
     slots_.fill(nullptr);
   }
