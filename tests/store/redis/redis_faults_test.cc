@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <ostream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -94,6 +95,10 @@ struct PolicyCase {
   std::string maxmemory;
   bool unsafe;  // the oracle: docs/redis.md, "Redis settings"
 };
+
+void PrintTo(const PolicyCase& c, std::ostream* os) {
+  *os << c.policy << " with maxmemory " << c.maxmemory << (c.unsafe ? ": unsafe" : ": safe");
+}
 
 class EvictionPolicy : public ::testing::TestWithParam<PolicyCase> {};
 
