@@ -2,6 +2,7 @@
 
 #include <array>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <mutex>
 #include <shared_mutex>
