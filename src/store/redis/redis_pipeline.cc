@@ -113,15 +113,21 @@ bool PipelinedConnection::EnsureConnected(std::string& why, bool ignore_backoff,
   }
   const std::string prefix = std::string(kConnectionErrorPrefix) + endpoint_.Name() + ": ";
   if (!ignore_backoff && now < next_connect_) {
-    why = prefix + "unreachable (reconnecting with backoff)";
+    why = prefix + (fast_failure_ ? std::string(kRefusedAtOnceText) : std::string()) +
+          "unreachable (reconnecting with backoff)";
     return false;
   }
-  auto fail = [&](const std::string& message) {
+  // A refusal (connection refused, credentials refused) came at once: the next try is paced at
+  // min_backoff, not doubled, so a request soon after Redis is back gets a real answer, while
+  // a dead Redis still sees at most one try per connection per min_backoff. A slow failure (a
+  // connect timeout) backs off, doubling, as before.
+  auto fail = [&](const std::string& message, bool at_once) {
     Disconnect();
-    why = prefix + message;
+    fast_failure_ = at_once;
+    why = prefix + (at_once ? std::string(kRefusedAtOnceText) : std::string()) + message;
     if (ignore_backoff) return false;  // the monitor's tries keep their own pace
-    backoff_ = backoff_.count() == 0 ? endpoint_.min_backoff
-                                     : std::min(endpoint_.max_backoff, backoff_ * 2);
+    backoff_ = at_once || backoff_.count() == 0 ? endpoint_.min_backoff
+                                                : std::min(endpoint_.max_backoff, backoff_ * 2);
     // Full backoff, less up to half of it at random, so many clients do not retry in step.
     const auto half = std::max<int64_t>(1, backoff_.count() / 2);
     const auto wait = backoff_ - std::chrono::milliseconds(SplitMix(jitter_state_) % half);
@@ -130,10 +136,14 @@ bool PipelinedConnection::EnsureConnected(std::string& why, bool ignore_backoff,
   };
   ctx_ = redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port,
                                  ToTimeval(endpoint_.connect_timeout));
-  if (ctx_ == nullptr) return fail("out of memory");
-  if (ctx_->err != 0) return fail(ctx_->errstr);
+  if (ctx_ == nullptr) return fail("out of memory", false);
+  if (ctx_->err != 0) {
+    const std::string error = ctx_->errstr;
+    return fail(error, error.find("refused") != std::string::npos);
+  }
   BoundReplies(ctx_->reader);
   redisSetTimeout(ctx_, ToTimeval(endpoint_.command_timeout));
+  bool answered = false;
   auto setup = [&](std::vector<std::string> args) -> std::string {
     std::vector<const char*> argv;
     std::vector<size_t> lens;
@@ -143,6 +153,7 @@ bool PipelinedConnection::EnsureConnected(std::string& why, bool ignore_backoff,
     }
     auto* r = static_cast<redisReply*>(
         redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()));
+    answered = r != nullptr;  // else an I/O error or a timeout: not a refusal
     if (r == nullptr) return args[0] + ": " + ctx_->errstr;
     std::string err =
         r->type == REDIS_REPLY_ERROR ? args[0] + ": " + std::string(r->str, r->len) : std::string();
@@ -154,14 +165,15 @@ bool PipelinedConnection::EnsureConnected(std::string& why, bool ignore_backoff,
     if (!endpoint_.user.empty()) auth.push_back(endpoint_.user);
     auth.push_back(endpoint_.password);
     if (std::string err = setup(std::move(auth)); !err.empty()) {
-      return fail(std::string(kAuthFailedText) + err);
+      return fail(std::string(kAuthFailedText) + err, answered);
     }
   }
   if (endpoint_.db != 0) {
     if (std::string err = setup({"SELECT", std::to_string(endpoint_.db)}); !err.empty()) {
-      return fail(err);
+      return fail(err, answered);
     }
   }
+  fast_failure_ = false;
   backoff_ = std::chrono::milliseconds(0);
   next_connect_ = {};
   return true;

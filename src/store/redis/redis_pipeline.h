@@ -66,6 +66,16 @@ inline bool IsConnectionError(const Error& e) {
   return e.message.starts_with(kConnectionErrorPrefix);
 }
 
+// In a connection error's message: the failure cost no time, so retrying it costs nothing either:
+// Redis refused the connection (it is down but its host answers), refused the credentials, or a
+// reconnect is waiting out its short pace. The circuit breaker, which exists to stop callers
+// paying timeouts, does not count these; otherwise it stays open after Redis is back and the
+// first requests then are degraded for nothing.
+inline constexpr std::string_view kRefusedAtOnceText = "refused at once: ";
+inline bool IsRefusedAtOnce(const Error& e) {
+  return IsConnectionError(e) && e.message.find(kRefusedAtOnceText) != std::string::npos;
+}
+
 // In a connection error's message: Redis refused the credentials when connecting.
 inline constexpr std::string_view kAuthFailedText = "authentication failed: ";
 inline bool IsAuthFailure(const Error& e) {
@@ -134,6 +144,7 @@ class PipelinedConnection {
   redisContext* ctx_ = nullptr;
   std::chrono::steady_clock::time_point next_connect_{};
   std::chrono::milliseconds backoff_{0};
+  bool fast_failure_ = false;  // the last connect was refused at once (see IsRefusedAtOnce)
   // When the last batch that was answered in full was sent.
   std::chrono::steady_clock::time_point last_answered_{};
   uint64_t jitter_state_;

@@ -55,7 +55,7 @@ class RedisNode {
     if (!reply && IsConnectionError(reply.error())) {
       if (reply.error().message.ends_with(kShuttingDown)) return;
       connection_errors_.fetch_add(1, std::memory_order_relaxed);
-      if (!background && breaker_.OnFailure(clock_.Now())) {
+      if (!background && !IsRefusedAtOnce(reply.error()) && breaker_.OnFailure(clock_.Now())) {
         Tell(RedisEventKind::kBreakerOpened,
              "circuit breaker open after " + std::to_string(breaker_options_.failure_threshold) +
                  " consecutive failures: calls are refused at once, one probe after " +

@@ -318,9 +318,13 @@ TEST(RedisEvents, DownBreakerOpenRestoredAndBreakerClosedAreToldWithoutTheCreden
   server.Stop();
   for (int i = 0; i < 3; ++i) (**limiter).Decide("k", {}, 1);
   EXPECT_TRUE(events.WaitFor(Kind::kConnectionLost).has_value());
-  EXPECT_TRUE(events.WaitFor(Kind::kBreakerOpened).has_value());
   ASSERT_TRUE(server.Restart());
   EXPECT_TRUE(events.WaitFor(Kind::kConnectionRestored).has_value());
+  // Refusals cost nothing and leave the breaker closed; a hung Redis's timeouts open it.
+  server.Pause();
+  for (int i = 0; i < 3; ++i) (**limiter).Decide("k", {}, 1);
+  EXPECT_TRUE(events.WaitFor(Kind::kBreakerOpened).has_value());
+  server.Resume();
   EXPECT_TRUE(events.WaitFor(Kind::kBreakerClosed).has_value());
   const std::string where = "redis 127.0.0.1:" + std::to_string(server.port()) + ": ";
   for (const RedisEvent& e : events.All()) {
