@@ -14,13 +14,14 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <mutex>
 #include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "util/listen_address.h"
 
 namespace sluice::server {
 namespace {
@@ -46,32 +47,11 @@ struct Endpoint {
 };
 
 Result<Endpoint> ParseAddress(std::string_view address) {
-  std::string_view host;
-  std::string_view port;
-  const bool v6 = address.starts_with('[');
-  if (v6) {
-    const size_t close = address.find("]:");
-    if (close == std::string_view::npos) {
-      return MakeError("bad address '" + std::string(address) + "': expected [v6]:port");
-    }
-    host = address.substr(1, close - 1);
-    port = address.substr(close + 2);
-  } else {
-    const size_t colon = address.rfind(':');
-    if (colon == std::string_view::npos) {
-      return MakeError("bad address '" + std::string(address) + "': expected host:port");
-    }
-    host = address.substr(0, colon);
-    port = address.substr(colon + 1);
-  }
-  unsigned port_number = 0;
-  const auto r = std::from_chars(port.data(), port.data() + port.size(), port_number);
-  if (port.empty() || r.ec != std::errc() || r.ptr != port.data() + port.size() ||
-      port_number > 65535) {
-    return MakeError("bad port in address '" + std::string(address) + "'");
-  }
-  if (host == "localhost") host = "127.0.0.1";
-  const std::string host_text(host);
+  auto split = util::SplitListenAddress(address);
+  if (!split) return MakeError(split.error());
+  const bool v6 = split->v6;
+  const uint16_t port_number = split->port;
+  const std::string& host_text = split->host;
   Endpoint e;
   if (v6) {
     auto* a = reinterpret_cast<sockaddr_in6*>(&e.addr);

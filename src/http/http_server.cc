@@ -12,7 +12,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
-#include <charconv>
 #include <exception>
 #include <optional>
 #include <string_view>
@@ -23,6 +22,7 @@
 
 #include "http/http_request_parser.h"
 #include "http/http_response.h"
+#include "util/listen_address.h"
 
 namespace sluice::server {
 namespace {
@@ -46,36 +46,15 @@ constexpr size_t kMaxLingeringRefusals = 256;
 constexpr size_t kInitialBufferBytes = 8192;
 
 Result<tcp::endpoint> ParseEndpoint(std::string_view address) {
-  std::string_view host;
-  std::string_view port;
-  if (address.starts_with('[')) {
-    const size_t close = address.find("]:");
-    if (close == std::string_view::npos)
-      return MakeError("bad address '" + std::string(address) + "'");
-    host = address.substr(1, close - 1);
-    port = address.substr(close + 2);
-  } else {
-    const size_t colon = address.rfind(':');
-    if (colon == std::string_view::npos) {
-      return MakeError("bad address '" + std::string(address) + "': expected host:port");
-    }
-    host = address.substr(0, colon);
-    port = address.substr(colon + 1);
-  }
-  unsigned long port_number = 0;
-  const auto r = std::from_chars(port.data(), port.data() + port.size(), port_number);
-  if (port.empty() || r.ec != std::errc() || r.ptr != port.data() + port.size() ||
-      port_number > 65535) {
-    return MakeError("bad port in address '" + std::string(address) + "'");
-  }
-  if (host == "localhost") host = "127.0.0.1";
+  auto split = util::SplitListenAddress(address);
+  if (!split) return MakeError(split.error());
   boost::system::error_code ec;
-  const net::ip::address ip = net::ip::make_address(std::string(host), ec);
+  const net::ip::address ip = net::ip::make_address(split->host, ec);
   if (ec) {
     return MakeError("bad address '" + std::string(address) +
                      "': the host must be an IP address or localhost");
   }
-  return tcp::endpoint(ip, static_cast<uint16_t>(port_number));
+  return tcp::endpoint(ip, split->port);
 }
 
 std::string FormatEndpoint(const tcp::endpoint& e) {
