@@ -27,7 +27,8 @@ namespace sluice {
 // every allowed, non-degraded one is refunded and its `remaining` reported as after the
 // give-back (min(limit, remaining + cost)). out[i] stays each limit's own verdict: the request
 // passes iff all of them are allowed. A degraded admission (fail-open) took nothing and is not
-// refunded. The same limiter and key may appear more than once: each check takes its own cost.
+// refunded, and neither is a charge (LimitCheck::charge): it stays taken. The same limiter and
+// key may appear more than once: each check takes its own cost.
 void DecideAll(std::span<const LimitCheck> checks, Timestamp now, std::span<Decision> out);
 
 }  // namespace sluice

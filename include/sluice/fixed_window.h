@@ -24,6 +24,10 @@ class FixedWindow {
 
   State Initial(Timestamp now) const;
   Decision Decide(State& state, Timestamp now, int64_t cost) const;
+  // Charges `cost` for work already done: Decide's verdict, but the cost is taken even when it
+  // does not fit, into debt of at most one capacity (src/core/charge.h; docs/algorithms.md,
+  // "Charges and debt").
+  Decision Charge(State& state, Timestamp now, int64_t cost) const;
   // Gives back `cost` an admitted Decide(state, at, cost) took: subtracted from the count if
   // `at`'s window is still the state's window (an older one no longer counts).
   void Refund(State& state, Timestamp at, Timestamp now, int64_t cost) const;

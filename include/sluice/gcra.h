@@ -32,6 +32,10 @@ class Gcra {
 
   State Initial(Timestamp now) const { return State{ToNanos(now), 0}; }
   Decision Decide(State& state, Timestamp now, int64_t cost) const;
+  // Charges `cost` for work already done: Decide's verdict, but the cost is taken even when it
+  // does not fit, into debt of at most one capacity (src/core/charge.h; docs/algorithms.md,
+  // "Charges and debt").
+  Decision Charge(State& state, Timestamp now, int64_t cost) const;
   // Gives back `cost` an admitted Decide(state, at, cost) took, as of `now`: the backlog ahead of
   // `now` shrinks by cost*T (never below 0). The token bucket's Refund, in TAT terms.
   void Refund(State& state, Timestamp at, Timestamp now, int64_t cost) const;

@@ -28,6 +28,10 @@ class LeakyBucket {
 
   State Initial(Timestamp now) const { return State{0, ToNanos(now)}; }
   Decision Decide(State& state, Timestamp now, int64_t cost) const;
+  // Charges `cost` for work already done: Decide's verdict, but the cost is taken even when it
+  // does not fit, into debt of at most one capacity (src/core/charge.h; docs/algorithms.md,
+  // "Charges and debt").
+  Decision Charge(State& state, Timestamp now, int64_t cost) const;
   // Gives back `cost` an admitted Decide(state, at, cost) took: drained to `now`, then the level
   // drops by `cost` (never below 0). A shaper's later requests are released sooner accordingly.
   void Refund(State& state, Timestamp at, Timestamp now, int64_t cost) const;

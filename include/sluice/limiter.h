@@ -53,6 +53,10 @@ struct LimitCheck {
   Limiter* limiter = nullptr;
   std::string_view key;
   int64_t cost = 1;
+  // Charged (Limiter::Charge) rather than decided: taken even beyond the limit, and never given
+  // back when another check refuses the request. Its verdict still counts: a charge that did
+  // not fit makes the request refused, and the others' admissions are given back.
+  bool charge = false;
 };
 
 class Limiter {
@@ -62,6 +66,18 @@ class Limiter {
   // Decides for `key` at `now`; cost is the request's weight (hits). cost 0 asks without
   // consuming. A negative cost or an over-long key yields kInvalidRequest and changes nothing.
   virtual Decision Decide(std::string_view key, Timestamp now, int64_t cost) = 0;
+
+  // Charges `cost` for work already done -- hits known only after the request was served (an
+  // LLM's tokens, Envoy's hits sent when a stream ends), or counted even when refused (Envoy's
+  // ratelimit service counts every hit). The verdict is Decide's: allowed iff the cost fitted.
+  // But the cost is taken either way: beyond the limit the key goes into debt, repaid by refill
+  // or the next window, and while it is in debt even a cost-0 Decide is over the limit. A key
+  // holds at most twice its capacity (one capacity of debt); what does not fit is dropped. The
+  // decision reports the state after the charge; retry_after is when a request of the same cost
+  // could pass (kNever above the capacity, with kCostExceedsCapacity). Never refund a charge.
+  // docs/algorithms.md, "Charges and debt". A store that cannot be asked: degraded, nothing
+  // charged. Negative costs and over-long keys: kInvalidRequest, as Decide.
+  virtual Decision Charge(std::string_view key, Timestamp now, int64_t cost) = 0;
 
   using DecisionCallback = std::function<void(const Decision&)>;
 

@@ -31,6 +31,10 @@ class SlidingWindowCounter {
 
   State Initial(Timestamp now) const;
   Decision Decide(State& state, Timestamp now, int64_t cost) const;
+  // Charges `cost` for work already done: Decide's verdict, but the cost is taken even when it
+  // does not fit, into debt of at most one capacity (src/core/charge.h; docs/algorithms.md,
+  // "Charges and debt").
+  Decision Charge(State& state, Timestamp now, int64_t cost) const;
   // Gives back `cost` an admitted Decide(state, at, cost) took: from `current` if `at` is in the
   // state's window, from `previous` if in the one before, else nothing (no longer weighed).
   void Refund(State& state, Timestamp at, Timestamp now, int64_t cost) const;

@@ -4,7 +4,8 @@
 // finest of 1ns, 10ns, ..., 1s that divides D and keeps D below 2^31 quanta (1ns for D <= 2.1s,
 // 100ns for 1m, 10us for 1h, 100us for 1d). Decisions are exact for traffic whose timestamps are
 // multiples of the quantum (millisecond traces always are, for D <= 24 days). Memory is
-// 4 bytes per hit in the window, at most 4 * limit per key.
+// 4 bytes per hit in the window, at most 4 * limit per key (8 * limit while a Charge holds the
+// key in debt).
 #ifndef SLUICE_SLIDING_WINDOW_LOG_H_
 #define SLUICE_SLIDING_WINDOW_LOG_H_
 
@@ -61,6 +62,10 @@ class SlidingWindowLog {
 
   State Initial(Timestamp now) const { return State{ToNanos(now), {}}; }
   Decision Decide(State& state, Timestamp now, int64_t cost) const;
+  // Charges `cost` for work already done: Decide's verdict, but the cost is taken even when it
+  // does not fit, into debt of at most one capacity (src/core/charge.h; docs/algorithms.md,
+  // "Charges and debt").
+  Decision Charge(State& state, Timestamp now, int64_t cost) const;
   // Gives back `cost` an admitted Decide(state, at, cost) took: removes `cost` stamps, the oldest
   // that are not older than `at` -- exactly the request's own when time did not step back
   // (equal stamps are interchangeable), older ones otherwise (the stricter side). Nothing if
@@ -70,7 +75,8 @@ class SlidingWindowLog {
   static size_t HeapBytes(const State& state) { return state.stamps.HeapBytes(); }
   int64_t capacity() const { return limit_; }
   int64_t quantum_ns() const { return quantum_ns_; }
-  // The most heap one key's state can hold: a full window's stamps, ring rounded up.
+  // The heap of a full window's stamps, ring rounded up: what one key holds at most, except while
+  // a Charge keeps it in debt (up to twice that; the memory store counts it as it grows).
   size_t MaxHeapBytes() const;
 
  private:

@@ -28,6 +28,10 @@ class TokenBucket {
 
   State Initial(Timestamp now) const { return State{capacity_scaled_, ToNanos(now)}; }
   Decision Decide(State& state, Timestamp now, int64_t cost) const;
+  // Charges `cost` for work already done: Decide's verdict, but the cost is taken even when it
+  // does not fit, into debt of at most one capacity (src/core/charge.h; docs/algorithms.md,
+  // "Charges and debt").
+  Decision Charge(State& state, Timestamp now, int64_t cost) const;
   // Gives back `cost` an admitted Decide(state, at, cost) took: refilled to `now`, then `cost`
   // tokens are returned (never above B). cost <= 0 or > B: nothing (it was never admitted).
   void Refund(State& state, Timestamp at, Timestamp now, int64_t cost) const;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/arith.h"
+#include "core/charge.h"
 #include "core/validate.h"
 
 namespace sluice {
@@ -42,9 +43,15 @@ Decision FixedWindow::Decide(State& s, Timestamp now, int64_t cost) const {
     d.reason = DecisionReason::kOverLimit;
     d.retry_after = Duration(until_next);
   }
-  d.remaining = limit_ - s.count;
+  d.remaining = std::max<int64_t>(0, limit_ - s.count);
   d.reset_after = Duration(s.count > 0 ? until_next : 0);
   return d;
+}
+
+Decision FixedWindow::Charge(State& s, Timestamp now, int64_t cost) const {
+  return internal::ChargeBeyondLimit(*this, s, now, cost, [this](State& st, int64_t hits) {
+    st.count = std::max(st.count, std::min(st.count + hits, 2 * limit_));
+  });
 }
 
 void FixedWindow::Refund(State& s, Timestamp at, Timestamp /*now*/, int64_t cost) const {

@@ -1,6 +1,9 @@
 #include "sluice/gcra.h"
 
+#include <algorithm>
+
 #include "core/arith.h"
+#include "core/charge.h"
 #include "core/validate.h"
 
 namespace sluice {
@@ -55,6 +58,20 @@ Decision Gcra::Decide(State& s, Timestamp now, int64_t cost) const {
       backlog >= capacity_scaled_ ? 0 : static_cast<int64_t>((capacity_scaled_ - backlog) / d_);
   d.reset_after = Duration(static_cast<int64_t>((backlog + n_ - 1) / n_));
   return d;
+}
+
+Decision Gcra::Charge(State& s, Timestamp now, int64_t cost) const {
+  return internal::ChargeBeyondLimit(*this, s, now, cost, [&](State& st, int64_t hits) {
+    const int64_t t = ToNanos(now);
+    const __int128 ahead = static_cast<__int128>(st.tat_ns) - t;
+    const __int128 backlog = ahead > 0 ? ahead * n_ + st.tat_frac : (ahead == 0 ? st.tat_frac : 0);
+    // At most one capacity of debt; a backlog already beyond it (the clock stepped back) stays.
+    const __int128 limit = 2 * static_cast<__int128>(capacity_scaled_);
+    const __int128 after = std::min(limit, backlog + static_cast<__int128>(hits) * d_);
+    if (after <= backlog) return;
+    st.tat_ns = t + static_cast<int64_t>(after / n_);
+    st.tat_frac = static_cast<int64_t>(after % n_);
+  });
 }
 
 void Gcra::Refund(State& s, Timestamp /*at*/, Timestamp now, int64_t cost) const {

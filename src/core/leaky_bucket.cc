@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/arith.h"
+#include "core/charge.h"
 #include "core/validate.h"
 
 namespace sluice {
@@ -28,7 +29,11 @@ LeakyBucket::LeakyBucket(int64_t capacity, int64_t n, int64_t d, bool shaper)
 void LeakyBucket::Drain(State& s, int64_t t) const {
   if (t <= s.last_ns) return;
   const int64_t elapsed = t - s.last_ns;
-  s.scaled_level = elapsed >= drain_ns_ ? 0 : std::max<int64_t>(0, s.scaled_level - elapsed * n_);
+  // A bucket over its capacity (after a Charge) needs up to twice the drain time. Below those
+  // bounds elapsed * n_ stays below 2 * capacity_scaled_ + 2 * n_: no overflow.
+  const bool empty =
+      elapsed >= 2 * drain_ns_ || (elapsed >= drain_ns_ && s.scaled_level <= capacity_scaled_);
+  s.scaled_level = empty ? 0 : std::max<int64_t>(0, s.scaled_level - elapsed * n_);
   s.last_ns = t;
 }
 
@@ -53,9 +58,15 @@ Decision LeakyBucket::Decide(State& s, Timestamp now, int64_t cost) const {
       d.retry_after = Duration(behind + CeilDiv(s.scaled_level + need - capacity_scaled_, n_));
     }
   }
-  d.remaining = (capacity_scaled_ - s.scaled_level) / d_;
+  d.remaining = std::max<int64_t>(0, (capacity_scaled_ - s.scaled_level) / d_);
   d.reset_after = Duration(behind + CeilDiv(s.scaled_level, n_));
   return d;
+}
+
+Decision LeakyBucket::Charge(State& s, Timestamp now, int64_t cost) const {
+  return internal::ChargeBeyondLimit(*this, s, now, cost, [this](State& st, int64_t hits) {
+    st.scaled_level = std::min(2 * capacity_scaled_, st.scaled_level + hits * d_);
+  });
 }
 
 void LeakyBucket::Refund(State& s, Timestamp /*at*/, Timestamp now, int64_t cost) const {

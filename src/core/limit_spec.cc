@@ -9,7 +9,7 @@
 namespace sluice {
 namespace {
 
-// Largest hit count a sliding window log may hold per key: 4 bytes each, 64 MiB.
+// Largest limit of a sliding window log: 4 bytes per hit, 64 MiB per key (128 MiB in debt).
 constexpr int64_t kMaxLogLimit = int64_t{1} << 24;
 // Keeps every window end (up to two periods past a timestamp) inside 64-bit nanoseconds.
 constexpr Duration kMaxPeriod = std::chrono::hours(24 * 3650);

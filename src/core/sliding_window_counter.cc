@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/arith.h"
+#include "core/charge.h"
 #include "core/validate.h"
 
 namespace sluice {
@@ -71,6 +72,15 @@ Decision SlidingWindowCounter::Decide(State& s, Timestamp now, int64_t cost) con
     d.reset_after = Duration(window_end - t);
   }
   return d;
+}
+
+Decision SlidingWindowCounter::Charge(State& s, Timestamp now, int64_t cost) const {
+  return internal::ChargeBeyondLimit(*this, s, now, cost, [this](State& st, int64_t hits) {
+    // Counts are 32-bit: for limits above 2^31 the debt saturates at 2^32 - 1 hits.
+    const int64_t most = std::min<int64_t>(2 * limit_, UINT32_MAX);
+    const int64_t cur = st.current;
+    st.current = static_cast<uint32_t>(std::max(cur, std::min(cur + hits, most)));
+  });
 }
 
 void SlidingWindowCounter::Refund(State& s, Timestamp at, Timestamp /*now*/, int64_t cost) const {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/arith.h"
+#include "core/charge.h"
 #include "core/validate.h"
 
 namespace sluice {
@@ -108,9 +109,19 @@ Decision SlidingWindowLog::Decide(State& s, Timestamp now, int64_t cost) const {
     // The oldest (count + cost - limit) hits must leave first.
     d.retry_after = leaves_after(s.stamps.at(static_cast<uint32_t>(count + cost - limit_ - 1)));
   }
-  d.remaining = limit_ - s.stamps.size();
+  d.remaining = std::max<int64_t>(0, limit_ - int64_t{s.stamps.size()});
   if (!s.stamps.empty()) d.reset_after = leaves_after(s.stamps.back());
   return d;
+}
+
+Decision SlidingWindowLog::Charge(State& s, Timestamp now, int64_t cost) const {
+  return internal::ChargeBeyondLimit(*this, s, now, cost, [this](State& st, int64_t hits) {
+    // Stamped at the state's time, as Decide stamps (it never evaluates before it).
+    const int64_t room = 2 * limit_ - int64_t{st.stamps.size()};
+    if (room <= 0) return;
+    const auto stamp = static_cast<uint32_t>(FloorDiv(st.last_ns, quantum_ns_));
+    st.stamps.PushBack(stamp, static_cast<uint32_t>(std::min(hits, room)));
+  });
 }
 
 void SlidingWindowLog::Refund(State& s, Timestamp at, Timestamp /*now*/, int64_t cost) const {

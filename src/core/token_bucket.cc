@@ -4,6 +4,7 @@
 #include <cassert>
 
 #include "core/arith.h"
+#include "core/charge.h"
 #include "core/validate.h"
 
 namespace sluice {
@@ -28,10 +29,11 @@ TokenBucket::TokenBucket(int64_t capacity, int64_t n, int64_t d)
 void TokenBucket::Refill(State& s, int64_t t) const {
   if (t <= s.last_ns) return;
   const int64_t elapsed = t - s.last_ns;
-  // elapsed < fill_ns_ keeps elapsed * n_ below capacity_scaled_ + n_: no overflow.
-  s.scaled_tokens = elapsed >= fill_ns_
-                        ? capacity_scaled_
-                        : std::min(capacity_scaled_, s.scaled_tokens + elapsed * n_);
+  // A bucket in debt (tokens < 0, after a Charge) needs up to twice the fill time. Below those
+  // bounds elapsed * n_ stays below 2 * capacity_scaled_ + 2 * n_: no overflow.
+  const bool full = elapsed >= 2 * fill_ns_ || (elapsed >= fill_ns_ && s.scaled_tokens >= 0);
+  s.scaled_tokens =
+      full ? capacity_scaled_ : std::min(capacity_scaled_, s.scaled_tokens + elapsed * n_);
   s.last_ns = t;
 }
 
@@ -56,9 +58,15 @@ Decision TokenBucket::Decide(State& s, Timestamp now, int64_t cost) const {
       d.retry_after = Duration(behind + CeilDiv(need - s.scaled_tokens, n_));
     }
   }
-  d.remaining = s.scaled_tokens / d_;
+  d.remaining = std::max<int64_t>(0, s.scaled_tokens / d_);
   d.reset_after = Duration(behind + CeilDiv(capacity_scaled_ - s.scaled_tokens, n_));
   return d;
+}
+
+Decision TokenBucket::Charge(State& s, Timestamp now, int64_t cost) const {
+  return internal::ChargeBeyondLimit(*this, s, now, cost, [this](State& st, int64_t hits) {
+    st.scaled_tokens = std::max(-capacity_scaled_, st.scaled_tokens - hits * d_);
+  });
 }
 
 void TokenBucket::Refund(State& s, Timestamp /*at*/, Timestamp now, int64_t cost) const {

@@ -15,7 +15,8 @@ void DecideAll(std::span<const LimitCheck> checks, Timestamp now, std::span<Deci
       out[i].reason = DecisionReason::kInvalidRequest;
       out[i].retry_after = kNever;
     } else {
-      out[i] = c.limiter->Decide(c.key, now, c.cost);
+      out[i] = c.charge ? c.limiter->Charge(c.key, now, c.cost)
+                        : c.limiter->Decide(c.key, now, c.cost);
     }
     rejected = rejected || !out[i].allowed;
   }
@@ -23,7 +24,7 @@ void DecideAll(std::span<const LimitCheck> checks, Timestamp now, std::span<Deci
   // Newest first, so a limit checked twice for one request unwinds in the reverse order.
   for (size_t i = checks.size(); i-- > 0;) {
     Decision& d = out[i];
-    if (!d.allowed || d.degraded) continue;
+    if (!d.allowed || d.degraded || checks[i].charge) continue;  // charges stay taken
     checks[i].limiter->Refund(checks[i].key, now, now, checks[i].cost);
     d.remaining = std::min(d.limit, d.remaining + checks[i].cost);
   }

@@ -36,6 +36,10 @@ class FakeLimiter final : public Limiter {
  public:
   explicit FakeLimiter(Decision answer) : answer_(answer) {}
   Decision Decide(std::string_view, Timestamp, int64_t) override { return answer_; }
+  Decision Charge(std::string_view, Timestamp, int64_t) override {
+    ++charges;
+    return answer_;
+  }
   void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
     refunds.push_back({std::string(key), at, now, cost});
   }
@@ -50,6 +54,7 @@ class FakeLimiter final : public Limiter {
     int64_t cost;
   };
   std::vector<Refunded> refunds;
+  int charges = 0;
 
  private:
   Decision answer_;

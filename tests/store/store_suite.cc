@@ -210,6 +210,10 @@ class PureLimit {
   Decision Decide(const std::string& key, Timestamp now, int64_t cost) {
     return model_->Decide(key, now, cost, /*keep=*/true);
   }
+  // Charges (Alg::Charge) and keeps the new state.
+  Decision Charge(const std::string& key, Timestamp now, int64_t cost) {
+    return model_->Decide(key, now, cost, /*keep=*/true, /*charge=*/true);
+  }
   // What Decide would say, changing nothing.
   Decision Ask(const std::string& key, Timestamp now, int64_t cost) const {
     return model_->Decide(key, now, cost, /*keep=*/false);
@@ -224,8 +228,8 @@ class PureLimit {
   struct Model {
     virtual ~Model() = default;
     virtual std::unique_ptr<Model> Clone() const = 0;
-    virtual Decision Decide(const std::string& key, Timestamp now, int64_t cost,
-                            bool keep) const = 0;
+    virtual Decision Decide(const std::string& key, Timestamp now, int64_t cost, bool keep,
+                            bool charge = false) const = 0;
     virtual void Refund(const std::string& key, Timestamp at, Timestamp now, int64_t cost) = 0;
     virtual void Forget(const std::string& key) = 0;
   };
@@ -234,10 +238,11 @@ class PureLimit {
   struct AlgModel final : Model {
     explicit AlgModel(Alg a) : alg(std::move(a)) {}
     std::unique_ptr<Model> Clone() const override { return std::make_unique<AlgModel>(*this); }
-    Decision Decide(const std::string& key, Timestamp now, int64_t cost, bool keep) const override {
+    Decision Decide(const std::string& key, Timestamp now, int64_t cost, bool keep,
+                    bool charge) const override {
       auto it = states.find(key);
       typename Alg::State state = it != states.end() ? it->second : alg.Initial(now);
-      const Decision d = alg.Decide(state, now, cost);
+      const Decision d = charge ? alg.Charge(state, now, cost) : alg.Decide(state, now, cost);
       if (keep) states.insert_or_assign(key, std::move(state));
       return d;
     }
@@ -636,6 +641,86 @@ TEST_P(StoreSuite, DecideAsyncDecidesAsThePureAlgorithm) {
     LimitSpec spec = SpecFor(a, 3, seconds(1), 5);
     spec.shaper = a == Algorithm::kLeakyBucket;
     ExpectParity(*this, *store, spec, "async-" + Name(a), 21, 300, true);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Charges (Limiter::Charge, LimitCheck::charge).
+
+// Decisions and charges mixed -- a third charges, some of several capacities -- through
+// Limiter::Charge and through DecideAll's charge checks: every field is the pure algorithm's.
+TEST_P(StoreSuite, ChargesMatchThePureAlgorithm) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  for (Algorithm a : kAllAlgorithms) {
+    for (int64_t period_ms : {1000, 300}) {
+      const LimitSpec spec = SpecFor(a, 4, milliseconds(period_ms), 6);
+      const std::string id = "charge-" + Name(a) + std::to_string(period_ms);
+      auto limiter = Make(*store, spec, id);
+      ASSERT_NE(limiter, nullptr);
+      PureLimit oracle(spec);
+      const std::vector<Hit> traffic = Traffic(7 + period_ms, 300 * GetParam().traffic_scale, spec);
+      TrafficTime time(kStartMs * 1'000'000, 1'000'000);
+      int in_debt = 0;
+      for (size_t i = 0; i < traffic.size(); ++i) {
+        const Hit& hit = traffic[i];
+        const Timestamp now = time.Advance(hit.gap_ms * 1'000'000);
+        const int kind = static_cast<int>(i % 6);  // 0, 1: charge; 2: big charge; else decide
+        const int64_t cost = kind == 2 ? 5 * spec.Capacity() : hit.cost;
+        Decision got;
+        if (kind == 0 || kind == 2) {
+          got = limiter->Charge(hit.key, now, cost);
+        } else if (kind == 1) {
+          const LimitCheck check{limiter.get(), hit.key, cost, /*charge=*/true};
+          got = DecideAll(*store, std::span(&check, 1), now, i % 4 == 1).front();
+        } else {
+          got = Decide(*limiter, hit.key, now, cost);
+        }
+        const Decision want =
+            kind < 3 ? oracle.Charge(hit.key, now, cost) : oracle.Decide(hit.key, now, cost);
+        ASSERT_TRUE(Same(got, want)) << DescribeLimitSpec(spec) << ", request " << i;
+        in_debt += !oracle.Ask(hit.key, now, 0).allowed;
+      }
+      EXPECT_GT(in_debt, 10) << DescribeLimitSpec(spec) << ": the traffic should go into debt";
+    }
+  }
+}
+
+// A request with a charge and a decision: when the decision refuses, the charge stays taken (it
+// is for work already done); when the charge does not fit, the request is refused and the
+// decision's admission is given back.
+TEST_P(StoreSuite, AChargeIsNeverGivenBack) {
+  const Timestamp now = FromNanos(int64_t{28'333'333} * 60 * 1'000'000'000);  // minute-aligned
+  for (bool async : {false, true}) {
+    for (Algorithm a : kAllAlgorithms) {
+      auto store = Open();
+      ASSERT_NE(store, nullptr);
+      const std::string where = Name(a) + (async ? " (async)" : "");
+      auto charged = Make(*store, SpecFor(a, 3, seconds(60), 3), "charged");
+      auto strict = Make(*store, SpecFor(Algorithm::kFixedWindow, 1, seconds(60), 0), "strict");
+      ASSERT_TRUE(charged != nullptr && strict != nullptr);
+      ASSERT_TRUE(strict->Decide("bob", now, 1).allowed);  // strict is now full
+      const LimitCheck first[] = {{charged.get(), "bob", 2, true}, {strict.get(), "bob", 1}};
+      std::vector<Decision> out = DecideAll(*store, first, now, async);
+      EXPECT_TRUE(out[0].allowed) << where;
+      EXPECT_EQ(out[0].remaining, 1) << where << ": a charge is not reported as given back";
+      EXPECT_FALSE(out[1].allowed) << where;
+      EXPECT_EQ(charged->Decide("bob", now, 0).remaining, 1) << where << ": the charge stayed";
+
+      auto other = Make(*store, SpecFor(Algorithm::kTokenBucket, 5, seconds(60), 5), "other");
+      ASSERT_NE(other, nullptr);
+      const LimitCheck second[] = {{other.get(), "bob", 1}, {charged.get(), "bob", 4, true}};
+      out = DecideAll(*store, second, now, async);
+      EXPECT_TRUE(out[0].allowed) << where;
+      EXPECT_EQ(out[0].remaining, 5) << where << ": reported as after the give-back";
+      EXPECT_FALSE(out[1].allowed) << where << ": 4 did not fit in 1";
+      EXPECT_EQ(out[1].reason, DecisionReason::kCostExceedsCapacity) << where;
+      EXPECT_EQ(other->Decide("bob", now, 0).remaining, 5) << where << ": given back";
+      // The charge went into debt: 1 - 4 = -3, capped at one capacity (-3).
+      const Decision zero = charged->Decide("bob", now, 0);
+      EXPECT_FALSE(zero.allowed) << where << ": in debt, a cost-0 check is over the limit";
+      EXPECT_EQ(zero.remaining, 0) << where;
+    }
   }
 }
 

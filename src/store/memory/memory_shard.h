@@ -39,8 +39,12 @@ class alignas(64) MemoryShard {
   MemoryShard(const MemoryShard&) = delete;
   MemoryShard& operator=(const MemoryShard&) = delete;
 
-  Decision Decide(const Alg& alg, std::string_view key, uint32_t hash, Timestamp now,
-                  int64_t cost) {
+  // Decides, or with `charge` charges (Alg::Charge), the request for `key`.
+  Decision Decide(const Alg& alg, std::string_view key, uint32_t hash, Timestamp now, int64_t cost,
+                  bool charge = false) {
+    const auto apply = [&](State& state) {
+      return charge ? alg.Charge(state, now, cost) : alg.Decide(state, now, cost);
+    };
     std::lock_guard<SpinLock> lock(mu_);
     Tick();
     if (const size_t pos = Find(key, hash); pos != kNone) {
@@ -48,16 +52,16 @@ class alignas(64) MemoryShard {
       Touch(e);
       if constexpr (kHasHeapState) {
         const size_t before = StateHeapBytes(e.state);
-        Decision d = alg.Decide(e.state, now, cost);
+        Decision d = apply(e.state);
         heap_bytes_ += StateHeapBytes(e.state) - before;  // modular: also right when it shrinks
         EnforceBudgetAfterGrowth(alg, key, hash, now);
         return d;
       } else {
-        return alg.Decide(e.state, now, cost);
+        return apply(e.state);
       }
     }
     State state = alg.Initial(now);
-    Decision d = alg.Decide(state, now, cost);
+    Decision d = apply(state);
     // A state that is already replenished is the same as no state: keep nothing.
     if (alg.ReplenishedAt(state) > now) Insert(alg, key, hash, std::move(state), now);
     return d;

@@ -107,6 +107,12 @@ class MemoryLimiterOf final : public MemoryLimiter {
     return shard.Decide(alg_, key, static_cast<uint32_t>(h), now, cost);
   }
 
+  Decision Charge(std::string_view key, Timestamp now, int64_t cost) override {
+    if (!Valid(key, cost)) return Invalid();
+    const uint64_t h = internal::HashKey(key, seed_);
+    return ShardFor(h).Decide(alg_, key, static_cast<uint32_t>(h), now, cost, /*charge=*/true);
+  }
+
   // Hashes and prefetches a group of keys before deciding any, so their cache misses overlap
   // instead of queueing behind each shard lock one by one.
   void DecideBatch(std::span<const DecideRequest> requests, std::span<Decision> out) override {

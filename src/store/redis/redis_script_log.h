@@ -30,10 +30,13 @@
 
 namespace sluice::internal {
 
-// KEYS[1]: the sorted set above. ARGV: now_us|'', limit, window_us, cost (0 <= cost <= limit: the
-// caller rejects larger costs itself). Returns {allowed, remaining, reset_us, retry_us}.
+// KEYS[1]: the sorted set above. ARGV: now_us|'', limit, window_us, cost, charge (a decision's
+// 0 <= cost <= limit: the caller rejects larger costs itself; a charge's cost is at most 2 * limit
+// and is recorded beyond the limit, up to 2 * limit hits in the window, as one member).
+// Returns {allowed, remaining, reset_us, retry_us}.
 inline constexpr char kSlidingWindowLogBody[] = R"lua(
 local key, limit, D, cost = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local charge = ARGV[5] == '1'
 local function parse(m)
   local at = string.find(m, ':', 3, true)
   return tonumber(string.sub(m, 2, at - 1)), tonumber(string.sub(m, at + 1))
@@ -73,6 +76,17 @@ if count + cost <= limit then
   end
   return {1, limit - count, count > 0 and newest + D - now or 0, 0}
 end
+if charge then
+  local add = math.min(cost, 2 * limit - count)
+  if add > 0 then
+    local s = string.format('%d', e)
+    redis.call('ZADD', key, t, string.char(96 + #s) .. s .. ':' .. add, t, '~')
+    if count == 0 then s0, c0, t0 = e, add, t end  -- the window was empty: it is also the oldest
+    count, newest, e, last = count + add, t, e + add, t
+    redis.call('PEXPIRE', key, cdiv(behind + D, 1000))
+  end
+  cost = math.min(cost, limit)
+end
 -- The oldest k = count + cost - limit hits must leave first (1 <= k <= count): find the request
 -- holding hit number s0 + k, the last one (by rank) whose s is below that.
 local want = s0 + count + cost - limit
@@ -94,7 +108,7 @@ if s0 + c0 < want then
 end
 if t > last then redis.call('ZADD', key, t, '~') end
 -- The newest request and so the reset stay put: the TTL set when it was recorded still holds.
-return {0, limit - count, newest + D - now, behind + t_at + D - t}
+return {0, math.max(0, limit - count), newest + D - now, behind + t_at + D - t}
 )lua";
 inline const LuaScript kSlidingWindowLogScript{std::string(kLuaPrelude) + kSlidingWindowLogBody};
 

@@ -42,8 +42,9 @@ constexpr int ScriptAlgorithmId(Algorithm a) {
 }
 
 // KEYS: one key per check, all in one hash slot (a key may repeat). ARGV: now_us|'', then per
-// check: algorithm id, number of arguments k, its k script arguments (spec arguments, then cost).
-// Returns {now_us, {{allowed, remaining, reset_us, retry_us[, delay_us]} per check}, rolled_back}.
+// check: algorithm id, number of arguments k, its k script arguments (spec arguments, cost, then
+// charge). Returns {now_us, {{allowed, remaining, reset_us, retry_us[, delay_us]} per check},
+// rolled_back}. A charge is never rolled back: its cost stays taken.
 inline const LuaScript kMultiScript{
     std::string(kLuaPrelude) + "local bodies = {}\nbodies[1] = function(KEYS, ARGV)\n" +
     kFixedWindowBody + "end\nbodies[2] = function(KEYS, ARGV)\n" + kTokenBucketBody +
@@ -51,20 +52,21 @@ inline const LuaScript kMultiScript{
     "end\nbodies[4] = function(KEYS, ARGV)\n" + kLeakyBucketBody +
     "end\nbodies[5] = function(KEYS, ARGV)\n" + kSlidingWindowCounterBody +
     "end\nbodies[6] = function(KEYS, ARGV)\n" + kSlidingWindowLogBody + "end\n" + R"lua(
-local results, snaps = {}, {}
+local results, snaps, charged = {}, {}, {}
 local pos, rejected = 2, false
 for i = 1, #KEYS do
   local alg, k = tonumber(ARGV[pos]), tonumber(ARGV[pos + 1])
   local args = {ARGV[1]}
   for j = 1, k do args[j + 1] = ARGV[pos + 1 + j] end
   pos = pos + 2 + k
+  charged[i] = args[k + 1] == '1'
   snaps[i] = {redis.call('DUMP', KEYS[i]), redis.call('PTTL', KEYS[i])}
   results[i] = bodies[alg]({KEYS[i]}, args)
   if results[i][1] ~= 1 then rejected = true end
 end
 if rejected then
   for i = #KEYS, 1, -1 do
-    if results[i][1] == 1 then
+    if results[i][1] == 1 and not charged[i] then
       local dump, ttl = snaps[i][1], snaps[i][2]
       if dump then
         redis.call('RESTORE', KEYS[i], math.max(ttl, 0), dump, 'REPLACE')
@@ -78,8 +80,8 @@ return {now, results, rejected and 1 or 0}
 )lua"};
 
 // Gives back an admission made at `at` (the now_us the multi script returned). KEYS[1]: the key.
-// ARGV: now_us|'', at_us|'' (now), algorithm id, the check's script arguments (spec arguments, then
-// cost). Token bucket, GCRA and leaky bucket return the cost to the bucket as of now (never above
+// ARGV: now_us|'', at_us|'' (now), algorithm id, the check's script arguments (spec arguments, cost,
+// then charge, which is '0': a charge is never given back). Token bucket, GCRA and leaky bucket return the cost to the bucket as of now (never above
 // full); the windows subtract it from the window it was counted in, if that window is still kept;
 // the sliding log removes the request's entry if it is still the newest (otherwise it stays
 // counted: the log's bookkeeping cannot lose an entry in the middle). Returns 1.
@@ -88,7 +90,7 @@ local key, alg = KEYS[1], tonumber(ARGV[3])
 local at = ARGV[2] == '' and now or tonumber(ARGV[2])
 local p = {}
 for i = 4, #ARGV do p[#p + 1] = tonumber(ARGV[i]) end
-local cost = p[#p]
+local cost = p[#p - 1]
 local function keep(fields, ttl_us)
   if ttl_us > 0 then
     redis.call('HSET', key, unpack(fields))
@@ -115,10 +117,11 @@ elseif alg == 2 or alg == 4 then
   if s == nil then return 1 end  -- full (token bucket) or empty (leaky bucket) already
   if now > last then
     local e = now - last
+    -- A bucket in debt takes up to twice its fill (drain) time, as in the scripts above.
     if alg == 2 then
-      if e >= cap then s = cap else s = math.min(cap, s + e * n) end
+      if e >= 2 * cap or (e >= cap and s >= 0) then s = cap else s = math.min(cap, s + e * n) end
     else
-      if e >= cap then s = 0 else s = math.max(0, s - e * n) end
+      if e >= 2 * cap or (e >= cap and s <= cap) then s = 0 else s = math.max(0, s - e * n) end
     end
     last = now
   end

@@ -36,19 +36,38 @@ class RedisLimiter final : public Limiter {
   RedisLimiter(std::shared_ptr<RedisStoreImpl> store, const LimitSpec& spec, std::string limit_id,
                bool fail_open, std::vector<std::string> params, const internal::LuaScript& script);
 
-  Decision Decide(std::string_view key, Timestamp now, int64_t cost) override;
+  Decision Decide(std::string_view key, Timestamp now, int64_t cost) override {
+    return Run(key, now, cost, /*charge=*/false);
+  }
+  Decision Charge(std::string_view key, Timestamp now, int64_t cost) override {
+    return Run(key, now, cost, /*charge=*/true);
+  }
   void DecideAsync(std::string_view key, Timestamp now, int64_t cost,
                    DecisionCallback done) override;
 
   // The checks before any I/O: false with `d` filled when the request is decided without Redis
   // (invalid, too costly, or refused by an open breaker); true with the key to use otherwise.
-  bool Prepare(std::string_view key, int64_t cost, Decision& d, std::string& redis_key);
-  // A single-limit script's ARGV: now (empty under Redis's clock), the spec's, then the cost.
-  std::vector<std::string> ScriptArgs(Timestamp now, int64_t cost) const;
-  // The script arguments after now: the spec's, then the cost.
-  void AppendArgs(int64_t cost, std::vector<std::string>& args) const {
+  // A charge is never too costly: it is taken up to the debt cap.
+  bool Prepare(std::string_view key, int64_t cost, bool charge, Decision& d,
+               std::string& redis_key);
+  // A single-limit script's ARGV: now (empty under Redis's clock), the spec's, the cost, charge.
+  std::vector<std::string> ScriptArgs(Timestamp now, int64_t cost, bool charge) const;
+  // The script arguments after now: the spec's, the cost (a charge's clamped to twice the
+  // capacity, which is all a key can hold), then the charge flag.
+  void AppendArgs(int64_t cost, bool charge, std::vector<std::string>& args) const {
     args.insert(args.end(), params_.begin(), params_.end());
-    args.push_back(std::to_string(cost));
+    args.push_back(std::to_string(std::min(cost, 2 * spec_.Capacity())));
+    args.push_back(charge ? "1" : "0");
+  }
+  // A script's answer into `d`; false when it is not one. A charge above the capacity can
+  // never pass as a request: kCostExceedsCapacity, retry never.
+  bool Read(const RedisReply& reply, int64_t cost, bool charge, Decision& d) const {
+    if (!ReadDecision(reply, d)) return false;
+    if (charge && cost > spec_.Capacity()) {
+      d.reason = DecisionReason::kCostExceedsCapacity;
+      d.retry_after = kNever;
+    }
+    return true;
   }
   // `d` after Redis failed to answer: the failure policy, marked degraded.
   Decision Failed(const Decision& d, const Error& error);
@@ -77,6 +96,8 @@ class RedisLimiter final : public Limiter {
     d.degraded = true;
     return d;
   }
+  // Decide (charge false) or Charge, waiting for Redis.
+  Decision Run(std::string_view key, Timestamp now, int64_t cost, bool charge);
 
   const std::shared_ptr<RedisStoreImpl> store_;
   const int script_id_;  // its body in the multi-limit scripts
@@ -95,6 +116,7 @@ struct SlotCheck {
   RedisLimiter* limiter;
   std::string key;
   int64_t cost;
+  bool charge;  // never given back
 };
 
 struct SlotGroup {
@@ -263,7 +285,7 @@ void RedisLimiter::CountFailure(bool short_circuit) {
   store_->CountFailure(short_circuit);
 }
 
-bool RedisLimiter::Prepare(std::string_view key, int64_t cost, Decision& d,
+bool RedisLimiter::Prepare(std::string_view key, int64_t cost, bool charge, Decision& d,
                            std::string& redis_key) {
   d = Decision{};
   d.limit = spec_.Capacity();
@@ -273,7 +295,7 @@ bool RedisLimiter::Prepare(std::string_view key, int64_t cost, Decision& d,
     d.retry_after = kNever;
     return false;
   }
-  if (cost > spec_.Capacity()) {
+  if (cost > spec_.Capacity() && !charge) {
     d.reason = DecisionReason::kCostExceedsCapacity;
     d.retry_after = kNever;
     return false;
@@ -292,23 +314,23 @@ std::string NowArg(const RedisStoreOptions& options, Timestamp now) {
   return options.use_server_time ? std::string() : std::to_string(ToNanos(now) / kNanosPerMicro);
 }
 
-std::vector<std::string> RedisLimiter::ScriptArgs(Timestamp now, int64_t cost) const {
+std::vector<std::string> RedisLimiter::ScriptArgs(Timestamp now, int64_t cost, bool charge) const {
   std::vector<std::string> args;
-  args.reserve(params_.size() + 2);
+  args.reserve(params_.size() + 3);
   args.push_back(NowArg(store_->options(), now));
-  AppendArgs(cost, args);
+  AppendArgs(cost, charge, args);
   return args;
 }
 
-Decision RedisLimiter::Decide(std::string_view key, Timestamp now, int64_t cost) {
+Decision RedisLimiter::Run(std::string_view key, Timestamp now, int64_t cost, bool charge) {
   Decision d;
   std::string redis_key;
-  if (!Prepare(key, cost, d, redis_key)) return d;
-  std::vector<std::string> args = ScriptArgs(now, cost);
+  if (!Prepare(key, cost, charge, d, redis_key)) return d;
+  std::vector<std::string> args = ScriptArgs(now, cost, charge);
   const std::string keys[1] = {std::move(redis_key)};
   auto reply = store_->transport().Eval(script_, keys, args);
   if (!reply) return Failed(d, reply.error());
-  if (!ReadDecision(*reply, d)) {
+  if (!Read(*reply, cost, charge, d)) {
     return Failed(d, Error{"redis: unexpected reply from the " +
                            std::string(AlgorithmName(spec_.algorithm)) + " script"});
   }
@@ -451,7 +473,8 @@ Result<ScriptCall> ScriptFor(const LimitSpec& spec) {
     case Algorithm::kLeakyBucket: {
       const auto rate = internal::Reduce(spec.limit, period_us);
       const __int128 cap = static_cast<__int128>(spec.Capacity()) * rate.d;
-      if (cap * rate.n >= kLuaExact) return out_of_range();
+      // Four capacities: a backlog of one capacity of debt plus a charge of two stays exact.
+      if (4 * cap * rate.n >= kLuaExact) return out_of_range();
       ScriptCall call;
       call.params = {std::to_string(static_cast<int64_t>(cap)), std::to_string(rate.n),
                      std::to_string(rate.d)};
@@ -498,16 +521,16 @@ void RedisLimiter::DecideAsync(std::string_view key, Timestamp now, int64_t cost
                                DecisionCallback done) {
   Decision d;
   std::string redis_key;
-  if (!Prepare(key, cost, d, redis_key)) return done(d);
-  std::vector<std::string> args = ScriptArgs(now, cost);
+  if (!Prepare(key, cost, /*charge=*/false, d, redis_key)) return done(d);
+  std::vector<std::string> args = ScriptArgs(now, cost, /*charge=*/false);
   std::vector<std::string> keys;
   keys.push_back(std::move(redis_key));
   store_->transport().EvalAsync(
       script_, std::move(keys), std::move(args),
-      [this, d, done = std::move(done)](Result<RedisReply> reply) mutable {
+      [this, d, cost, done = std::move(done)](Result<RedisReply> reply) mutable {
         if (!reply) {
           d = Failed(d, reply.error());
-        } else if (!ReadDecision(*reply, d)) {
+        } else if (!Read(*reply, cost, /*charge=*/false, d)) {
           d = Failed(d, Error{"redis: unexpected reply from the " +
                               std::string(AlgorithmName(spec_.algorithm)) + " script"});
         }
@@ -520,7 +543,7 @@ void RedisLimiter::Refund(std::string_view key, Timestamp at, Timestamp now, int
   const RedisStoreOptions& options = store_->options();
   std::vector<std::string> args = {NowArg(options, now), NowArg(options, at),
                                    std::to_string(script_id_)};
-  AppendArgs(cost, args);
+  AppendArgs(cost, /*charge=*/false, args);
   const std::string keys[1] = {RedisKeyFor(options.key_prefix, limit_id_, key)};
   if (auto reply = store_->transport().Eval(internal::kRefundScript, keys, args); !reply) {
     Failed(Decision{}, reply.error());
@@ -552,7 +575,7 @@ std::vector<SlotGroup> RedisStoreImpl::Group(std::span<const LimitCheck> checks,
     }
     auto* limiter = static_cast<RedisLimiter*>(checks[i].limiter);
     std::string key;
-    if (!limiter->Prepare(checks[i].key, checks[i].cost, out[i], key)) {
+    if (!limiter->Prepare(checks[i].key, checks[i].cost, checks[i].charge, out[i], key)) {
       rejected = rejected || !out[i].allowed;
       continue;
     }
@@ -560,7 +583,7 @@ std::vector<SlotGroup> RedisStoreImpl::Group(std::span<const LimitCheck> checks,
     auto group = std::find_if(groups.begin(), groups.end(),
                               [slot](const SlotGroup& g) { return g.slot == slot; });
     if (group == groups.end()) group = groups.insert(groups.end(), SlotGroup{slot, {}});
-    group->checks.push_back({i, limiter, std::move(key), checks[i].cost});
+    group->checks.push_back({i, limiter, std::move(key), checks[i].cost, checks[i].charge});
   }
   return groups;
 }
@@ -574,7 +597,7 @@ void RedisStoreImpl::MultiCall(const SlotGroup& group, Timestamp now,
     args.push_back(std::to_string(c.limiter->script_id()));
     const size_t count_at = args.size();
     args.emplace_back();
-    c.limiter->AppendArgs(c.cost, args);
+    c.limiter->AppendArgs(c.cost, c.charge, args);
     args[count_at] = std::to_string(args.size() - count_at - 1);
   }
 }
@@ -588,10 +611,10 @@ GroupOutcome RedisStoreImpl::ReadGroup(const SlotGroup& group, const Result<Redi
   for (size_t k = 0; k < group.checks.size(); ++k) {
     const SlotCheck& c = group.checks[k];
     Decision& d = out[c.index];
-    if (!ok || !ReadDecision(reply->elements[1].elements[k], d)) {
+    if (!ok || !c.limiter->Read(reply->elements[1].elements[k], c.cost, c.charge, d)) {
       d = c.limiter->Failed(d,
                             reply ? Error{"redis: unexpected multi-limit reply"} : reply.error());
-    } else if (d.allowed && rolled_back) {
+    } else if (d.allowed && rolled_back && !c.charge) {
       d.remaining = std::min(d.limit, d.remaining + c.cost);
     }
     outcome.rejected = outcome.rejected || !d.allowed;
@@ -605,7 +628,7 @@ std::vector<std::string> RedisStoreImpl::RefundArgs(const SlotCheck& c, Timestam
                                                     int64_t at_us) const {
   std::vector<std::string> args = {NowArg(options_, now), std::to_string(at_us),
                                    std::to_string(c.limiter->script_id())};
-  c.limiter->AppendArgs(c.cost, args);
+  c.limiter->AppendArgs(c.cost, /*charge=*/false, args);
   return args;
 }
 
@@ -641,7 +664,7 @@ void RedisStoreImpl::DecideAll(std::span<const LimitCheck> checks, Timestamp now
     const auto& checks_of = group->first->checks;
     for (auto c = checks_of.rbegin(); c != checks_of.rend(); ++c) {
       Decision& d = out[c->index];
-      if (!d.allowed || d.degraded) continue;
+      if (!d.allowed || d.degraded || c->charge) continue;  // a charge stays taken
       const std::string keys[1] = {c->key};
       CountRefund(
           transport_->Eval(internal::kRefundScript, keys, RefundArgs(*c, now, group->second))
@@ -709,7 +732,7 @@ void RedisStoreImpl::RefundAsync(const std::shared_ptr<AsyncAll>& state) {
       const auto& checks = group->first->checks;
       for (auto c = checks.rbegin(); c != checks.rend(); ++c) {
         const Decision& d = state->out[c->index];
-        if (!d.allowed || d.degraded) continue;
+        if (!d.allowed || d.degraded || c->charge) continue;  // a charge stays taken
         state->refunds.push_back({&*c, group->second});
       }
     }
