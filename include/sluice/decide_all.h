@@ -22,13 +22,18 @@
 
 namespace sluice {
 
-// Decides checks[i] into out[i] (out.size() >= checks.size()), in order, each at `now`. If any
-// is not allowed (a degraded fail-closed refusal included; a null limiter is kInvalidRequest),
-// every allowed, non-degraded one is refunded and its `remaining` reported as after the
-// give-back (min(limit, remaining + cost)). out[i] stays each limit's own verdict: the request
-// passes iff all of them are allowed. A degraded admission (fail-open) took nothing and is not
-// refunded, and neither is a charge (LimitCheck::charge): it stays taken. The same limiter and
-// key may appear more than once: each check takes its own cost.
+// Whether a request whose checks got the decisions `out` is refused: when any check that is not
+// a quota check is not allowed, or when it has quota checks and none of them is allowed. Every
+// store applies this rule, and so does the service.
+bool RequestRefused(std::span<const LimitCheck> checks, std::span<const Decision> out);
+
+// Decides checks[i] into out[i] (out.size() >= checks.size()), in order, each at `now`. If the
+// request is refused (RequestRefused: a degraded fail-closed refusal counts, a null limiter is
+// kInvalidRequest), every allowed, non-degraded check is refunded and its `remaining` reported
+// as after the give-back (min(limit, remaining + cost)) -- except charges (LimitCheck::charge),
+// which stay taken. out[i] stays each limit's own verdict. A degraded admission (fail-open) took
+// nothing and is not refunded. The same limiter and key may appear more than once: each check
+// takes its own cost.
 void DecideAll(std::span<const LimitCheck> checks, Timestamp now, std::span<Decision> out);
 
 }  // namespace sluice

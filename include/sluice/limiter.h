@@ -57,6 +57,10 @@ struct LimitCheck {
   // back when another check refuses the request. Its verdict still counts: a charge that did
   // not fit makes the request refused, and the others' admissions are given back.
   bool charge = false;
+  // One of the request's quota checks (envoyproxy/ratelimit's quota_mode): its refusal alone
+  // does not refuse the request, which is refused when every one of its quota checks is (or any
+  // other check is). RequestRefused (decide_all.h) states the rule.
+  bool quota = false;
 };
 
 class Limiter {
@@ -80,6 +84,12 @@ class Limiter {
   virtual Decision Charge(std::string_view key, Timestamp now, int64_t cost) = 0;
 
   using DecisionCallback = std::function<void(const Decision&)>;
+
+  // Charge without waiting, as DecideAsync is to Decide.
+  virtual void ChargeAsync(std::string_view key, Timestamp now, int64_t cost,
+                           DecisionCallback done) {
+    done(Charge(key, now, cost));
+  }
 
   // Decide without waiting on a remote store: `done` gets the decision, possibly on another
   // thread (a store's I/O thread) and possibly before DecideAsync returns. `done` must not

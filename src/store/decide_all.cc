@@ -4,8 +4,20 @@
 
 namespace sluice {
 
+bool RequestRefused(std::span<const LimitCheck> checks, std::span<const Decision> out) {
+  bool any_quota = false, quota_allowed = false;
+  for (size_t i = 0; i < checks.size(); ++i) {
+    if (!checks[i].quota) {
+      if (!out[i].allowed) return true;
+      continue;
+    }
+    any_quota = true;
+    quota_allowed = quota_allowed || out[i].allowed;
+  }
+  return any_quota && !quota_allowed;
+}
+
 void DecideAll(std::span<const LimitCheck> checks, Timestamp now, std::span<Decision> out) {
-  bool rejected = false;
   // Every check is decided even after a refusal: out[i] reports each limit's own verdict (its
   // retry_after is what a client needs), at the price of a refund for those that admitted.
   for (size_t i = 0; i < checks.size(); ++i) {
@@ -18,9 +30,8 @@ void DecideAll(std::span<const LimitCheck> checks, Timestamp now, std::span<Deci
       out[i] = c.charge ? c.limiter->Charge(c.key, now, c.cost)
                         : c.limiter->Decide(c.key, now, c.cost);
     }
-    rejected = rejected || !out[i].allowed;
   }
-  if (!rejected) return;
+  if (!RequestRefused(checks, out)) return;
   // Newest first, so a limit checked twice for one request unwinds in the reverse order.
   for (size_t i = checks.size(); i-- > 0;) {
     Decision& d = out[i];

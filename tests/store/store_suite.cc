@@ -724,6 +724,44 @@ TEST_P(StoreSuite, AChargeIsNeverGivenBack) {
   }
 }
 
+// Quota checks (LimitCheck::quota, envoyproxy/ratelimit's quota_mode) refuse a request only
+// together: one of two refusing leaves the request admitted and every admission kept; both
+// refusing refuse it, and the other limit's admission is given back.
+TEST_P(StoreSuite, QuotaChecksRefuseTheRequestOnlyTogether) {
+  const Timestamp now = FromNanos(int64_t{28'333'333} * 60 * 1'000'000'000);  // minute-aligned
+  for (bool async : {false, true}) {
+    for (bool charge : {false, true}) {
+      auto store = Open();
+      ASSERT_NE(store, nullptr);
+      const std::string where = std::string(charge ? "charged" : "decided") +
+                                (async ? " (async)" : "");
+      auto plain = Make(*store, SpecFor(Algorithm::kTokenBucket, 10, seconds(60), 10), "plain");
+      auto q1 = Make(*store, SpecFor(Algorithm::kFixedWindow, 1, seconds(60), 0), "q1");
+      auto q2 = Make(*store, SpecFor(Algorithm::kSlidingWindowLog, 3, seconds(60), 0), "q2");
+      ASSERT_TRUE(plain != nullptr && q1 != nullptr && q2 != nullptr);
+      const LimitCheck checks[] = {{plain.get(), "ann", 1},
+                                   {q1.get(), "ann", 1, charge, /*quota=*/true},
+                                   {q2.get(), "ann", 1, charge, /*quota=*/true}};
+      // 1: all fit. 2 and 3: q1 refuses, q2 fits: admitted.
+      for (int n = 1; n <= 3; ++n) {
+        const std::vector<Decision> out = DecideAll(*store, checks, now, async);
+        EXPECT_TRUE(out[0].allowed) << where << " request " << n;
+        EXPECT_EQ(out[1].allowed, n == 1) << where << " request " << n;
+        EXPECT_TRUE(out[2].allowed) << where << " request " << n;
+        EXPECT_EQ(plain->Decide("ann", now, 0).remaining, 10 - n) << where << ": kept";
+      }
+      // 4: both quota checks refuse: refused, plain's admission given back.
+      const std::vector<Decision> out = DecideAll(*store, checks, now, async);
+      EXPECT_TRUE(out[0].allowed) << where;
+      EXPECT_FALSE(out[1].allowed || out[2].allowed) << where;
+      EXPECT_EQ(out[0].remaining, 7) << where << ": reported as after the give-back";
+      EXPECT_EQ(plain->Decide("ann", now, 0).remaining, 7) << where << ": given back";
+      // Charged quota limits counted every hit (into debt); decided ones only what fitted.
+      EXPECT_EQ(q1->Decide("ann", now, 0).allowed, !charge) << where;
+    }
+  }
+}
+
 // ------------------------------------------------------------------------------------------------
 // Refunds.
 

@@ -41,10 +41,13 @@ constexpr int ScriptAlgorithmId(Algorithm a) {
   return 0;
 }
 
-// KEYS: one key per check, all in one hash slot (a key may repeat). ARGV: now_us|'', then per
-// check: algorithm id, number of arguments k, its k script arguments (spec arguments, cost, then
-// charge). Returns {now_us, {{allowed, remaining, reset_us, retry_us[, delay_us]} per check},
-// rolled_back}. A charge is never rolled back: its cost stays taken.
+// KEYS: one key per check, all in one hash slot (a key may repeat). ARGV: now_us|'', the number
+// of quota checks in the whole request (in every slot), then per check: algorithm id, number of
+// arguments k, its k script arguments (spec arguments, cost, then flags: see redis_scripts.h).
+// The request is refused when a check that is not a quota check is refused, or when every quota
+// check of the request is here and refused (RequestRefused in decide_all.h: the caller applies
+// the rule across slots). Returns {now_us, {{allowed, remaining, reset_us, retry_us[,
+// delay_us]} per check}, rolled_back}. A charge is never rolled back: its cost stays taken.
 inline const LuaScript kMultiScript{
     std::string(kLuaPrelude) + "local bodies = {}\nbodies[1] = function(KEYS, ARGV)\n" +
     kFixedWindowBody + "end\nbodies[2] = function(KEYS, ARGV)\n" + kTokenBucketBody +
@@ -53,17 +56,22 @@ inline const LuaScript kMultiScript{
     "end\nbodies[5] = function(KEYS, ARGV)\n" + kSlidingWindowCounterBody +
     "end\nbodies[6] = function(KEYS, ARGV)\n" + kSlidingWindowLogBody + "end\n" + R"lua(
 local results, snaps, charged = {}, {}, {}
-local pos, rejected = 2, false
+local quota_total, quota_refused = tonumber(ARGV[2]), 0
+local pos, rejected = 3, false
 for i = 1, #KEYS do
   local alg, k = tonumber(ARGV[pos]), tonumber(ARGV[pos + 1])
   local args = {ARGV[1]}
   for j = 1, k do args[j + 1] = ARGV[pos + 1 + j] end
   pos = pos + 2 + k
-  charged[i] = args[k + 1] == '1'
+  local flags = tonumber(args[k + 1])
+  charged[i] = flags % 2 == 1
   snaps[i] = {redis.call('DUMP', KEYS[i]), redis.call('PTTL', KEYS[i])}
   results[i] = bodies[alg]({KEYS[i]}, args)
-  if results[i][1] ~= 1 then rejected = true end
+  if results[i][1] ~= 1 then
+    if flags >= 2 then quota_refused = quota_refused + 1 else rejected = true end
+  end
 end
+if quota_total > 0 and quota_refused == quota_total then rejected = true end
 if rejected then
   for i = #KEYS, 1, -1 do
     if results[i][1] == 1 and not charged[i] then

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/arith.h"
+#include "sluice/decide_all.h"
 #include "store/redis/crc16.h"
 #include "store/redis/redis_client.h"
 #include "store/redis/redis_events.h"
@@ -43,7 +44,13 @@ class RedisLimiter final : public Limiter {
     return Run(key, now, cost, /*charge=*/true);
   }
   void DecideAsync(std::string_view key, Timestamp now, int64_t cost,
-                   DecisionCallback done) override;
+                   DecisionCallback done) override {
+    RunAsync(key, now, cost, /*charge=*/false, std::move(done));
+  }
+  void ChargeAsync(std::string_view key, Timestamp now, int64_t cost,
+                   DecisionCallback done) override {
+    RunAsync(key, now, cost, /*charge=*/true, std::move(done));
+  }
 
   // The checks before any I/O: false with `d` filled when the request is decided without Redis
   // (invalid, too costly, or refused by an open breaker); true with the key to use otherwise.
@@ -53,11 +60,12 @@ class RedisLimiter final : public Limiter {
   // A single-limit script's ARGV: now (empty under Redis's clock), the spec's, the cost, charge.
   std::vector<std::string> ScriptArgs(Timestamp now, int64_t cost, bool charge) const;
   // The script arguments after now: the spec's, the cost (a charge's clamped to twice the
-  // capacity, which is all a key can hold), then the charge flag.
-  void AppendArgs(int64_t cost, bool charge, std::vector<std::string>& args) const {
+  // capacity, which is all a key can hold), then the flags (charge, quota).
+  void AppendArgs(int64_t cost, bool charge, std::vector<std::string>& args,
+                  bool quota = false) const {
     args.insert(args.end(), params_.begin(), params_.end());
     args.push_back(std::to_string(std::min(cost, 2 * spec_.Capacity())));
-    args.push_back(charge ? "1" : "0");
+    args.push_back(std::to_string((charge ? 1 : 0) + (quota ? 2 : 0)));  // redis_scripts.h
   }
   // A script's answer into `d`; false when it is not one. A charge above the capacity can
   // never pass as a request: kCostExceedsCapacity, retry never.
@@ -98,6 +106,8 @@ class RedisLimiter final : public Limiter {
   }
   // Decide (charge false) or Charge, waiting for Redis.
   Decision Run(std::string_view key, Timestamp now, int64_t cost, bool charge);
+  void RunAsync(std::string_view key, Timestamp now, int64_t cost, bool charge,
+                DecisionCallback done);
 
   const std::shared_ptr<RedisStoreImpl> store_;
   const int script_id_;  // its body in the multi-limit scripts
@@ -117,6 +127,7 @@ struct SlotCheck {
   std::string key;
   int64_t cost;
   bool charge;  // never given back
+  bool quota;   // LimitCheck::quota
 };
 
 struct SlotGroup {
@@ -126,7 +137,6 @@ struct SlotGroup {
 
 // What one group's multi-limit script said.
 struct GroupOutcome {
-  bool rejected = false;  // some check of the group was not allowed
   bool admitted = false;  // the group's admissions stand (unless another group rejects)
   int64_t at_us = 0;      // the script's now, for refunds
 };
@@ -219,9 +229,9 @@ class RedisStoreImpl final : public RedisStore,
   struct AsyncAll;
 
   // The pieces DecideAll and DecideAllAsync share, so that both decide alike.
-  std::vector<SlotGroup> Group(std::span<const LimitCheck> checks, std::span<Decision> out,
-                               bool& rejected) const;
-  void MultiCall(const SlotGroup& group, Timestamp now, std::vector<std::string>& keys,
+  std::vector<SlotGroup> Group(std::span<const LimitCheck> checks, std::span<Decision> out) const;
+  void MultiCall(const SlotGroup& group, Timestamp now, size_t quota_total,
+                 std::vector<std::string>& keys,
                  std::vector<std::string>& args) const;
   GroupOutcome ReadGroup(const SlotGroup& group, const Result<RedisReply>& reply,
                          std::span<Decision> out) const;
@@ -517,20 +527,20 @@ Result<std::unique_ptr<Limiter>> RedisStoreImpl::MakeLimiter(const LimitSpec& sp
                                      std::move(call->params), *call->script));
 }
 
-void RedisLimiter::DecideAsync(std::string_view key, Timestamp now, int64_t cost,
-                               DecisionCallback done) {
+void RedisLimiter::RunAsync(std::string_view key, Timestamp now, int64_t cost, bool charge,
+                            DecisionCallback done) {
   Decision d;
   std::string redis_key;
-  if (!Prepare(key, cost, /*charge=*/false, d, redis_key)) return done(d);
-  std::vector<std::string> args = ScriptArgs(now, cost, /*charge=*/false);
+  if (!Prepare(key, cost, charge, d, redis_key)) return done(d);
+  std::vector<std::string> args = ScriptArgs(now, cost, charge);
   std::vector<std::string> keys;
   keys.push_back(std::move(redis_key));
   store_->transport().EvalAsync(
       script_, std::move(keys), std::move(args),
-      [this, d, cost, done = std::move(done)](Result<RedisReply> reply) mutable {
+      [this, d, cost, charge, done = std::move(done)](Result<RedisReply> reply) mutable {
         if (!reply) {
           d = Failed(d, reply.error());
-        } else if (!Read(*reply, cost, /*charge=*/false, d)) {
+        } else if (!Read(*reply, cost, charge, d)) {
           d = Failed(d, Error{"redis: unexpected reply from the " +
                               std::string(AlgorithmName(spec_.algorithm)) + " script"});
         }
@@ -558,10 +568,19 @@ void RedisLimiter::Reset(std::string_view key) {
   }
 }
 
+namespace {
+
+size_t QuotaChecks(std::span<const LimitCheck> checks) {
+  return static_cast<size_t>(
+      std::count_if(checks.begin(), checks.end(), [](const LimitCheck& c) { return c.quota; }));
+}
+
+}  // namespace
+
 // One request's checks grouped by hash slot, in order of first appearance (a standalone server
 // is one group); checks decided without Redis are already in `out`.
 std::vector<SlotGroup> RedisStoreImpl::Group(std::span<const LimitCheck> checks,
-                                             std::span<Decision> out, bool& rejected) const {
+                                             std::span<Decision> out) const {
   std::vector<SlotGroup> groups;
   const bool cluster = !options_.cluster_seeds.empty();
   for (size_t i = 0; i < checks.size(); ++i) {
@@ -570,34 +589,32 @@ std::vector<SlotGroup> RedisStoreImpl::Group(std::span<const LimitCheck> checks,
       out[i] = Decision{};
       out[i].reason = DecisionReason::kInvalidRequest;
       out[i].retry_after = kNever;
-      rejected = true;
       continue;
     }
     auto* limiter = static_cast<RedisLimiter*>(checks[i].limiter);
     std::string key;
-    if (!limiter->Prepare(checks[i].key, checks[i].cost, checks[i].charge, out[i], key)) {
-      rejected = rejected || !out[i].allowed;
-      continue;
-    }
+    if (!limiter->Prepare(checks[i].key, checks[i].cost, checks[i].charge, out[i], key)) continue;
     const int slot = cluster ? internal::RedisHashSlot(key) : 0;
     auto group = std::find_if(groups.begin(), groups.end(),
                               [slot](const SlotGroup& g) { return g.slot == slot; });
     if (group == groups.end()) group = groups.insert(groups.end(), SlotGroup{slot, {}});
-    group->checks.push_back({i, limiter, std::move(key), checks[i].cost, checks[i].charge});
+    group->checks.push_back(
+        {i, limiter, std::move(key), checks[i].cost, checks[i].charge, checks[i].quota});
   }
   return groups;
 }
 
-void RedisStoreImpl::MultiCall(const SlotGroup& group, Timestamp now,
+void RedisStoreImpl::MultiCall(const SlotGroup& group, Timestamp now, size_t quota_total,
                                std::vector<std::string>& keys,
                                std::vector<std::string>& args) const {
   args.push_back(NowArg(options_, now));
+  args.push_back(std::to_string(quota_total));
   for (const SlotCheck& c : group.checks) {
     keys.push_back(c.key);
     args.push_back(std::to_string(c.limiter->script_id()));
     const size_t count_at = args.size();
     args.emplace_back();
-    c.limiter->AppendArgs(c.cost, c.charge, args);
+    c.limiter->AppendArgs(c.cost, c.charge, args, c.quota);
     args[count_at] = std::to_string(args.size() - count_at - 1);
   }
 }
@@ -617,7 +634,6 @@ GroupOutcome RedisStoreImpl::ReadGroup(const SlotGroup& group, const Result<Redi
     } else if (d.allowed && rolled_back && !c.charge) {
       d.remaining = std::min(d.limit, d.remaining + c.cost);
     }
-    outcome.rejected = outcome.rejected || !d.allowed;
   }
   outcome.admitted = ok && !rolled_back;
   if (outcome.admitted) outcome.at_us = reply->elements[0].integer;
@@ -643,22 +659,21 @@ void RedisStoreImpl::CountRefund(bool given_back, const SlotCheck& c, Decision& 
 
 void RedisStoreImpl::DecideAll(std::span<const LimitCheck> checks, Timestamp now,
                                std::span<Decision> out) {
-  bool rejected = false;
-  const std::vector<SlotGroup> groups = Group(checks, out, rejected);
+  const std::vector<SlotGroup> groups = Group(checks, out);
+  const size_t quota_total = QuotaChecks(checks);
   // Groups whose admissions stand unless another group rejects, with the script's now.
   std::vector<std::pair<const SlotGroup*, int64_t>> admitted;
   for (const SlotGroup& group : groups) {
     std::vector<std::string> keys;
     std::vector<std::string> args;
-    MultiCall(group, now, keys, args);
+    MultiCall(group, now, quota_total, keys, args);
     const GroupOutcome outcome =
         ReadGroup(group, transport_->Eval(internal::kMultiScript, keys, args), out);
-    rejected = rejected || outcome.rejected;
     if (outcome.admitted) admitted.emplace_back(&group, outcome.at_us);
   }
-  if (!rejected) return;
+  if (!RequestRefused(checks, out)) return;
 
-  // Another slot rejected: give back what these admitted, newest first, so that a limit checked
+  // Another slot (or a check decided without Redis) refused the request: give back what these admitted, newest first, so that a limit checked
   // twice unwinds in the reverse order (a sliding-log refund can only take the newest entry).
   for (auto group = admitted.rbegin(); group != admitted.rend(); ++group) {
     const auto& checks_of = group->first->checks;
@@ -684,7 +699,7 @@ struct RedisStoreImpl::AsyncAll {
   DecideAllCallback done;
   std::mutex mu;
   size_t pending = 0;  // group replies still to come
-  bool rejected = false;
+  std::vector<LimitCheck> kinds;  // the checks without their keys: what RequestRefused reads
   std::vector<std::pair<const SlotGroup*, int64_t>> admitted;
   // The admissions to give back, newest first, with their script's now; the next to send.
   std::vector<std::pair<const SlotCheck*, int64_t>> refunds;
@@ -698,13 +713,16 @@ void RedisStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timestam
   state->now = now;
   state->out.resize(checks.size());
   state->done = std::move(done);
-  state->groups = Group(checks, state->out, state->rejected);
+  state->groups = Group(checks, state->out);
   if (state->groups.empty()) return state->done(state->out);
+  state->kinds.assign(checks.begin(), checks.end());
+  for (LimitCheck& c : state->kinds) c.key = {};
   state->pending = state->groups.size();
+  const size_t quota_total = QuotaChecks(checks);
   for (const SlotGroup& group : state->groups) {
     std::vector<std::string> keys;
     std::vector<std::string> args;
-    MultiCall(group, now, keys, args);
+    MultiCall(group, now, quota_total, keys, args);
     transport_->EvalAsync(internal::kMultiScript, std::move(keys), std::move(args),
                           [state, &group](Result<RedisReply> reply) {
                             bool last = false;
@@ -712,7 +730,6 @@ void RedisStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timestam
                               std::lock_guard<std::mutex> lock(state->mu);
                               const GroupOutcome outcome =
                                   state->store->ReadGroup(group, reply, state->out);
-                              state->rejected = state->rejected || outcome.rejected;
                               if (outcome.admitted)
                                 state->admitted.emplace_back(&group, outcome.at_us);
                               last = --state->pending == 0;
@@ -727,7 +744,7 @@ void RedisStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timestam
 // (a sliding-log refund can only take the newest entry), and refunds sent together could run in
 // any order on different connections.
 void RedisStoreImpl::RefundAsync(const std::shared_ptr<AsyncAll>& state) {
-  if (state->rejected) {
+  if (RequestRefused(state->kinds, state->out)) {
     for (auto group = state->admitted.rbegin(); group != state->admitted.rend(); ++group) {
       const auto& checks = group->first->checks;
       for (auto c = checks.rbegin(); c != checks.rend(); ++c) {
