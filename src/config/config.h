@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -37,9 +38,15 @@ enum class FailureMode { kOpen, kClosed };
 // over the limit and no store is asked. kUnlimited (`unlimited: true`) always allows, also
 // without a store.
 enum class LimitKind { kLimited, kUnlimited, kBlocked };
+// How hits over the limit count (docs/configuration.md, over_limit_hits). drop: a refused request
+// takes nothing, and a request one limit refuses takes nothing from the others. count
+// (envoyproxy/ratelimit's behaviour): every hit is charged (Limiter::Charge), into debt beyond
+// the limit, and never given back.
+enum class OverLimitHits { kDrop, kCount };
 
 std::string_view ModeName(Mode mode);
 std::string_view FailureModeName(FailureMode mode);
+std::string_view OverLimitHitsName(OverLimitHits hits);
 
 struct Limit {
   // Stable store namespace: the domain, the plan if any, and the configured descriptor path,
@@ -56,6 +63,11 @@ struct Limit {
   LimitSpec spec;                 // validated by ValidateLimitSpec when kind == kLimited
   Mode mode = Mode::kEnforce;
   FailureMode failure_mode = FailureMode::kOpen;
+  // rate_limit.over_limit_hits; unset: the server's default (--over-limit-hits).
+  std::optional<OverLimitHits> over_limit_hits;
+  // envoyproxy/ratelimit's quota_mode: over this limit alone a request still passes, unless
+  // every quota_mode limit of the request is over (LimitCheck::quota).
+  bool quota_mode = false;
   bool detailed_metric = false;
   std::vector<std::string> replaces;  // names of limits this one replaces in the same request
   std::string origin;                 // "file:line" of the descriptor, for messages

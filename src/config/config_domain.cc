@@ -122,6 +122,8 @@ class DomainParser {
     if (!shadow) return std::unexpected(shadow.error());
     const auto detailed = ReadDescriptorFlag(*fields, "detailed_metric");
     if (!detailed) return std::unexpected(detailed.error());
+    const auto quota = ReadDescriptorFlag(*fields, "quota_mode");
+    if (!quota) return std::unexpected(quota.error());
 
     if (const auto rl = fields->Get("rate_limit")) {
       auto limit = ParseRateLimit(*rl, *shadow);
@@ -131,6 +133,7 @@ class DomainParser {
       limit->plan = plan_;
       limit->metric_name = limit->name.empty() ? here.metric : limit->name;
       limit->detailed_metric = *detailed;
+      limit->quota_mode = *quota;
       limit->origin = origins_[added.node];
       tree.SetLimit(added.node, static_cast<int32_t>(domain_.limits.size()));
       domain_.limits.push_back(std::move(*limit));
@@ -185,23 +188,9 @@ class DomainParser {
     return {};
   }
 
-  // ratelimit fields sluice does not implement. Each is read with ratelimit's type; a
-  // `false` (the default) changes nothing and loads, a `true` would change decisions in ways
-  // sluice cannot honour and is refused. value_to_metric only changes metric names and
-  // metadata only annotates responses, so they load and are ignored.
+  // ratelimit fields sluice does not implement: value_to_metric only changes metric names and
+  // metadata only annotates responses, so they load and are ignored, with a warning.
   Result<void> CheckUpstreamOnly(const Fields& fields) const {
-    for (std::string_view flag : {"quota_mode"}) {
-      const auto f = fields.Get(flag);
-      if (!f) continue;
-      auto b = ReadBool(file_, *f, flag);
-      if (!b) return std::unexpected(b.error());
-      if (*b) {
-        return ErrorAt(file_, fields.KeyOf(flag),
-                       "'" + std::string(flag) +
-                           "' is an envoyproxy/ratelimit field sluice does not support; remove "
-                           "it (it would change decisions)");
-      }
-    }
     if (const auto f = fields.Get("value_to_metric")) {
       auto b = ReadBool(file_, *f, "value_to_metric");
       if (!b) return std::unexpected(b.error());
@@ -222,10 +211,11 @@ class DomainParser {
   }
 
   Result<Limit> ParseRateLimit(const YAML::Node& node, bool shadow_mode) {
-    auto fields = Fields::Of(file_, node, "rate_limit",
-                             {"unit", "requests_per_unit", "name", "replaces", "unlimited",
-                              "algorithm", "burst", "shaper", "mode", "failure_mode"},
-                             &warnings_);
+    auto fields =
+        Fields::Of(file_, node, "rate_limit",
+                   {"unit", "requests_per_unit", "name", "replaces", "unlimited", "algorithm",
+                    "burst", "shaper", "mode", "failure_mode", "over_limit_hits"},
+                   &warnings_);
     if (!fields) return std::unexpected(fields.error());
     Limit limit;
     if (const auto n = fields->Get("name")) {
@@ -423,6 +413,18 @@ class DomainParser {
         limit.failure_mode = FailureMode::kClosed;
       } else {
         return ErrorAt(file_, *f, "unknown failure_mode '" + *text + "' (expected open or closed)");
+      }
+    }
+    if (const auto h = fields.Get("over_limit_hits")) {
+      auto text = ReadString(file_, *h, "over_limit_hits", kMaxNameBytes);
+      if (!text) return std::unexpected(text.error());
+      if (*text == "drop") {
+        limit.over_limit_hits = OverLimitHits::kDrop;
+      } else if (*text == "count") {
+        limit.over_limit_hits = OverLimitHits::kCount;
+      } else {
+        return ErrorAt(file_, *h,
+                       "unknown over_limit_hits '" + *text + "' (expected drop or count)");
       }
     }
     return {};

@@ -213,6 +213,10 @@ std::string_view FailureModeName(FailureMode mode) {
   return mode == FailureMode::kClosed ? "closed" : "open";
 }
 
+std::string_view OverLimitHitsName(OverLimitHits hits) {
+  return hits == OverLimitHits::kCount ? "count" : "drop";
+}
+
 const std::string& Domain::PlanFor(std::string_view identity) const {
   static const std::string kDefault = "default";
   const auto it = identity_plans.find(identity);

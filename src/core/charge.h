@@ -24,8 +24,8 @@ namespace sluice::internal {
 // reading of the state after the charge: remaining, reset_after, and the retry time of a
 // request of the same cost (never, for a cost above the capacity).
 template <typename Alg, typename Take>
-Decision ChargeBeyondLimit(const Alg& alg, typename Alg::State& state, Timestamp now,
-                           int64_t cost, Take take) {
+Decision ChargeBeyondLimit(const Alg& alg, typename Alg::State& state, Timestamp now, int64_t cost,
+                           Take take) {
   const Decision verdict = alg.Decide(state, now, cost);
   if (verdict.allowed || verdict.reason == DecisionReason::kInvalidRequest) return verdict;
   // Decide brought the state up to `now` and took nothing.

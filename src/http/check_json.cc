@@ -126,12 +126,12 @@ size_t Digits(uint64_t n) {
   return d;
 }
 
-// The values and the nesting of the largest valid check: the root object with a domain, hits and
-// the descriptors array; per descriptor its object, entries array, hits and a limit object with
-// two members; per entry its object, key and value. Root, descriptors, descriptor, entries,
+// The values and the nesting of the largest valid check: the root object with a domain, charge,
+// hits and the descriptors array; per descriptor its object, entries array, hits and a limit object
+// with two members; per entry its object, key and value. Root, descriptors, descriptor, entries,
 // entry: five levels.
 FlatJson::Bounds CheckJsonBounds(const CheckLimits& limits) {
-  const size_t values = 4 + limits.max_descriptors * (6 + 3 * limits.max_entries);
+  const size_t values = 5 + limits.max_descriptors * (6 + 3 * limits.max_entries);
   return {.max_depth = 5,
           .max_values = static_cast<uint32_t>(std::min<size_t>(values, UINT32_MAX))};
 }
@@ -164,8 +164,8 @@ size_t MaxCheckBodyBytes(const CheckLimits& limits) {
                             (limits.max_entries - 1) + Length(R"(],"hits":)") + hits +
                             Length(R"(,"limit":{"requests_per_unit":)") + Digits(UINT32_MAX) +
                             Length(R"(,"unit":")") + longest_unit + Length(R"("}})");
-  return Length(R"({"domain":")") + limits.max_key_bytes + Length(R"(","hits":)") + hits +
-         Length(R"(,"descriptors":[)") + limits.max_descriptors * descriptor +
+  return Length(R"({"domain":")") + limits.max_key_bytes + Length(R"(","charge":false,"hits":)") +
+         hits + Length(R"(,"descriptors":[)") + limits.max_descriptors * descriptor +
          (limits.max_descriptors - 1) + Length("]}");
 }
 
@@ -175,7 +175,7 @@ Result<CheckRequest> ParseCheckRequest(std::string_view body, const CheckLimits&
     return MakeError(ParseFailure(doc.error(), limits));
   const Node& root = doc.root();
   if (root.kind != Kind::kObject) return MakeError("the body must be a JSON object");
-  if (auto f = UnknownField(doc, root, {"domain", "descriptors", "hits"}); !f.empty()) {
+  if (auto f = UnknownField(doc, root, {"domain", "descriptors", "hits", "charge"}); !f.empty()) {
     return MakeError("unknown field '" + f + "'");
   }
   CheckRequest request;
@@ -192,6 +192,10 @@ Result<CheckRequest> ParseCheckRequest(std::string_view body, const CheckLimits&
     auto h = ParseHits(*hits, "hits");
     if (!h) return std::unexpected(h.error());
     request.hits = *h;
+  }
+  if (const Node* charge = doc.Find(root, "charge"); charge != nullptr) {
+    if (charge->kind != Kind::kBool) return MakeError("charge: must be true or false");
+    request.charge = charge->integer == 1;
   }
   request.descriptors.reserve(descriptors->size);
   size_t i = 0;

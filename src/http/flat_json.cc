@@ -147,7 +147,7 @@ class Reader {
   bool Literal(std::string_view word, FlatJson::Kind kind) {
     if (s_.substr(i_, word.size()) != word) return false;
     i_ += word.size();
-    Add(kind);
+    nodes_[Add(kind)].integer = word == "true" ? 1 : 0;  // a kBool's value
     return true;
   }
 

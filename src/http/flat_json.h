@@ -35,7 +35,7 @@ class FlatJson {
   struct Node {
     Kind kind = Kind::kNull;
     bool live = true;     // false: an object member replaced by a later one of the same name
-    int64_t integer = 0;  // kInteger
+    int64_t integer = 0;  // kInteger; kBool: 1 for true, 0 for false
     uint64_t unsigned_integer = 0;  // kUnsigned
     std::string text;               // kString: the value, unescaped
     std::string name;               // an object member's name

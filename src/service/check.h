@@ -49,6 +49,10 @@ struct CheckRequest {
   std::string domain;
   std::vector<CheckDescriptor> descriptors;
   int64_t hits = 1;  // hits_addend for every descriptor that has none of its own
+  // A charge for work already done (HTTP "charge": true): every matched limit is charged
+  // (Limiter::Charge: counted even beyond the limit, never given back), and the answer is OK
+  // with what remains.
+  bool charge = false;
   Caller caller = Caller::kDirect;
 };
 

@@ -12,6 +12,7 @@
 #include "config/limit_unit.h"
 #include "service/check_rules.h"
 #include "service/limiter_set.h"
+#include "sluice/decide_all.h"
 #include "sluice/open_store.h"
 
 namespace sluice::server {
@@ -171,6 +172,8 @@ struct Pending {
   Limiter* limiter;
   std::string_view identity;  // in the status's counter_key
   int64_t hits;
+  bool charge;  // Limiter::Charge: over_limit_hits count, or a charge request
+  bool quota;   // the limit's quota_mode
 };
 
 void Apply(DescriptorStatus& s, const Decision& d) {
@@ -204,6 +207,7 @@ struct Service::Checking {
   std::vector<Pending> enforced;   // decided together, all or nothing
   std::vector<Pending> observing;  // shadow and soft: only observe
   bool rejected = false;
+  bool charge = false;             // CheckRequest::charge
   std::vector<LimitCheck> checks;  // of `enforced`
   bool settled = false;  // the rules answered (check_rules.h): nothing to decide or record
 };
@@ -262,24 +266,37 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c) {
     auto limiter = set.For(*m.limit);
     if (!limiter) return std::unexpected(limiter.error());
     if (limiter->hold != nullptr) c.overrides.push_back(std::move(limiter->hold));
-    (s.mode == Mode::kEnforce ? c.enforced : c.observing)
-        .push_back({i, limiter->limiter, IdentityOf(s.counter_key), hits});
+    const bool charge = request.charge || m.limit->over_limit_hits.value_or(
+                                              options_.over_limit_hits) == OverLimitHits::kCount;
+    const bool enforced = s.mode == Mode::kEnforce;
+    (enforced ? c.enforced : c.observing)
+        .push_back({i, limiter->limiter, IdentityOf(s.counter_key), hits, charge,
+                    enforced && m.limit->quota_mode});
   }
   c.domain = request.domain;
+  c.charge = request.charge;
   c.now = clock_->Now();
   c.checks.reserve(c.enforced.size());
-  for (const Pending& p : c.enforced) c.checks.push_back({p.limiter, p.identity, p.hits});
+  for (const Pending& p : c.enforced) {
+    c.checks.push_back({p.limiter, p.identity, p.hits, p.charge, p.quota});
+  }
   return {};
 }
 
 void Service::ApplyEnforced(Checking& c, std::span<const Decision> out) {
   for (size_t k = 0; k < c.enforced.size(); ++k) {
     Apply(c.response.statuses[c.enforced[k].status], out[k]);
-    c.rejected = c.rejected || !out[k].allowed;
   }
+  // The store's rule (quota checks refuse only together), which is also what it gave back by.
+  c.rejected = c.rejected || RequestRefused(c.checks, out);
 }
 
 CheckResponse Service::Finish(Checking& c) {
+  if (c.charge) {
+    // A charge is not a question: what was done is counted, and the answer says what remains.
+    c.rejected = false;
+    for (DescriptorStatus& s : c.response.statuses) s.code = Code::kOk;
+  }
   c.response.overall = c.rejected ? Code::kOverLimit : Code::kOk;
   for (const DescriptorStatus& s : c.response.statuses) Record(c.domain, s);
   if (metrics_ != nullptr) metrics_->RecordDuration(clock_->Now() - c.started);
@@ -326,18 +343,24 @@ void Service::CheckAsync(const CheckRequest& request, CheckCallback done) {
     if (c.observing.empty()) return state->done(Finish(c));
     state->observing.store(c.observing.size());
     for (const Pending& p : c.observing) {
-      const int64_t cost = c.rejected ? 0 : p.hits;
-      p.limiter->DecideAsync(p.identity, c.now, cost, [this, state, &p](const Decision& decision) {
+      auto observed = [this, state, &p](const Decision& decision) {
         Checking& check = state->c;
         Decision d = decision;
-        // A rejected request never reaches the backend, so shadow and soft limits only look
-        // (cost 0: nothing is counted) at whether it would have fit.
-        if (check.rejected) d.allowed = d.allowed && d.remaining >= p.hits;
+        if (check.rejected && !p.charge) d.allowed = d.allowed && d.remaining >= p.hits;
         Apply(check.response.statuses[p.status], d);  // each answer writes its own status
         if (state->observing.fetch_sub(1, std::memory_order_acq_rel) == 1) {
           state->done(Finish(check));
         }
-      });
+      };
+      if (p.charge) {
+        // Counting every hit (over_limit_hits: count, or a charge request) counts this one
+        // too, whatever the enforced limits said.
+        p.limiter->ChargeAsync(p.identity, c.now, p.hits, std::move(observed));
+      } else {
+        // A rejected request never reaches the backend, so shadow and soft limits only look
+        // (cost 0: nothing is counted) at whether it would have fit.
+        p.limiter->DecideAsync(p.identity, c.now, c.rejected ? 0 : p.hits, std::move(observed));
+      }
     }
   };
   if (state->c.checks.empty()) return observe();

@@ -44,6 +44,9 @@ struct ServiceOptions {
   int64_t redis_breaker_open_ms = 1000;  // how long it stays open before one probe
   RedisEventHook redis_events;           // Redis state changes, rate-limited: sluiced logs them
   bool redis_monitor = true;  // the Redis store's monitor (docs/redis.md); off for --check-config
+  // How hits over a limit count where its rule does not say (over_limit_hits): drop (a refused
+  // request takes nothing) or count (every hit is charged, as envoyproxy/ratelimit counts).
+  OverLimitHits over_limit_hits = OverLimitHits::kDrop;
   const Clock* clock = nullptr;  // nullptr: a MonotonicClock of the service's own
 };
 

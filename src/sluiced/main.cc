@@ -41,6 +41,7 @@ struct Flags {
   std::string log_format = "text";
   bool check_config = false;
   bool merge_domain_config = false;
+  std::string over_limit_hits = "drop";
   bool legacy_headers = false;
   int64_t http_timeout_ms = 10'000;
   size_t http_max_connections = 1024;
@@ -159,6 +160,8 @@ ServiceOptions ServiceOptionsFrom(const Flags& flags) {
   options.redis_command_timeout_ms = flags.redis_command_timeout_ms;
   options.redis_breaker_failures = flags.redis_breaker_failures;
   options.redis_breaker_open_ms = flags.redis_breaker_open_ms;
+  options.over_limit_hits =
+      flags.over_limit_hits == "count" ? OverLimitHits::kCount : OverLimitHits::kDrop;
   return options;
 }
 
@@ -341,6 +344,12 @@ int main(int argc, char** argv) {
                "files naming the same domain add their rules to it (ratelimit's "
                "MERGE_DOMAIN_CONFIG); off: a domain in two files is an error")
       ->envname("SLUICE_MERGE_DOMAIN_CONFIG");
+  app.add_option("--over-limit-hits", flags.over_limit_hits,
+                 "how hits over a limit count where its rule does not say: drop (a refused "
+                 "request takes nothing) or count (every hit counts, as envoyproxy/ratelimit)")
+      ->envname("SLUICE_OVER_LIMIT_HITS")
+      ->check(CLI::IsMember({"drop", "count"}))
+      ->capture_default_str();
   app.add_flag("--legacy-headers", flags.legacy_headers,
                "also send X-RateLimit-Limit/-Remaining/-Reset")
       ->envname("SLUICE_LEGACY_HEADERS");

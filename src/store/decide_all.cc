@@ -27,8 +27,8 @@ void DecideAll(std::span<const LimitCheck> checks, Timestamp now, std::span<Deci
       out[i].reason = DecisionReason::kInvalidRequest;
       out[i].retry_after = kNever;
     } else {
-      out[i] = c.charge ? c.limiter->Charge(c.key, now, c.cost)
-                        : c.limiter->Decide(c.key, now, c.cost);
+      out[i] =
+          c.charge ? c.limiter->Charge(c.key, now, c.cost) : c.limiter->Decide(c.key, now, c.cost);
     }
   }
   if (!RequestRefused(checks, out)) return;

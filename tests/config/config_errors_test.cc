@@ -69,8 +69,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"bad_two_documents.yaml", 3, "a second YAML document"},
         // yaml-cpp's LoadAll never returned on this file (found by tests/fuzz/fuzz_config_yaml).
         BadCase{"bad_endless_documents.yaml", 3, "a second YAML document"},
-        BadCase{"bad_unsupported_ratelimit_field.yaml", 4,
-                "'quota_mode' is an envoyproxy/ratelimit field sluice does not support"},
+        BadCase{"bad_over_limit_hits.yaml", 7,
+                "unknown over_limit_hits 'sometimes' (expected drop or count)"},
         BadCase{"bad_share_threshold.yaml", 5, "share_threshold needs a wildcard value"},
         // Merge keys: a bad merge value, and a typo in a merged mapping named where it is
         // written (the anchor), not where it is merged.

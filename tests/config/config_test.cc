@@ -318,6 +318,28 @@ std::string WarningAt(const Config& config, const std::string& file, int line,
   return "";
 }
 
+// quota_mode (envoyproxy/ratelimit) marks its own rule; over_limit_hits (sluice) is kept as
+// written, unset meaning the server's --over-limit-hits.
+TEST(Upstream, QuotaModeAndOverLimitHitsLoad) {
+  const std::string file = Fixture("quota_services.yaml");
+  auto config = MustLoad(file);
+  ASSERT_NE(config, nullptr);
+  const Limit* small = LimitFor(*config, "quota", {{"service", "small"}});
+  const Limit* large = LimitFor(*config, "quota", {{"service", "large"}});
+  const Limit* plain = LimitFor(*config, "quota", {{"plain", "x"}});
+  const Limit* inner = LimitFor(*config, "quota", {{"nothing_to_mark", "x"}, {"inner", "y"}});
+  ASSERT_TRUE(small != nullptr && large != nullptr && plain != nullptr && inner != nullptr);
+  EXPECT_TRUE(small->quota_mode);
+  EXPECT_FALSE(small->over_limit_hits.has_value());
+  EXPECT_TRUE(large->quota_mode);
+  EXPECT_EQ(large->over_limit_hits, OverLimitHits::kCount);
+  EXPECT_FALSE(plain->quota_mode);
+  EXPECT_EQ(plain->over_limit_hits, OverLimitHits::kDrop);
+  EXPECT_FALSE(inner->quota_mode) << "nested descriptors do not inherit quota_mode";
+  EXPECT_NE(WarningAt(*config, file, 11, "metadata is ignored"), "");
+  EXPECT_NE(WarningAt(*config, file, 27, "quota_mode has no effect"), "");
+}
+
 TEST(MergeKeys, ResolvedAsYamlV2Does) {
   auto config = MustLoad(Fixture("merge_keys.yaml"));
   ASSERT_NE(config, nullptr);

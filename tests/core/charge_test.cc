@@ -183,8 +183,8 @@ void CheckAgainstOracle(const Alg& alg, Oracle oracle, const std::vector<Op>& tr
     const Op& op = traffic[i];
     const bool expected = oracle.Apply(op.t_ns, op.cost, op.charge);
     const Decision d = Apply(alg, s, op);
-    ASSERT_EQ(d.allowed, expected) << "op " << i << " at " << op.t_ns << " cost " << op.cost
-                                   << (op.charge ? " (charge)" : "");
+    ASSERT_EQ(d.allowed, expected)
+        << "op " << i << " at " << op.t_ns << " cost " << op.cost << (op.charge ? " (charge)" : "");
     ASSERT_GE(d.remaining, 0);
     ASSERT_LE(d.remaining, d.limit);
     fitted += d.allowed;
@@ -304,12 +304,24 @@ TEST(Charge, EnvoysQuotaPatternLimitsWithEveryAlgorithm) {
       }
     };
     switch (a) {
-      case Algorithm::kTokenBucket: run(*TokenBucket::Create(spec)); break;
-      case Algorithm::kGcra: run(*Gcra::Create(spec)); break;
-      case Algorithm::kLeakyBucket: run(*LeakyBucket::Create(spec)); break;
-      case Algorithm::kFixedWindow: run(*FixedWindow::Create(spec)); break;
-      case Algorithm::kSlidingWindowLog: run(*SlidingWindowLog::Create(spec)); break;
-      case Algorithm::kSlidingWindowCounter: run(*SlidingWindowCounter::Create(spec)); break;
+      case Algorithm::kTokenBucket:
+        run(*TokenBucket::Create(spec));
+        break;
+      case Algorithm::kGcra:
+        run(*Gcra::Create(spec));
+        break;
+      case Algorithm::kLeakyBucket:
+        run(*LeakyBucket::Create(spec));
+        break;
+      case Algorithm::kFixedWindow:
+        run(*FixedWindow::Create(spec));
+        break;
+      case Algorithm::kSlidingWindowLog:
+        run(*SlidingWindowLog::Create(spec));
+        break;
+      case Algorithm::kSlidingWindowCounter:
+        run(*SlidingWindowCounter::Create(spec));
+        break;
     }
     EXPECT_EQ(checks, (std::vector<bool>{true, true, true, false, false})) << AlgorithmName(a);
   }

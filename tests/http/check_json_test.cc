@@ -182,9 +182,28 @@ std::string LargestCheckBody(const CheckLimits& limits) {
   nlohmann::json descriptors = nlohmann::json::array();
   for (size_t d = 0; d < limits.max_descriptors; ++d) descriptors.push_back(descriptor);
   return nlohmann::json{{"domain", std::string(limits.max_key_bytes, 'd')},
+                        {"charge", false},  // longer than true
                         {"hits", limits.max_hits},
                         {"descriptors", descriptors}}
       .dump();
+}
+
+TEST(CheckJson, ChargeIsABoolean) {
+  const std::string tail = R"(,"descriptors":[{"entries":[{"key":"k","value":"v"}]}]})";
+  auto charged = ParseCheckRequest(R"({"domain":"d","charge":true)" + tail, kCheckLimits);
+  ASSERT_TRUE(charged.has_value()) << charged.error().message;
+  EXPECT_TRUE(charged->charge);
+  auto plain = ParseCheckRequest(R"({"domain":"d","charge":false)" + tail, kCheckLimits);
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_FALSE(plain->charge);
+  auto absent = ParseCheckRequest(R"({"domain":"d")" + tail, kCheckLimits);
+  ASSERT_TRUE(absent.has_value());
+  EXPECT_FALSE(absent->charge);
+  for (const char* bad : {R"("charge":1)", R"("charge":"true")", R"("charge":null)"}) {
+    auto r = ParseCheckRequest(R"({"domain":"d",)" + std::string(bad) + tail, kCheckLimits);
+    ASSERT_FALSE(r.has_value()) << bad;
+    EXPECT_EQ(r.error().message, "charge: must be true or false") << bad;
+  }
 }
 
 TEST(CheckJson, TheBodyCapIsTheSizeOfTheLargestValidRequest) {
@@ -209,18 +228,18 @@ TEST(CheckJson, RefusesNestingDeeperThanACheckAtOnce) {
 }
 
 TEST(CheckJson, RefusesMoreValuesThanACheckCanHave) {
-  const CheckLimits limits{2, 3, 10, 20, 99};  // 4 + 2 * (6 + 3 * 3) = 34 values at most
+  const CheckLimits limits{2, 3, 10, 20, 99};  // 5 + 2 * (6 + 3 * 3) = 35 values at most
   std::string flat = R"({"domain":"d","descriptors":[)";
-  for (int i = 0; i < 30; ++i) flat += "0,";
-  EXPECT_EQ(ParseError(flat + "0]}", limits), "descriptors[0]: must be an object") << "34 values";
+  for (int i = 0; i < 31; ++i) flat += "0,";
+  EXPECT_EQ(ParseError(flat + "0]}", limits), "descriptors[0]: must be an object") << "35 values";
   EXPECT_EQ(ParseError(flat + "0,0]}", limits),
-            "the body has more JSON values than a check request can (34)");
+            "the body has more JSON values than a check request can (35)");
   // The default bound against a megabyte of zeros: refused without parsing them all.
   std::string zeros = "[";
   for (int i = 0; i < 500'000; ++i) zeros += "0,";
   zeros += "0]";
   EXPECT_EQ(ParseError(zeros), "the body has more JSON values than a check request can (" +
-                                   std::to_string(4 + 64 * (6 + 3 * 16)) + ")");
+                                   std::to_string(5 + 64 * (6 + 3 * 16)) + ")");
 }
 
 }  // namespace

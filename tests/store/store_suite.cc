@@ -733,8 +733,8 @@ TEST_P(StoreSuite, QuotaChecksRefuseTheRequestOnlyTogether) {
     for (bool charge : {false, true}) {
       auto store = Open();
       ASSERT_NE(store, nullptr);
-      const std::string where = std::string(charge ? "charged" : "decided") +
-                                (async ? " (async)" : "");
+      const std::string where =
+          std::string(charge ? "charged" : "decided") + (async ? " (async)" : "");
       auto plain = Make(*store, SpecFor(Algorithm::kTokenBucket, 10, seconds(60), 10), "plain");
       auto q1 = Make(*store, SpecFor(Algorithm::kFixedWindow, 1, seconds(60), 0), "q1");
       auto q2 = Make(*store, SpecFor(Algorithm::kSlidingWindowLog, 3, seconds(60), 0), "q2");

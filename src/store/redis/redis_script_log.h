@@ -36,7 +36,7 @@ namespace sluice::internal {
 // Returns {allowed, remaining, reset_us, retry_us}.
 inline constexpr char kSlidingWindowLogBody[] = R"lua(
 local key, limit, D, cost = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local charge = tonumber(ARGV[5]) % 2 == 1
+local charge = (tonumber(ARGV[5]) or 0) % 2 == 1
 local function parse(m)
   local at = string.find(m, ':', 3, true)
   return tonumber(string.sub(m, 2, at - 1)), tonumber(string.sub(m, at + 1))

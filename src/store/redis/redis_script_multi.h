@@ -88,11 +88,12 @@ return {now, results, rejected and 1 or 0}
 )lua"};
 
 // Gives back an admission made at `at` (the now_us the multi script returned). KEYS[1]: the key.
-// ARGV: now_us|'', at_us|'' (now), algorithm id, the check's script arguments (spec arguments, cost,
-// then charge, which is '0': a charge is never given back). Token bucket, GCRA and leaky bucket return the cost to the bucket as of now (never above
-// full); the windows subtract it from the window it was counted in, if that window is still kept;
-// the sliding log removes the request's entry if it is still the newest (otherwise it stays
-// counted: the log's bookkeeping cannot lose an entry in the middle). Returns 1.
+// ARGV: now_us|'', at_us|'' (now), algorithm id, the check's script arguments (spec arguments,
+// cost, then charge, which is '0': a charge is never given back). Token bucket, GCRA and leaky
+// bucket return the cost to the bucket as of now (never above full); the windows subtract it from
+// the window it was counted in, if that window is still kept; the sliding log removes the request's
+// entry if it is still the newest (otherwise it stays counted: the log's bookkeeping cannot lose an
+// entry in the middle). Returns 1.
 inline const LuaScript kRefundScript{std::string(kLuaPrelude) + R"lua(
 local key, alg = KEYS[1], tonumber(ARGV[3])
 local at = ARGV[2] == '' and now or tonumber(ARGV[2])

@@ -13,8 +13,8 @@ namespace sluice::internal {
 // Every script takes a last argument, flags: bit 1 set for a charge (Limiter::Charge: a cost that
 // does not fit is taken anyway, into debt of at most one capacity, and the answer is computed for
 // min(cost, capacity) on the state after it), clear for a decision; bit 2 marks a quota check
-// (LimitCheck::quota), which only the multi-limit script reads. The caller sends a charge's
-// cost clamped to twice the capacity (no key holds more).
+// (LimitCheck::quota), which only the multi-limit script reads. Without it: a decision. The caller
+// sends a charge's cost clamped to twice the capacity (no key holds more).
 //
 // Shared by the scripts below. Lua numbers are doubles: every quantity is an integer below 2^53
 // (the Redis store validates its specs for that), and division goes through fdiv/cdiv, which
@@ -36,10 +36,11 @@ end
 )lua";
 
 // Fixed window. KEYS[1]: hash {w: window index, c: hits in it}.
-// ARGV: now_us|'', limit, window_us, cost, charge. Returns {allowed, remaining, reset_us, retry_us}.
+// ARGV: now_us|'', limit, window_us, cost, charge. Returns {allowed, remaining, reset_us,
+// retry_us}.
 inline constexpr char kFixedWindowBody[] = R"lua(
 local limit, D, cost = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local charge = tonumber(ARGV[5]) % 2 == 1
+local charge = (tonumber(ARGV[5]) or 0) % 2 == 1
 local w = fdiv(now, D)
 local st = redis.call('HMGET', KEYS[1], 'w', 'c')
 local sw, count = tonumber(st[1]), tonumber(st[2]) or 0
@@ -62,10 +63,11 @@ return {0, math.max(0, limit - count), count > 0 and until_next or 0, until_next
 inline const LuaScript kFixedWindowScript{std::string(kLuaPrelude) + kFixedWindowBody};
 
 // Token bucket. KEYS[1]: hash {s: tokens * d, l: last refill (us)}.
-// ARGV: now_us|'', capacity*d, n, d, cost, charge. Returns {allowed, remaining, reset_us, retry_us}.
+// ARGV: now_us|'', capacity*d, n, d, cost, charge. Returns {allowed, remaining, reset_us,
+// retry_us}.
 inline constexpr char kTokenBucketBody[] = R"lua(
 local cap, n, d, cost = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local charge = tonumber(ARGV[6]) % 2 == 1
+local charge = (tonumber(ARGV[6]) or 0) % 2 == 1
 local st = redis.call('HMGET', KEYS[1], 's', 'l')
 local s, last = tonumber(st[1]), tonumber(st[2])
 if s == nil then s, last = cap, now end
@@ -100,10 +102,11 @@ return {allowed, math.max(0, fdiv(s, d)), reset, retry}
 inline const LuaScript kTokenBucketScript{std::string(kLuaPrelude) + kTokenBucketBody};
 
 // GCRA. KEYS[1]: hash {t: theoretical arrival time (us), f: its fraction in 1/n us}.
-// ARGV: now_us|'', capacity*d, n, d, cost, charge. Returns {allowed, remaining, reset_us, retry_us}.
+// ARGV: now_us|'', capacity*d, n, d, cost, charge. Returns {allowed, remaining, reset_us,
+// retry_us}.
 inline constexpr char kGcraBody[] = R"lua(
 local cap, n, d, cost = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local charge = tonumber(ARGV[6]) % 2 == 1
+local charge = (tonumber(ARGV[6]) or 0) % 2 == 1
 local st = redis.call('HMGET', KEYS[1], 't', 'f')
 local tat, frac = tonumber(st[1]) or now, tonumber(st[2]) or 0
 local ahead = tat - now
@@ -144,7 +147,7 @@ inline const LuaScript kGcraScript{std::string(kLuaPrelude) + kGcraBody};
 // Returns {allowed, remaining, reset_us, retry_us, delay_us}.
 inline constexpr char kLeakyBucketBody[] = R"lua(
 local cap, n, d = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local shaper, cost, charge = ARGV[5] == '1', tonumber(ARGV[6]), tonumber(ARGV[7]) % 2 == 1
+local shaper, cost, charge = ARGV[5] == '1', tonumber(ARGV[6]), (tonumber(ARGV[7]) or 0) % 2 == 1
 local st = redis.call('HMGET', KEYS[1], 's', 'l')
 local level, last = tonumber(st[1]) or 0, tonumber(st[2]) or now
 if now > last then
@@ -183,10 +186,11 @@ return {allowed, math.max(0, fdiv(cap - level, d)), reset, retry, delay}
 inline const LuaScript kLeakyBucketScript{std::string(kLuaPrelude) + kLeakyBucketBody};
 
 // Sliding window counter. KEYS[1]: hash {w: window, c: current, p: previous}.
-// ARGV: now_us|'', limit, window_us, cost, charge. Returns {allowed, remaining, reset_us, retry_us}.
+// ARGV: now_us|'', limit, window_us, cost, charge. Returns {allowed, remaining, reset_us,
+// retry_us}.
 inline constexpr char kSlidingWindowCounterBody[] = R"lua(
 local limit, D, cost = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local charge = tonumber(ARGV[5]) % 2 == 1
+local charge = (tonumber(ARGV[5]) or 0) % 2 == 1
 local w = fdiv(now, D)
 local st = redis.call('HMGET', KEYS[1], 'w', 'c', 'p')
 local sw, cur, prev = tonumber(st[1]), tonumber(st[2]) or 0, tonumber(st[3]) or 0

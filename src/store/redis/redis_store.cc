@@ -231,8 +231,7 @@ class RedisStoreImpl final : public RedisStore,
   // The pieces DecideAll and DecideAllAsync share, so that both decide alike.
   std::vector<SlotGroup> Group(std::span<const LimitCheck> checks, std::span<Decision> out) const;
   void MultiCall(const SlotGroup& group, Timestamp now, size_t quota_total,
-                 std::vector<std::string>& keys,
-                 std::vector<std::string>& args) const;
+                 std::vector<std::string>& keys, std::vector<std::string>& args) const;
   GroupOutcome ReadGroup(const SlotGroup& group, const Result<RedisReply>& reply,
                          std::span<Decision> out) const;
   std::vector<std::string> RefundArgs(const SlotCheck& c, Timestamp now, int64_t at_us) const;
@@ -673,8 +672,9 @@ void RedisStoreImpl::DecideAll(std::span<const LimitCheck> checks, Timestamp now
   }
   if (!RequestRefused(checks, out)) return;
 
-  // Another slot (or a check decided without Redis) refused the request: give back what these admitted, newest first, so that a limit checked
-  // twice unwinds in the reverse order (a sliding-log refund can only take the newest entry).
+  // Another slot (or a check decided without Redis) refused the request: give back what these
+  // admitted, newest first, so that a limit checked twice unwinds in the reverse order (a
+  // sliding-log refund can only take the newest entry).
   for (auto group = admitted.rbegin(); group != admitted.rend(); ++group) {
     const auto& checks_of = group->first->checks;
     for (auto c = checks_of.rbegin(); c != checks_of.rend(); ++c) {
@@ -698,7 +698,7 @@ struct RedisStoreImpl::AsyncAll {
   std::vector<SlotGroup> groups;
   DecideAllCallback done;
   std::mutex mu;
-  size_t pending = 0;  // group replies still to come
+  size_t pending = 0;             // group replies still to come
   std::vector<LimitCheck> kinds;  // the checks without their keys: what RequestRefused reads
   std::vector<std::pair<const SlotGroup*, int64_t>> admitted;
   // The admissions to give back, newest first, with their script's now; the next to send.
