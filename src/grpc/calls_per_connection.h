@@ -9,9 +9,12 @@
 #ifndef SLUICE_GRPC_CALLS_PER_CONNECTION_H_
 #define SLUICE_GRPC_CALLS_PER_CONNECTION_H_
 
+#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <string_view>
+#include <system_error>
 #include <unordered_map>
 
 namespace sluice::server {
@@ -42,6 +45,15 @@ class CallsPerConnection {
   std::mutex mu_;
   std::unordered_map<int, size_t> calls_;
 };
+
+// The descriptor of the connection a call came on, from the call's peer(): gRPC names a
+// handed-over connection's peer "fd:N" (grpc_server_add_channel_from_fd). -1 if it does not.
+inline int ConnectionOfPeer(std::string_view peer) {
+  if (!peer.starts_with("fd:")) return -1;
+  int fd = -1;
+  const auto r = std::from_chars(peer.data() + 3, peer.data() + peer.size(), fd);
+  return r.ec == std::errc() ? fd : -1;
+}
 
 }  // namespace sluice::server
 

@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <chrono>
 #include <climits>
 #include <memory>
@@ -31,6 +30,7 @@
 #include "grpc/calls_per_connection.h"
 #include "grpc/connection_gate.h"
 #include "grpc/grpc_translate.h"
+#include "grpc/health_service.h"
 
 namespace sluice::server {
 namespace {
@@ -67,15 +67,7 @@ struct Shared {
   }
 };
 
-// The descriptor of the connection a call came on: gRPC names a handed-over connection's peer
-// "fd:N" (grpc_server_add_channel_from_fd). -1 if it does not.
-int ConnectionOf(const grpc::ServerContext& ctx) {
-  const std::string peer = ctx.peer();
-  if (!peer.starts_with("fd:")) return -1;
-  int fd = -1;
-  const auto r = std::from_chars(peer.data() + 3, peer.data() + peer.size(), fd);
-  return r.ec == std::errc() ? fd : -1;
-}
+int ConnectionOf(const grpc::ServerContext& ctx) { return ConnectionOfPeer(ctx.peer()); }
 
 // One ShouldRateLimit call on one completion queue: requested, then answered, then deleted,
 // each step on that queue's thread. Its own address is its tag.
@@ -172,11 +164,12 @@ int ChannelMillis(std::chrono::milliseconds ms) {
 }  // namespace
 
 // Declared in the order gRPC needs them torn down in reverse: the gate's thread (which hands
-// connections to the server), the threads, then the server, then the service registered with
+// connections to the server), the threads, then the server, then the services registered with
 // it, then the queues.
 struct GrpcServer::Impl {
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
   Shared shared;
+  std::unique_ptr<HealthService> health;
   std::unique_ptr<grpc::Server> server;
   std::vector<std::thread> threads;
   std::unique_ptr<ConnectionGate> gate;
@@ -193,6 +186,8 @@ int GrpcServer::port() const { return impl_->gate->port(); }
 
 size_t GrpcServer::connections() const { return impl_->gate->open(); }
 
+size_t GrpcServer::health_watchers() const { return impl_->health->watchers(); }
+
 Result<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& options,
                                                       RateLimitService& service) {
   if (options.threads < 1) return MakeError("grpc: threads must be at least 1");
@@ -201,6 +196,9 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& o
   }
   if (options.max_message_bytes < 1 || options.max_message_bytes > INT_MAX) {
     return MakeError("grpc: max_message_bytes must be 1.." + std::to_string(INT_MAX));
+  }
+  if (options.health_poll_interval.count() < 1) {
+    return MakeError("grpc: health_poll_interval must be at least 1 ms");
   }
   auto impl = std::make_unique<Impl>();
   impl->shared.service = &service;
@@ -211,6 +209,15 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& o
   if (!gate) return std::unexpected(std::move(gate.error()));
   impl->gate = std::move(*gate);
   impl->shared.gate = impl->gate.get();
+  impl->health = std::make_unique<HealthService>(HealthServiceOptions{
+      .ready = [&service] { return service.Ready(); },
+      .calls = impl->shared.calls.get(),
+      .cut =
+          [shared = &impl->shared](int fd) {
+            if (shared->gate->Cut(fd)) shared->LogCut();
+          },
+      .poll_interval = options.health_poll_interval,
+  });
 
   grpc::ServerBuilder builder;
   // No listening port: the gate accepts, and hands connections over.
@@ -226,6 +233,7 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& o
       GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
       ChannelMillis(std::max(options.shutdown_grace, std::chrono::milliseconds(1))));
   builder.RegisterService(&impl->shared.async);
+  impl->health->Register(builder);
   for (int i = 0; i < options.threads; ++i) impl->queues.push_back(builder.AddCompletionQueue());
   impl->server = builder.BuildAndStart();
   if (!impl->server) {
@@ -248,6 +256,9 @@ void GrpcServer::Shutdown() {
   impl_->shut_down = true;
   impl_->gate->Stop();  // no connection is handed over from here on
   impl_->shared.stopping.store(true, std::memory_order_release);
+  // Health watchers are told NOT_SERVING and their calls ended, so that they do not hold the
+  // server's shutdown below until the grace runs out.
+  impl_->health->Shutdown();
   // Returns once every call has ended, or at the deadline, when gRPC cancels the rest; the
   // queues' threads keep serving until then.
   impl_->server->Shutdown(std::chrono::system_clock::now() + impl_->shutdown_grace);

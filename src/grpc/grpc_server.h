@@ -1,9 +1,10 @@
-// sluiced's Envoy front end: envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit over
+// sluiced's gRPC front end: envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit over
 // gRPC, wire-compatible with Envoy's ratelimit filters (HTTP and network) and with
 // envoyproxy/ratelimit's clients. Each call is translated into a CheckRequest, decided by the
 // RateLimitService, and answered with one DescriptorStatus per descriptor plus the RateLimit
 // headers in response_headers_to_add. A bad request, or bytes that are no RateLimitRequest, is
-// answered INVALID_ARGUMENT; a message over max_message_bytes RESOURCE_EXHAUSTED.
+// answered INVALID_ARGUMENT; a message over max_message_bytes RESOURCE_EXHAUSTED. gRPC's
+// grpc.health.v1.Health is served too, from RateLimitService::Ready() (health_service.h).
 //
 //   auto server = GrpcServer::Start({.address = "127.0.0.1:8081", .threads = 4}, *service);
 //   if (!server) log(server.error().message);
@@ -51,6 +52,8 @@ struct GrpcServerOptions {
   // How long the calls in flight may take to finish on Shutdown(), and on a connection sent
   // GOAWAY for its age.
   std::chrono::milliseconds shutdown_grace{10'000};
+  // How often a health Watch asks RateLimitService::Ready() while anyone watches.
+  std::chrono::milliseconds health_poll_interval{1'000};
 };
 
 class GrpcServer {
@@ -60,8 +63,9 @@ class GrpcServer {
   static Result<std::unique_ptr<GrpcServer>> Start(const GrpcServerOptions& options,
                                                    RateLimitService& service);
 
-  // Stops accepting connections and calls, lets the calls in flight finish (for at most
-  // shutdown_grace), then cancels the rest and stops the threads. Idempotent; the destructor
+  // Stops accepting connections and calls, ends health watches (NOT_SERVING, then UNAVAILABLE),
+  // lets the calls in flight finish (for at most shutdown_grace), then cancels the rest and
+  // stops the threads. Idempotent; the destructor
   // calls it.
   void Shutdown();
 
@@ -70,6 +74,9 @@ class GrpcServer {
 
   // Connections open now (checks each: for tests and logs).
   size_t connections() const;
+
+  // grpc.health.v1.Health Watch calls open now (for tests).
+  size_t health_watchers() const;
 
   ~GrpcServer();
   GrpcServer(const GrpcServer&) = delete;

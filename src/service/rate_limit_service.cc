@@ -72,7 +72,12 @@ class Service final : public RateLimitService {
 
   StoreStats StoreTotals() const override { return store_->Stats(); }
 
-  bool Ready() override { return current_.load() != nullptr && store_->Ready(); }
+  bool Ready() override {
+    if (draining_.load(std::memory_order_acquire)) return false;  // no store round trip then
+    return current_.load() != nullptr && store_->Ready();
+  }
+
+  void StartDraining() override { draining_.store(true, std::memory_order_release); }
 
   Result<CounterState> State(
       std::string_view domain,
@@ -164,6 +169,7 @@ class Service final : public RateLimitService {
   const Clock* const clock_;
   const std::shared_ptr<Store> store_;
   std::atomic<std::shared_ptr<const LimiterSet>> current_;
+  std::atomic<bool> draining_{false};
 };
 
 // A check of one status against the store.

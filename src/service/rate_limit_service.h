@@ -93,8 +93,14 @@ class RateLimitService {
   // keys held, evictions, errors), for the store gauges in /metrics.
   virtual StoreStats StoreTotals() const = 0;
 
-  // Ready to serve: a config is loaded and Store::Ready() (a PING for Redis).
+  // Ready to serve: not draining, a config is loaded and Store::Ready() (a PING for Redis). The
+  // one readiness rule: HTTP /readyz and gRPC's grpc.health.v1.Health both answer from it.
   virtual bool Ready() = 0;
+
+  // The server is stopping (SIGTERM): Ready() is false from here on, so that load balancers and
+  // health checks take it out of rotation while requests in flight finish. Checks are still
+  // answered. Irreversible.
+  virtual void StartDraining() = 0;
 
   // Admin: one counter, found as Check() would find it (descriptor entries of one request
   // descriptor). State() asks without consuming; Reset() forgets the counter.

@@ -269,8 +269,8 @@ int Run(const Flags& flags) {
     }
     grpc = std::move(*started);
     spdlog::info(
-        "grpc: listening on port {} (envoy.service.ratelimit.v3.RateLimitService; at most {} "
-        "connections, {} streams each)",
+        "grpc: listening on port {} (envoy.service.ratelimit.v3.RateLimitService and "
+        "grpc.health.v1.Health; at most {} connections, {} streams each)",
         grpc->port(), flags.grpc_max_connections, flags.grpc_max_concurrent_streams);
   }
   metrics.SetStoreGaugesSource([&service] {
@@ -295,6 +295,9 @@ int Run(const Flags& flags) {
                  sig == SIGTERM ? "SIGTERM" : "SIGINT");
     break;
   }
+  // Not ready from here on: /readyz answers 503 and gRPC health NOT_SERVING while requests in
+  // flight finish.
+  (*service)->StartDraining();
   if (http) http->Stop();
   if (grpc) grpc->Shutdown();
   // A check still waiting on Redis when the grace ran out is answered by the store as it

@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -39,7 +40,11 @@ class FakeService : public RateLimitService {
   }
   Result<void> Reload(std::shared_ptr<const Config>) override { return {}; }
   std::shared_ptr<const Config> config() const override { return nullptr; }
-  bool Ready() override { return true; }
+  bool Ready() override {
+    ready_calls_.fetch_add(1);
+    return ready_.load();
+  }
+  void StartDraining() override { ready_.store(false); }
   StoreStats StoreTotals() const override { return {}; }
   Result<CounterState> State(std::string_view,
                              const std::vector<std::pair<std::string, std::string>>&) override {
@@ -49,6 +54,10 @@ class FakeService : public RateLimitService {
                      const std::vector<std::pair<std::string, std::string>>&) override {
     return MakeError("not in the fake");
   }
+
+  // What Ready() says from now on, and how often it was asked.
+  void SetReady(bool ready) { ready_.store(ready); }
+  int ready_calls() const { return ready_calls_.load(); }
 
   void Answer(CheckResponse response) {
     const std::lock_guard<std::mutex> lock(mu_);
@@ -92,6 +101,8 @@ class FakeService : public RateLimitService {
   std::string hold_domain_;
   int entered_ = 0;
   std::vector<CheckRequest> requests_;
+  std::atomic<bool> ready_{true};
+  std::atomic<int> ready_calls_{0};
 };
 
 // A limit as the config would hold it (only what the gRPC translation reads).

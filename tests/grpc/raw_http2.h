@@ -73,16 +73,21 @@ inline std::string HpackString(const std::string& s) {
   return out + s;
 }
 
-// HEADERS (END_HEADERS) and DATA (END_STREAM) of one ShouldRateLimit call carrying `message`.
-inline std::string CallFrames(uint32_t stream, const std::string& message) {
+inline constexpr char kShouldRateLimitPath[] =
+    "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+
+// HEADERS (END_HEADERS) and DATA (END_STREAM) of one call of `path` (ShouldRateLimit unless
+// told) carrying `message`.
+inline std::string CallFrames(uint32_t stream, const std::string& message,
+                              const std::string& path = kShouldRateLimitPath) {
   std::string block;
-  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
-           {":method", "POST"},
-           {":scheme", "http"},
-           {":path", "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"},
-           {":authority", "sluiced"},
-           {"content-type", "application/grpc"},
-           {"te", "trailers"}}) {
+  for (const auto& [name, value] :
+       std::vector<std::pair<std::string, std::string>>{{":method", "POST"},
+                                                        {":scheme", "http"},
+                                                        {":path", path},
+                                                        {":authority", "sluiced"},
+                                                        {"content-type", "application/grpc"},
+                                                        {"te", "trailers"}}) {
     block += '\0';  // literal without indexing, new name
     block += HpackString(name) + HpackString(value);
   }

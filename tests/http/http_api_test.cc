@@ -27,6 +27,7 @@ class FakeService : public RateLimitService {
   Result<void> Reload(std::shared_ptr<const Config>) override { return {}; }
   std::shared_ptr<const Config> config() const override { return config_; }
   bool Ready() override { return ready; }
+  void StartDraining() override { ready = false; }
   StoreStats StoreTotals() const override { return {}; }
   Result<CounterState> State(std::string_view domain,
                              const std::vector<std::pair<std::string, std::string>>& e) override {

@@ -99,6 +99,14 @@ TEST_F(Service, CountsPerValueAndRejectsOverTheLimit) {
   EXPECT_EQ(MustCheck(Request({{{"api_key", "k2"}}})).statuses[0].remaining, 9);
 }
 
+TEST_F(Service, DrainingIsNotReadyAndStillChecks) {
+  EXPECT_TRUE(service_->Ready());
+  service_->StartDraining();
+  EXPECT_FALSE(service_->Ready());
+  EXPECT_FALSE(service_->Ready()) << "draining is for good";
+  EXPECT_EQ(MustCheck(Request({{{"api_key", "k1"}}})).statuses[0].remaining, 9);
+}
+
 TEST_F(Service, ARejectedRequestTakesNoQuotaFromItsOtherLimits) {
   auto both = Request({{{"api_key", "k1"}}, {{"route", "/pay"}}});
   EXPECT_EQ(MustCheck(both).overall, Code::kOk);
