@@ -123,6 +123,9 @@ struct LoadOptions {
   // top-level rules to it (a top-level key and value in two files is still an error). Off, a
   // domain in two files is an error.
   bool merge_domains = false;
+  // The algorithm of a rule that names none. envoyproxy/ratelimit counts in fixed windows
+  // aligned to the epoch: --default-algorithm fixed_window gives its numbers everywhere.
+  Algorithm default_algorithm = Algorithm::kTokenBucket;
 };
 
 // Loads `path`: one YAML file holding one domain, or a directory whose *.yaml and *.yml files

@@ -28,8 +28,9 @@ struct Path {
 
 class DomainParser {
  public:
-  DomainParser(const std::string& file, Domain& domain, Warnings& warnings)
-      : file_(file), domain_(domain), warnings_(warnings) {}
+  DomainParser(const std::string& file, Domain& domain, Warnings& warnings,
+               Algorithm default_algorithm)
+      : file_(file), domain_(domain), warnings_(warnings), default_algorithm_(default_algorithm) {}
 
   Result<void> ParseTree(const YAML::Node& list, DescriptorTree& tree, const std::string& plan) {
     plan_ = plan;
@@ -314,6 +315,7 @@ class DomainParser {
   // algorithm, burst, shaper, then ValidateLimitSpec for the exact-arithmetic ranges.
   Result<Limit> ParseSpec(const Fields& fields, const YAML::Node& node, Limit limit) {
     LimitSpec spec;
+    spec.algorithm = default_algorithm_;
     spec.limit = limit.requests_per_unit;
     spec.period = UnitDuration(limit.unit);
     if (const auto a = fields.Get("algorithm")) {
@@ -433,6 +435,7 @@ class DomainParser {
   const std::string& file_;
   Domain& domain_;
   Warnings& warnings_;
+  const Algorithm default_algorithm_;
   std::string plan_;
   std::vector<std::string> origins_;  // "file:line:col" per node of the tree being parsed
   size_t descriptors_ = 0;
@@ -492,7 +495,7 @@ std::optional<std::string> PeekPlanSource(const YAML::Node& root) {
 }
 
 Result<ParsedDomain> ParseDomain(const std::string& file, const YAML::Node& root,
-                                 Warnings& warnings) {
+                                 Warnings& warnings, Algorithm default_algorithm) {
   if (auto ok = RequireIdentifyingKey(file, root, "a domain file", "domain"); !ok) {
     return std::unexpected(ok.error());
   }
@@ -512,7 +515,7 @@ Result<ParsedDomain> ParseDomain(const std::string& file, const YAML::Node& root
   domain.name = std::move(*text);
   domain.origin = Where(file, *name);
 
-  DomainParser parser(file, domain, warnings);
+  DomainParser parser(file, domain, warnings, default_algorithm);
   if (const auto list = fields->Get("descriptors")) {
     if (auto ok = parser.ParseTree(*list, domain.descriptors, ""); !ok) {
       return std::unexpected(ok.error());

@@ -42,8 +42,9 @@ Result<SourceFile> ReadSource(const std::string& name, size_t max_bytes) {
   return SourceFile{name, *root};
 }
 
-Result<Domain> BuildDomain(const SourceFile& source, internal::Warnings& warnings) {
-  auto parsed = internal::ParseDomain(source.name, source.root, warnings);
+Result<Domain> BuildDomain(const SourceFile& source, internal::Warnings& warnings,
+                           Algorithm default_algorithm) {
+  auto parsed = internal::ParseDomain(source.name, source.root, warnings, default_algorithm);
   if (!parsed) return std::unexpected(parsed.error());
   if (parsed->plan_source.empty()) return std::move(parsed->domain);
   const std::string plan_file = PlanPath(source.name, parsed->plan_source).string();
@@ -175,7 +176,7 @@ Result<std::shared_ptr<const Config>> Load(const fs::path& path, const LoadOptio
   }
   std::map<std::string, Domain, std::less<>> domains;
   for (const SourceFile& s : sources) {
-    auto domain = BuildDomain(s, warnings);
+    auto domain = BuildDomain(s, warnings, options.default_algorithm);
     if (!domain) return std::unexpected(domain.error());
     if (const auto it = domains.find(domain->name); it != domains.end()) {
       if (!options.merge_domains) {

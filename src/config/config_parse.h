@@ -18,8 +18,10 @@ struct ParsedDomain {
   YAML::Node plan_source_node;
 };
 // Findings that do not fail the load go to `warnings`.
+// A rule without `algorithm` gets default_algorithm (LoadOptions).
 Result<ParsedDomain> ParseDomain(const std::string& file, const YAML::Node& root,
-                                 Warnings& warnings);
+                                 Warnings& warnings,
+                                 Algorithm default_algorithm = Algorithm::kTokenBucket);
 
 // The plan_source path in `root`, if root is a mapping that has a well-formed one; used to
 // tell plan files apart from domain files in a directory. Errors are left to ParseDomain.

@@ -22,6 +22,7 @@
 #include "http/http_server.h"
 #include "metrics/metrics.h"
 #include "service/rate_limit_service.h"
+#include "sluice/algorithm.h"
 #include "sluice/redis_store.h"
 #include "sluiced/log_setup.h"
 #include "util/byte_size.h"
@@ -42,6 +43,7 @@ struct Flags {
   bool check_config = false;
   bool merge_domain_config = false;
   std::string over_limit_hits = "drop";
+  std::string default_algorithm = "token_bucket";
   bool legacy_headers = false;
   int64_t http_timeout_ms = 10'000;
   size_t http_max_connections = 1024;
@@ -148,6 +150,7 @@ void Reload(const std::string& path, const LoadOptions& load, RateLimitService& 
 LoadOptions LoadOptionsFrom(const Flags& flags) {
   LoadOptions options;
   options.merge_domains = flags.merge_domain_config;
+  options.default_algorithm = *sluice::ParseAlgorithm(flags.default_algorithm);  // checked
   return options;
 }
 
@@ -347,6 +350,12 @@ int main(int argc, char** argv) {
                "files naming the same domain add their rules to it (ratelimit's "
                "MERGE_DOMAIN_CONFIG); off: a domain in two files is an error")
       ->envname("SLUICE_MERGE_DOMAIN_CONFIG");
+  app.add_option("--default-algorithm", flags.default_algorithm,
+                 "the algorithm of a rule that names none (fixed_window: envoyproxy/ratelimit's)")
+      ->envname("SLUICE_DEFAULT_ALGORITHM")
+      ->check(CLI::IsMember({"token_bucket", "gcra", "leaky_bucket", "fixed_window",
+                             "sliding_window_log", "sliding_window_counter"}))
+      ->capture_default_str();
   app.add_option("--over-limit-hits", flags.over_limit_hits,
                  "how hits over a limit count where its rule does not say: drop (a refused "
                  "request takes nothing) or count (every hit counts, as envoyproxy/ratelimit)")

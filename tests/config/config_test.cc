@@ -340,6 +340,32 @@ TEST(Upstream, QuotaModeAndOverLimitHitsLoad) {
   EXPECT_NE(WarningAt(*config, file, 27, "quota_mode has no effect"), "");
 }
 
+// --default-algorithm: rules that name no algorithm get it (a plan's too); named ones keep theirs.
+TEST(LoadOptions, DefaultAlgorithmAppliesToRulesThatNameNone) {
+  LoadOptions options;
+  options.default_algorithm = Algorithm::kFixedWindow;
+  auto config = LoadConfig(Fixture("quota_services.yaml"), options);
+  ASSERT_TRUE(config.has_value()) << config.error().message;
+  const Limit* small = LimitFor(**config, "quota", {{"service", "small"}});
+  ASSERT_NE(small, nullptr);
+  EXPECT_EQ(small->spec.algorithm, Algorithm::kFixedWindow);
+  auto extensions = LoadConfig(Fixture("extensions.yaml"), options);
+  ASSERT_TRUE(extensions.has_value()) << extensions.error().message;
+  int named = 0, defaulted = 0;
+  for (const auto& [name, domain] : (*extensions)->domains()) {
+    for (const Limit& l : domain.limits) {
+      if (l.kind != LimitKind::kLimited) continue;
+      (l.spec.algorithm == Algorithm::kFixedWindow ? defaulted : named)++;
+    }
+  }
+  EXPECT_GT(named, 0) << "rules that name an algorithm keep it";
+  EXPECT_GT(defaulted, 0);
+  auto plain = LoadConfig(Fixture("quota_services.yaml"));
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_EQ(LimitFor(**plain, "quota", {{"service", "small"}})->spec.algorithm,
+            Algorithm::kTokenBucket);
+}
+
 TEST(MergeKeys, ResolvedAsYamlV2Does) {
   auto config = MustLoad(Fixture("merge_keys.yaml"));
   ASSERT_NE(config, nullptr);
