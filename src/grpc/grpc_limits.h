@@ -1,5 +1,5 @@
-// The gRPC front end's default message cap: the encoded size of the largest ShouldRateLimit
-// request the service's bounds (kCheckLimits) let it check, and no more. No gRPC or protobuf
+// The gRPC front end's default message cap, and the encoded size of the largest ShouldRateLimit
+// request the service's bounds (kCheckLimits) reach, which the cap must hold. No gRPC or protobuf
 // header: the arithmetic follows the wire format of RateLimitRequest (proto/), and
 // tests/grpc/grpc_limits_test.cc checks it against protobuf's own encoder.
 #ifndef SLUICE_GRPC_GRPC_LIMITS_H_
@@ -11,11 +11,6 @@
 #include "service/check.h"
 
 namespace sluice::server {
-
-// The longest domain a config can hold (docs/configuration.md, "Limits": names are at most 256
-// bytes). A longer one is a domain sluiced does not have, which Envoy gets answered without a
-// check, so it cannot make a larger request worth reading.
-inline constexpr size_t kMaxConfiguredDomainBytes = 256;
 
 namespace wire {
 // Bytes of a protobuf varint holding v.
@@ -31,32 +26,40 @@ constexpr size_t LenField(size_t len) { return 1 + VarintBytes(len) + len; }
 constexpr size_t VarintField(uint64_t v) { return 1 + VarintBytes(v); }
 }  // namespace wire
 
-// With kCheckLimits (64 descriptors of 16 entries, keys of 256 bytes, values of 1024, hits up
-// to 10^9, which takes a 5-byte varint as uint32's largest does):
-//   entry       = key LenField(256) 259 + value LenField(1024) 1027          = 1286 bytes
-//   descriptor  = 16 x LenField(1286) 1289                                   = 20624
-//               + limit LenField(requests_per_unit 6 + unit 2) 10
-//               + hits_addend LenField(UInt64Value{value 10^9} 6) 8           = 20642
-//   request     = 64 x LenField(20642) 20646                                 = 1321344
-//               + domain LenField(256) 259 + hits_addend VarintField(10^9) 6 = 1321609 bytes.
-// A value longer than max_value_bytes is hashed, not refused (grpc_translate.h): Envoy fills
-// values from the client's path and headers. It needs no room of its own: the cap bounds the
-// whole request, and a request with fewer or shorter entries leaves the rest of the 1.26 MiB
-// to long values (twenty copies of a path as long as Envoy's default 60 KiB header limit
-// allows). Only a request longer than the largest the service could count is refused.
-constexpr size_t MaxCheckRequestBytes(const CheckLimits& limits) {
+// The encoded size of the largest request that reaches the service's bounds (CheckLimits) in
+// both directions at once: max_descriptors descriptors of max_entries one-byte keys and values
+// (every count at its bound), plus one more descriptor of max_entries entries with max_key_bytes
+// keys and max_value_bytes values (every size at its bound); every descriptor with a `limit`
+// override and the largest hits_addend, a domain as long as a config may have and the largest
+// request hits_addend. With kCheckLimits (1024, 64, 4096, 1024):
+//   small descriptor = 64 x LenField(key 3 + value 3) 8 = 512 + limit LenField(6 + 2) 10
+//                    + hits_addend LenField(UInt64Value{2^64-1} 11) 13              = 535 bytes
+//   large descriptor = 64 x LenField(LenField(4096) 4099 + LenField(1024) 1027) 5129 = 328256
+//                    + 10 + 13                                                       = 328279
+//   request          = 1024 x LenField(535) 538 + LenField(328279) 328283
+//                    + domain LenField(256) 259 + hits_addend VarintField(2^32-1) 6 = 879460.
+constexpr size_t LargestBoundedRequestBytes(const CheckLimits& limits) {
   using wire::LenField;
   using wire::VarintField;
-  const auto hits = static_cast<uint64_t>(limits.max_hits);
-  const size_t entry = LenField(limits.max_key_bytes) + LenField(limits.max_value_bytes);
   const size_t override_limit = VarintField(UINT32_MAX) + VarintField(7);  // rate, unit (<128)
-  const size_t descriptor =
-      limits.max_entries * LenField(entry) + LenField(override_limit) + LenField(VarintField(hits));
-  return limits.max_descriptors * LenField(descriptor) + LenField(kMaxConfiguredDomainBytes) +
-         VarintField(hits);
+  const size_t extras = LenField(override_limit) + LenField(VarintField(UINT64_MAX));
+  const size_t small = limits.max_entries * LenField(LenField(1) + LenField(1)) + extras;
+  const size_t large = limits.max_entries * LenField(LenField(limits.max_key_bytes) +
+                                                     LenField(limits.max_value_bytes)) +
+                       extras;
+  return limits.max_descriptors * LenField(small) + LenField(large) +
+         LenField(kMaxConfiguredDomainBytes) + VarintField(UINT32_MAX);
 }
-inline constexpr size_t kMaxCheckRequestBytes = MaxCheckRequestBytes(kCheckLimits);
-static_assert(kMaxCheckRequestBytes == 1'321'609, "the arithmetic above no longer holds");
+static_assert(LargestBoundedRequestBytes(kCheckLimits) == 879'460,
+              "the arithmetic above no longer holds");
+
+// The default message cap: 4 MiB, gRPC's own default receive limit, which envoyproxy/ratelimit
+// serves with, so that every request it answers is answered here too. It holds the largest
+// bounded request above with room to spare: values longer than max_value_bytes are hashed and
+// descriptors past the bounds answered unchecked (service/check_rules.h), so a larger request is
+// still answered, not refused, up to the cap. It bounds the memory one call can take.
+inline constexpr size_t kMaxCheckRequestBytes = size_t{4} << 20;
+static_assert(LargestBoundedRequestBytes(kCheckLimits) <= kMaxCheckRequestBytes);
 
 }  // namespace sluice::server
 

@@ -1,15 +1,11 @@
 #include "grpc/grpc_translate.h"
 
-#include <openssl/sha.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>
 #include <utility>
-
-#include "util/hex.h"
 
 namespace sluice::server {
 namespace {
@@ -68,21 +64,6 @@ uint32_t ClampU32(int64_t v) {
   return static_cast<uint32_t>(std::clamp<int64_t>(v, 0, std::numeric_limits<uint32_t>::max()));
 }
 
-// Envoy fills descriptor values from the client's request (a path, a header), so a long value
-// is the client's choice. Refusing it would fail the whole call, and Envoy (with the usual
-// failure_mode_deny: false) would let the request through unlimited by every other descriptor
-// too: a bypass. So a value over the bound is counted under its SHA-256 instead. A
-// cryptographic digest, not a seeded hash: sluiced instances sharing a Redis must all derive
-// the same key, and a client must not be able to make its value collide with another's.
-std::string ValueForCounting(const std::string& value) {
-  if (value.size() <= kCheckLimits.max_value_bytes) return value;
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(value.data()), value.size(), digest);
-  std::string out = kLongValuePrefix;
-  for (const unsigned char byte : digest) util::AppendHexByte(out, byte, util::HexCase::kLower);
-  return out;
-}
-
 rls::RateLimitResponse::Code ToEnvoyCode(Code code) {
   return code == Code::kOverLimit ? rls::RateLimitResponse::OVER_LIMIT : rls::RateLimitResponse::OK;
 }
@@ -91,15 +72,13 @@ Result<CheckDescriptor> FromEnvoyDescriptor(const EnvoyDescriptor& in, int index
   CheckDescriptor out;
   out.entries.reserve(in.entries_size());
   for (const auto& entry : in.entries()) {
-    out.entries.emplace_back(entry.key(), ValueForCounting(entry.value()));
+    out.entries.emplace_back(entry.key(), entry.value());
   }
   if (in.has_hits_addend()) {
-    const uint64_t hits = in.hits_addend().value();
-    // Only the conversion is guarded here; the service bounds hits by CheckLimits::max_hits.
-    if (hits > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return MakeError(Where(index) + ".hits_addend " + std::to_string(hits) + " is too large");
-    }
-    out.hits = static_cast<int64_t>(hits);
+    // Beyond int64, the largest int64: more than any limit's capacity either way, so the same
+    // answer (OVER_LIMIT) envoyproxy/ratelimit gives a count over the limit.
+    out.hits = static_cast<int64_t>(
+        std::min<uint64_t>(in.hits_addend().value(), std::numeric_limits<int64_t>::max()));
   }
   if (in.has_limit()) {
     const std::optional<Unit> unit = FromEnvoyUnit(in.limit().unit());

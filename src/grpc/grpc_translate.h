@@ -12,16 +12,14 @@
 namespace sluice::server {
 
 // Envoy's request as a CheckRequest from Caller::kEnvoy. Only what does not translate is
-// refused here: a descriptor hits_addend beyond int64, and an override unit Envoy's enum does not
-// define. The rules Envoy's API states as validation annotations (a non-empty domain, at least
-// one descriptor, an entry per descriptor, non-empty keys), the bounds and what an unknown domain
-// means are the service's (service/check_rules.h). Hits follow Envoy: a request hits_addend of 0
-// (proto3's "unset") means 1; a descriptor's own hits_addend, when present, replaces it for that
-// descriptor (an explicit 0 stays 0). A value longer than CheckLimits::max_value_bytes (the
-// client's own path or header, typically) is replaced by kLongValuePrefix + its SHA-256 in hex,
-// so it is still counted, each long value on its own counter. An error is the caller's fault:
-// INVALID_ARGUMENT.
-inline constexpr char kLongValuePrefix[] = "sha256:";
+// refused here: an override unit Envoy's enum does not define. The rules Envoy's API states as
+// validation annotations (a non-empty domain, at least one descriptor, an entry per descriptor,
+// non-empty keys), the bounds (long values counted by digest, descriptors past the bounds
+// answered unchecked) and what an unknown domain means are the service's
+// (service/check_rules.h). Hits follow Envoy: a request hits_addend of 0 (proto3's "unset")
+// means 1, any other uint32 is itself; a descriptor's own hits_addend, when present, replaces it
+// for that descriptor (an explicit 0 stays 0; beyond int64 it is read as the largest int64,
+// over every limit). An error is the caller's fault: INVALID_ARGUMENT.
 Result<CheckRequest> FromEnvoyRequest(const envoy::service::ratelimit::v3::RateLimitRequest& in);
 
 // The decision as Envoy's response: overall_code, one DescriptorStatus per descriptor in order,

@@ -126,12 +126,12 @@ size_t Digits(uint64_t n) {
   return d;
 }
 
-// The values and the nesting of the largest valid check: the root object with a domain, charge,
-// hits and the descriptors array; per descriptor its object, entries array, hits and a limit object
-// with two members; per entry its object, key and value. Root, descriptors, descriptor, entries,
-// entry: five levels.
+// The values and the nesting of the largest bounded check (MaxCheckBodyBytes): the root object
+// with a domain, charge, hits and the descriptors array; per descriptor its object, entries array, hits
+// and a limit object with two members; per entry its object, key and value; max_descriptors + 1
+// descriptors of max_entries entries. Root, descriptors, descriptor, entries, entry: five levels.
 FlatJson::Bounds CheckJsonBounds(const CheckLimits& limits) {
-  const size_t values = 5 + limits.max_descriptors * (6 + 3 * limits.max_entries);
+  const size_t values = 5 + (limits.max_descriptors + 1) * (6 + 3 * limits.max_entries);
   return {.max_depth = 5,
           .max_values = static_cast<uint32_t>(std::min<size_t>(values, UINT32_MAX))};
 }
@@ -152,21 +152,27 @@ std::string ParseFailure(FlatJson::Error error, const CheckLimits& limits) {
 }  // namespace
 
 size_t MaxCheckBodyBytes(const CheckLimits& limits) {
-  const size_t hits = Digits(static_cast<uint64_t>(limits.max_hits));
-  const size_t entry = Length(R"({"key":")") + limits.max_key_bytes + Length(R"(","value":")") +
-                       limits.max_value_bytes + Length(R"("})");
+  const size_t hits = Digits(UINT64_MAX);  // the longest integer a client may write
   size_t longest_unit = 0;
   for (Unit u : {Unit::kSecond, Unit::kMinute, Unit::kHour, Unit::kDay, Unit::kWeek, Unit::kMonth,
                  Unit::kYear}) {
     longest_unit = std::max(longest_unit, UnitName(u).size());
   }
-  const size_t descriptor = Length(R"({"entries":[)") + limits.max_entries * entry +
-                            (limits.max_entries - 1) + Length(R"(],"hits":)") + hits +
-                            Length(R"(,"limit":{"requests_per_unit":)") + Digits(UINT32_MAX) +
-                            Length(R"(,"unit":")") + longest_unit + Length(R"("}})");
-  return Length(R"({"domain":")") + limits.max_key_bytes + Length(R"(","charge":false,"hits":)") +
-         hits + Length(R"(,"descriptors":[)") + limits.max_descriptors * descriptor +
-         (limits.max_descriptors - 1) + Length("]}");
+  const auto descriptor = [&](size_t key_bytes, size_t value_bytes) {
+    const size_t entry = Length(R"({"key":")") + key_bytes + Length(R"(","value":")") +
+                         value_bytes + Length(R"("})");
+    return Length(R"({"entries":[)") + limits.max_entries * entry + (limits.max_entries - 1) +
+           Length(R"(],"hits":)") + hits + Length(R"(,"limit":{"requests_per_unit":)") +
+           Digits(UINT32_MAX) + Length(R"(,"unit":")") + longest_unit + Length(R"("}})");
+  };
+  // Every count at its bound with one-byte strings, and one more descriptor with every size at
+  // its bound.
+  const size_t descriptors = limits.max_descriptors * descriptor(1, 1) +
+                             descriptor(limits.max_key_bytes, limits.max_value_bytes) +
+                             limits.max_descriptors;  // commas
+  return Length(R"({"domain":")") + kMaxConfiguredDomainBytes +
+         Length(R"(","charge":false,"hits":)") + hits + Length(R"(,"descriptors":[)") +
+         descriptors + Length("]}");
 }
 
 Result<CheckRequest> ParseCheckRequest(std::string_view body, const CheckLimits& limits) {

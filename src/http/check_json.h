@@ -7,10 +7,10 @@
 // Strict means: only the fields above (and a descriptor's "limit" override), each of its type
 // (strings, arrays, objects, integers; an override's requests_per_unit a uint32, as in Envoy's
 // API). That is all the parser refuses, naming the field ("descriptors[0].hits: must be an
-// integer"). What the values must be (non-empty, within CheckLimits, hits from 0 to max_hits) is
-// the service's rule (service/check_rules.h), which words its errors the same way for
-// Caller::kHttpJson, the caller this sets: "descriptors[0].entries[1].key: 300 bytes, over the
-// 256-byte limit".
+// integer"). What the values must be (non-empty, hits not negative) and what happens past the
+// bounds (CheckLimits) is the service's rule (service/check_rules.h), which words its errors the
+// same way for Caller::kHttpJson, the caller this sets: "descriptors[0].hits: must not be
+// negative". A count beyond int64 is read as the largest int64 (over every limit).
 #ifndef SLUICE_HTTP_CHECK_JSON_H_
 #define SLUICE_HTTP_CHECK_JSON_H_
 
@@ -24,16 +24,19 @@
 
 namespace sluice::server {
 
-// A body deeper or with more values than the largest valid request (`limits`) is refused as
-// soon as that is known, so that parsing a hostile body costs no more than a legitimate one.
+// A body deeper or with more JSON values than the largest bounded request (MaxCheckBodyBytes's)
+// is refused as soon as that is known, so that parsing a hostile body costs no more than a
+// legitimate one.
 Result<CheckRequest> ParseCheckRequest(std::string_view body,
                                        const CheckLimits& limits = kCheckLimits);
 
-// The size of the largest body a valid check can have: every CheckLimits bound at its maximum
-// (descriptors, entries, key and value bytes, hits, a limit override on every descriptor, a
-// domain as long as a key), written compactly with each string's bytes as themselves. The
-// default of --http-max-body-bytes: a larger body cannot be a valid check. Escapes and
-// whitespace take room inside it, so a client that pretty-prints a maximal request must be
+// The size of the largest bounded check, written compactly with each string's bytes as
+// themselves: max_descriptors descriptors of max_entries one-byte keys and values (every count at
+// its bound) plus one descriptor of max_entries entries with max_key_bytes keys and
+// max_value_bytes values (every size at its bound), each with the longest hits and a limit
+// override, and a domain as long as a config can hold. The default of --http-max-body-bytes: it
+// bounds the memory a body takes, and every bound can be reached within it. Escapes and
+// whitespace take room inside it, so a client that pretty-prints a request that large must be
 // given a larger cap.
 size_t MaxCheckBodyBytes(const CheckLimits& limits = kCheckLimits);
 

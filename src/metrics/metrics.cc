@@ -140,6 +140,7 @@ struct Metrics::Impl {
   Counts<kDurationBoundsNs.size() + 1> duration{};
   std::atomic<uint64_t> duration_sum_ns{0};
   std::atomic<uint64_t> store_errors{0};
+  std::array<std::atomic<uint64_t>, 3> unchecked{};  // by UncheckedDescriptor
   std::atomic<uint64_t> reloads_ok{0};
   std::atomic<uint64_t> reloads_failed{0};
 
@@ -183,6 +184,11 @@ void Metrics::RecordDuration(Duration d) {
 }
 
 void Metrics::RecordStoreError() { impl_->store_errors.fetch_add(1, std::memory_order_relaxed); }
+
+void Metrics::RecordUncheckedDescriptors(UncheckedDescriptor reason, uint64_t n) {
+  const auto r = static_cast<size_t>(reason);
+  if (r < impl_->unchecked.size()) impl_->unchecked[r].fetch_add(n, std::memory_order_relaxed);
+}
 
 void Metrics::RecordReload(bool ok) {
   (ok ? impl_->reloads_ok : impl_->reloads_failed).fetch_add(1, std::memory_order_relaxed);
@@ -270,6 +276,17 @@ std::string Metrics::Render() const {
   AppendHelpAndType(out, "sluice_store_errors_total", "Store calls that failed.", "counter");
   AppendSample(out, "sluice_store_errors_total", {}, {},
                impl_->store_errors.load(std::memory_order_relaxed));
+
+  AppendHelpAndType(out, "sluice_descriptors_unchecked_total",
+                    "Request descriptors answered OK without a check: past the checked "
+                    "descriptors of a request, with too many entries, or with a key too long.",
+                    "counter");
+  constexpr std::array<std::string_view, 3> kUncheckedReasons = {
+      R"(reason="descriptors")", R"(reason="entries")", R"(reason="key")"};
+  for (size_t r = 0; r < kUncheckedReasons.size(); ++r) {
+    AppendSample(out, "sluice_descriptors_unchecked_total", kUncheckedReasons[r], {},
+                 impl_->unchecked[r].load(std::memory_order_relaxed));
+  }
 
   std::function<StoreGauges()> source;
   {

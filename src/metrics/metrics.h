@@ -60,6 +60,14 @@ struct StoreGauges {
   uint64_t redis_evicted_keys = 0;
 };
 
+// Why the service answered a descriptor without checking it (service/check_rules.h,
+// UncheckedReason): the `reason` label of sluice_descriptors_unchecked_total.
+enum class UncheckedDescriptor {
+  kPastMaxDescriptors,  // "descriptors": past the request's checked descriptors
+  kTooManyEntries,      // "entries"
+  kKeyTooLong,          // "key"
+};
+
 struct HeavyHitter {
   std::string identity;  // the counter key (limit id # values)
   uint64_t rejected = 0;
@@ -88,6 +96,8 @@ class Metrics {
                       double utilization);
   void RecordDuration(Duration d);
   void RecordStoreError();
+  // n descriptors of one request answered without a check (OK, no limit), for `reason`.
+  void RecordUncheckedDescriptors(UncheckedDescriptor reason, uint64_t n);
   void RecordReload(bool ok);
   // Called at render time for the store gauges.
   void SetStoreGaugesSource(std::function<StoreGauges()> source);

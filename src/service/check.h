@@ -18,17 +18,28 @@
 
 namespace sluice::server {
 
-// The bounds of a request, whoever sends it. These initializers are the only values sluiced
-// uses (kCheckLimits); service/check_rules.h refuses a request over them, and the gRPC front
-// end hashes a value over max_value_bytes instead (grpc_translate.h).
+// The bounds of what the service checks in a request, whoever sends it. These initializers are
+// the only values sluiced uses (kCheckLimits). They are set well above what Envoy sends (a route's
+// rate_limits make a few descriptors of a few entries, keys named in Envoy's config, values taken
+// from the client's request), and a request beyond them is still answered, never refused, since
+// an error makes Envoy skip every limit in the call (service/check_rules.h says what each bound
+// does past it). Memory is bounded by the front ends' size caps (the gRPC message, the HTTP body),
+// which hold every bound reached at once by small entries, or every size bound in one descriptor.
 struct CheckLimits {
-  size_t max_descriptors = 64;
-  size_t max_entries = 16;           // per descriptor
-  size_t max_key_bytes = 256;        // an entry's key
-  size_t max_value_bytes = 1024;     // an entry's value
-  int64_t max_hits = 1'000'000'000;  // hits per request or descriptor
+  size_t max_descriptors = 1024;  // checked per request; later ones: OK, no limit
+  size_t max_entries = 64;        // per descriptor; more: that descriptor OK, no limit
+  size_t max_key_bytes = 4096;    // an entry's key; longer: that descriptor OK, no limit
+  size_t max_value_bytes = 1024;  // an entry's value; longer: counted under its SHA-256
+  // A counter key longer than this is counted under limit id + '#' + the SHA-256 of the rest:
+  // the longest the stores accept (the memory store's own maximum).
+  size_t max_counter_key_bytes = 65535;
 };
 inline constexpr CheckLimits kCheckLimits{};
+
+// The longest domain a config can hold (docs/configuration.md, "Limits": names are at most 256
+// bytes; tests/grpc/grpc_limits_test.cc ties the two). A longer one is a domain sluiced does not
+// have, answered without a check: the front ends' size caps need room for this long a domain.
+inline constexpr size_t kMaxConfiguredDomainBytes = 256;
 
 // Who sends a request, as its front end's translator says. The rules (service/check_rules.h)
 // are the same for every caller except where their protocols differ: what an unknown domain
@@ -41,14 +52,17 @@ enum class Caller {
 
 struct CheckDescriptor {
   std::vector<std::pair<std::string, std::string>> entries;  // key, value; in order
-  std::optional<int64_t> hits;  // this descriptor's own hits_addend; unset: the request's
+  // This descriptor's own hits_addend; unset: the request's. Any count from 0 to INT64_MAX: a
+  // count over a limit's capacity is over that limit (every store compares before any
+  // arithmetic, so even INT64_MAX cannot overflow).
+  std::optional<int64_t> hits;
   std::optional<LimitOverride> limit_override;  // Envoy's per-descriptor `limit`
 };
 
 struct CheckRequest {
   std::string domain;
   std::vector<CheckDescriptor> descriptors;
-  int64_t hits = 1;  // hits_addend for every descriptor that has none of its own
+  int64_t hits = 1;  // hits_addend for every descriptor that has none of its own; 0..INT64_MAX
   // A charge for work already done (HTTP "charge": true): every matched limit is charged
   // (Limiter::Charge: counted even beyond the limit, never given back), and the answer is OK
   // with what remains.

@@ -1,9 +1,13 @@
 #include "service/check_rules.h"
 
+#include <openssl/sha.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "util/hex.h"
 
 namespace sluice::server {
 namespace {
@@ -15,37 +19,28 @@ enum class Rule {
   kNoEntries,
   kKeyEmpty,
   kValueEmpty,
+  kNegativeHits,
+  kNegativeDescriptorHits,
   // The domain.
   kUnknownDomain,
-  // The bounds.
-  kTooManyDescriptors,
-  kHitsOutOfRange,
-  kTooManyEntries,
-  kDescriptorHitsOutOfRange,
-  kKeyTooLong,
-  kValueTooLong,
 };
 
-// The first rule a request breaks, where, and by how much.
+// The first rule a request breaks, and where.
 struct Broken {
   Rule rule;
   size_t descriptor = 0;
   size_t entry = 0;
-  size_t found = 0;   // the count or the length (sizes)
-  int64_t bound = 0;  // the CheckLimits bound it is over
 };
 
 // The words each caller's users have always seen. HTTP names the JSON field and says what is
-// wrong with it after a colon; Envoy's requests are named by their proto fields for what makes
-// a request one, and in the service's own words for the bounds; a direct caller gets those.
+// wrong with it after a colon; Envoy's requests are named by their proto fields; a direct
+// caller gets the service's own words.
 std::string Describe(const Broken& b, Caller caller, std::string_view domain) {
   const bool http = caller == Caller::kHttpJson;
   const bool envoy = caller == Caller::kEnvoy;
   const std::string descriptor = "descriptors[" + std::to_string(b.descriptor) + "]";
   const std::string entry = descriptor + ".entries[" + std::to_string(b.entry) + "]";
   const std::string plain = "descriptor " + std::to_string(b.descriptor) + ": ";
-  const std::string found = std::to_string(b.found);
-  const std::string bound = std::to_string(b.bound);
   switch (b.rule) {
     case Rule::kDomainEmpty:
       return http ? "domain: must not be empty"
@@ -61,25 +56,13 @@ std::string Describe(const Broken& b, Caller caller, std::string_view domain) {
       return envoy ? entry + ".key must not be empty" : plain + "an entry has an empty key";
     case Rule::kValueEmpty:  // only HTTP refuses an empty value
       return http ? entry + ".value: must not be empty" : entry + ".value must not be empty";
+    case Rule::kNegativeHits:  // Envoy's hits are unsigned: only JSON and direct callers
+      return http ? "hits: must not be negative" : "hits must not be negative";
+    case Rule::kNegativeDescriptorHits:
+      return http ? descriptor + ".hits: must not be negative"
+                  : plain + "hits must not be negative";
     case Rule::kUnknownDomain:
       return "unknown domain '" + std::string(domain) + "'";
-    case Rule::kTooManyDescriptors:
-      return http ? "descriptors: " + found + " descriptors, over the limit of " + bound
-                  : "too many descriptors: " + found + " (at most " + bound + ")";
-    case Rule::kHitsOutOfRange:
-      return http ? "hits: must be between 0 and " + bound : "hits must be 0.." + bound;
-    case Rule::kTooManyEntries:
-      return http ? descriptor + ".entries: " + found + " entries, over the limit of " + bound
-                  : plain + "too many entries (at most " + bound + ")";
-    case Rule::kDescriptorHitsOutOfRange:
-      return http ? descriptor + ".hits: must be between 0 and " + bound
-                  : plain + "hits must be 0.." + bound;
-    case Rule::kKeyTooLong:
-      return http ? entry + ".key: " + found + " bytes, over the " + bound + "-byte limit"
-                  : plain + "a key is longer than " + bound + " bytes";
-    case Rule::kValueTooLong:
-      return http ? entry + ".value: " + found + " bytes, over the " + bound + "-byte limit"
-                  : plain + "a value is longer than " + bound + " bytes";
   }
   return "invalid request";
 }
@@ -88,10 +71,13 @@ std::unexpected<Error> Refuse(const Broken& broken, const CheckRequest& request)
   return MakeError(Describe(broken, request.caller, request.domain));
 }
 
-// What makes a request one: a domain, descriptors, entries, keys (and values, for HTTP).
+// What makes a request one: a domain, descriptors, entries, keys (and values, for HTTP), hits
+// not negative. Every descriptor is looked at, past max_descriptors too: a malformed request is
+// malformed wherever the fault is (the front ends' size caps bound the walk).
 std::optional<Broken> FindMissing(const CheckRequest& request) {
   if (request.domain.empty()) return Broken{Rule::kDomainEmpty};
   if (request.descriptors.empty()) return Broken{Rule::kNoDescriptors};
+  if (request.hits < 0) return Broken{Rule::kNegativeHits};
   const bool empty_values = EmptyValuesAllowed(request.caller);
   for (size_t i = 0; i < request.descriptors.size(); ++i) {
     const CheckDescriptor& d = request.descriptors[i];
@@ -100,38 +86,18 @@ std::optional<Broken> FindMissing(const CheckRequest& request) {
       if (d.entries[j].first.empty()) return Broken{Rule::kKeyEmpty, i, j};
       if (!empty_values && d.entries[j].second.empty()) return Broken{Rule::kValueEmpty, i, j};
     }
+    if (d.hits && *d.hits < 0) return Broken{Rule::kNegativeDescriptorHits, i};
   }
   return std::nullopt;
 }
 
-// The bounds: counts, sizes, and hits from 0 to max_hits.
-std::optional<Broken> FindOversized(const CheckRequest& request, const CheckLimits& limits) {
-  const auto bad_hits = [&](int64_t hits) { return hits < 0 || hits > limits.max_hits; };
-  const auto as_bound = [](size_t bound) { return static_cast<int64_t>(bound); };
-  if (request.descriptors.size() > limits.max_descriptors) {
-    return Broken{Rule::kTooManyDescriptors, 0, 0, request.descriptors.size(),
-                  as_bound(limits.max_descriptors)};
-  }
-  if (bad_hits(request.hits)) return Broken{Rule::kHitsOutOfRange, 0, 0, 0, limits.max_hits};
-  for (size_t i = 0; i < request.descriptors.size(); ++i) {
-    const CheckDescriptor& d = request.descriptors[i];
-    if (d.entries.size() > limits.max_entries) {
-      return Broken{Rule::kTooManyEntries, i, 0, d.entries.size(), as_bound(limits.max_entries)};
-    }
-    if (d.hits && bad_hits(*d.hits)) {
-      return Broken{Rule::kDescriptorHitsOutOfRange, i, 0, 0, limits.max_hits};
-    }
-    for (size_t j = 0; j < d.entries.size(); ++j) {
-      const auto& [key, value] = d.entries[j];
-      if (key.size() > limits.max_key_bytes) {
-        return Broken{Rule::kKeyTooLong, i, j, key.size(), as_bound(limits.max_key_bytes)};
-      }
-      if (value.size() > limits.max_value_bytes) {
-        return Broken{Rule::kValueTooLong, i, j, value.size(), as_bound(limits.max_value_bytes)};
-      }
-    }
-  }
-  return std::nullopt;
+std::string Sha256Tagged(std::string_view text) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
+  std::string out = kLongValuePrefix;
+  out.reserve(out.size() + 2 * SHA256_DIGEST_LENGTH);
+  for (const unsigned char byte : digest) util::AppendHexByte(out, byte, util::HexCase::kLower);
+  return out;
 }
 
 }  // namespace
@@ -142,8 +108,7 @@ UnknownDomain UnknownDomainFor(Caller caller) {
 
 bool EmptyValuesAllowed(Caller caller) { return caller != Caller::kHttpJson; }
 
-Result<Admission> AdmitCheck(const CheckRequest& request, const Config& config,
-                             const CheckLimits& limits) {
+Result<Admission> AdmitCheck(const CheckRequest& request, const Config& config) {
   if (const auto broken = FindMissing(request)) return Refuse(*broken, request);
   if (config.FindDomain(request.domain) == nullptr) {
     if (UnknownDomainFor(request.caller) == UnknownDomain::kLimitNothing) {
@@ -151,14 +116,52 @@ Result<Admission> AdmitCheck(const CheckRequest& request, const Config& config,
     }
     return Refuse(Broken{Rule::kUnknownDomain}, request);
   }
-  if (const auto broken = FindOversized(request, limits)) return Refuse(*broken, request);
   return Admission::kCheck;
 }
 
-Result<void> ValidateCheck(const CheckRequest& request, const CheckLimits& limits) {
+Result<void> ValidateCheck(const CheckRequest& request) {
   if (auto broken = FindMissing(request)) return Refuse(*broken, request);
-  if (auto broken = FindOversized(request, limits)) return Refuse(*broken, request);
   return {};
+}
+
+Unchecked UncheckedReason(const CheckRequest& request, size_t index, const CheckLimits& limits) {
+  if (index >= limits.max_descriptors) return Unchecked::kPastMaxDescriptors;
+  const CheckDescriptor& d = request.descriptors[index];
+  if (d.entries.size() > limits.max_entries) return Unchecked::kTooManyEntries;
+  for (const auto& [key, value] : d.entries) {
+    if (key.size() > limits.max_key_bytes) return Unchecked::kKeyTooLong;
+  }
+  return Unchecked::kNo;
+}
+
+std::string_view UncheckedName(Unchecked reason) {
+  switch (reason) {
+    case Unchecked::kNo:
+      return "none";
+    case Unchecked::kPastMaxDescriptors:
+      return "descriptors";
+    case Unchecked::kTooManyEntries:
+      return "entries";
+    case Unchecked::kKeyTooLong:
+      return "key";
+  }
+  return "none";
+}
+
+std::string_view CountedValue(std::string_view value, std::string& digest,
+                              const CheckLimits& limits) {
+  if (value.size() <= limits.max_value_bytes) return value;
+  digest = Sha256Tagged(value);
+  return digest;
+}
+
+std::string BoundedCounterKey(std::string counter_key, const CheckLimits& limits) {
+  if (counter_key.size() <= limits.max_counter_key_bytes) return counter_key;
+  const size_t hash = counter_key.find('#');
+  const size_t identity = hash == std::string::npos ? 0 : hash + 1;
+  std::string bounded = counter_key.substr(0, identity);
+  bounded += Sha256Tagged(std::string_view(counter_key).substr(identity));
+  return bounded;
 }
 
 CheckResponse LimitNothing(const CheckRequest& request) {

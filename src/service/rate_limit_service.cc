@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -13,18 +14,11 @@
 #include "service/check_rules.h"
 #include "service/limiter_set.h"
 #include "sluice/decide_all.h"
+#include "service/unchecked_report.h"
 #include "sluice/open_store.h"
 
 namespace sluice::server {
 namespace {
-
-// The longest identity the stores are asked to accept: the memory store's own maximum. It holds
-// the longest counter key a request within CheckLimits can produce: every entry's key and value
-// escaped (up to 3x each) plus a separator and '='.
-constexpr size_t kMaxCounterKeyBytes = 65535;
-static_assert(kCheckLimits.max_entries *
-                  (3 * (kCheckLimits.max_key_bytes + kCheckLimits.max_value_bytes) + 2) <=
-              kMaxCounterKeyBytes);
 
 // The part of a counter key after the limit id: the limiter is already per limit.
 std::string_view IdentityOf(std::string_view key) {
@@ -49,7 +43,8 @@ class Service final : public RateLimitService {
       : options_(std::move(options)),
         metrics_(metrics),
         clock_(options_.clock != nullptr ? options_.clock : &own_clock_),
-        store_(std::move(store)) {}
+        store_(std::move(store)),
+        unchecked_(metrics, options_.unchecked_warning, clock_) {}
 
   Result<void> Install(std::shared_ptr<const Config> config) {
     const std::shared_ptr<const LimiterSet> previous = current_.load();
@@ -116,9 +111,11 @@ class Service final : public RateLimitService {
     Found found;
     found.set = current_.load();
     std::vector<DescriptorEntry> view;
-    for (const auto& [k, v] : entries) view.push_back({k, v});
+    std::deque<std::string> digests;  // long values, counted by digest as Check() counts them
+    for (const auto& [k, v] : entries) view.push_back({k, CountedValue(v, digests.emplace_back())});
     auto m = Match(*found.set->config(), domain, view);
     if (!m) return std::unexpected(m.error());
+    m->counter_key = BoundedCounterKey(std::move(m->counter_key));
     if (m->limit == nullptr || m->limit->kind != LimitKind::kLimited) {
       return MakeError("no counted limit matches that descriptor");
     }
@@ -170,6 +167,7 @@ class Service final : public RateLimitService {
   const std::shared_ptr<Store> store_;
   std::atomic<std::shared_ptr<const LimiterSet>> current_;
   std::atomic<bool> draining_{false};
+  UncheckedReport unchecked_;
 };
 
 // A check of one status against the store.
@@ -235,16 +233,29 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c) {
   std::vector<MatchResult> matches(request.descriptors.size());
   std::vector<const Limit*> matched(request.descriptors.size(), nullptr);
   std::vector<DescriptorEntry> view;
+  std::deque<std::string> digests;  // of long values: `view` points into them
+  UncheckedCounts unchecked;
   for (size_t i = 0; i < request.descriptors.size(); ++i) {
     const CheckDescriptor& d = request.descriptors[i];
+    // Past the bounds: answered as a descriptor no rule matches (matches[i] stays empty).
+    if (const Unchecked why = UncheckedReason(request, i); why != Unchecked::kNo) {
+      unchecked.Add(why);
+      continue;
+    }
     view.clear();
-    for (const auto& [k, v] : d.entries) view.push_back({k, v});
+    digests.clear();
+    for (const auto& [k, v] : d.entries) {
+      const bool long_value = v.size() > kCheckLimits.max_value_bytes;
+      view.push_back({k, long_value ? CountedValue(v, digests.emplace_back()) : v});
+    }
     const LimitOverride* override = d.limit_override ? &*d.limit_override : nullptr;
     auto m = Match(*set.config(), request.domain, view, override);
     if (!m) return std::unexpected(m.error());
     matches[i] = std::move(*m);
+    matches[i].counter_key = BoundedCounterKey(std::move(matches[i].counter_key));
     matched[i] = matches[i].limit;
   }
+  unchecked_.Record(unchecked);
   const std::vector<bool> replaced = ReplacedLimits(matched);
 
   for (size_t i = 0; i < matches.size(); ++i) {
@@ -388,7 +399,7 @@ Result<std::unique_ptr<RateLimitService>> RateLimitService::Create(
   store_options.redis_command_timeout = std::chrono::milliseconds(options.redis_command_timeout_ms);
   store_options.redis_breaker_failures = options.redis_breaker_failures;
   store_options.redis_breaker_open_for = std::chrono::milliseconds(options.redis_breaker_open_ms);
-  store_options.max_key_bytes = kMaxCounterKeyBytes;
+  store_options.max_key_bytes = kCheckLimits.max_counter_key_bytes;
   store_options.redis_events = options.redis_events;
   store_options.redis_monitor = options.redis_monitor;
   auto store = OpenStore(options.store, store_options);

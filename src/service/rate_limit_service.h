@@ -48,6 +48,9 @@ struct ServiceOptions {
   // request takes nothing) or count (every hit is charged, as envoyproxy/ratelimit counts).
   OverLimitHits over_limit_hits = OverLimitHits::kDrop;
   const Clock* clock = nullptr;  // nullptr: a MonotonicClock of the service's own
+  // Descriptors answered without a check (past the bounds, service/check_rules.h), at most one
+  // message per 10 s of `clock` (UncheckedReport): sluiced logs it as a warning.
+  std::function<void(const std::string&)> unchecked_warning;
 };
 
 // What the admin API shows of one counter.

@@ -218,6 +218,9 @@ int Run(const Flags& flags) {
   Metrics metrics;
   ServiceOptions service_options = ServiceOptionsFrom(flags);
   service_options.redis_events = LogRedisEvent;
+  service_options.unchecked_warning = [](const std::string& message) {
+    spdlog::warn("check: {}", message);
+  };
   auto service = RateLimitService::Create(*config, service_options, &metrics);
   if (!service) {
     spdlog::error("cannot start the service: {}", service.error().message);

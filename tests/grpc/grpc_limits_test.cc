@@ -139,45 +139,60 @@ class GrpcLimitsTest : public ::testing::Test {
 
 // --- message size ------------------------------------------------------------------------------
 
-// The largest request the service's bounds allow: every count, size and number at its bound.
-rls::RateLimitRequest LargestValidRequest() {
+// The largest request that reaches the service's bounds both ways (grpc_limits.h): every count
+// at its bound with one-byte entries, plus one descriptor with every size at its bound.
+rls::RateLimitRequest LargestBoundedRequest() {
   rls::RateLimitRequest r;
   r.set_domain(std::string(kMaxConfiguredDomainBytes, 'd'));
-  r.set_hits_addend(static_cast<uint32_t>(kCheckLimits.max_hits));
-  for (size_t i = 0; i < kCheckLimits.max_descriptors; ++i) {
+  r.set_hits_addend(UINT32_MAX);
+  const auto add = [&](size_t key_bytes, size_t value_bytes) {
     auto* d = r.add_descriptors();
     for (size_t j = 0; j < kCheckLimits.max_entries; ++j) {
       auto* e = d->add_entries();
-      e->set_key(std::string(kCheckLimits.max_key_bytes, 'k'));
-      e->set_value(std::string(kCheckLimits.max_value_bytes, 'v'));
+      e->set_key(std::string(key_bytes, 'k'));
+      e->set_value(std::string(value_bytes, 'v'));
     }
     d->mutable_limit()->set_requests_per_unit(UINT32_MAX);
     d->mutable_limit()->set_unit(envoy::type::v3::YEAR);
-    d->mutable_hits_addend()->set_value(static_cast<uint64_t>(kCheckLimits.max_hits));
-  }
+    d->mutable_hits_addend()->set_value(UINT64_MAX);
+  };
+  for (size_t i = 0; i < kCheckLimits.max_descriptors; ++i) add(1, 1);
+  add(kCheckLimits.max_key_bytes, kCheckLimits.max_value_bytes);
   return r;
 }
 
-TEST_F(GrpcLimitsTest, TheDefaultMessageCapIsTheLargestValidRequest) {
+TEST_F(GrpcLimitsTest, TheDefaultMessageCapHoldsTheLargestBoundedRequestAndIsFourMiB) {
   Start({});
-  const rls::RateLimitRequest largest = LargestValidRequest();
+  const rls::RateLimitRequest bounded = LargestBoundedRequest();
   // protobuf's own encoder agrees with the arithmetic in grpc_limits.h.
-  ASSERT_EQ(largest.ByteSizeLong(), kMaxCheckRequestBytes);
+  ASSERT_EQ(bounded.ByteSizeLong(), LargestBoundedRequestBytes(kCheckLimits));
+  ASSERT_EQ(kMaxCheckRequestBytes, 4u << 20);  // gRPC's default, as envoyproxy/ratelimit has it
   const auto channel = OwnChannel(port());
-  const grpc::Status ok = CallOn(channel, largest);
+  const grpc::Status ok = CallOn(channel, bounded);
   EXPECT_TRUE(ok.ok()) << ok.error_code() << " " << ok.error_message();
 
-  rls::RateLimitRequest over = largest;
-  over.set_domain(std::string(kMaxConfiguredDomainBytes + 1, 'd'));  // one byte more
+  // Exactly the cap: answered; one byte more: refused before the service sees it.
+  rls::RateLimitRequest at_cap = OneDescriptor("api", "k", "");
+  auto* value = at_cap.mutable_descriptors(0)->mutable_entries(0)->mutable_value();
+  value->assign(kMaxCheckRequestBytes - at_cap.ByteSizeLong(), 'v');
+  // The framing (the value's tag and length, longer lengths of the entry and the descriptor)
+  // came on top: take it off the value, whose length fields keep their sizes.
+  value->resize(value->size() - (at_cap.ByteSizeLong() - kMaxCheckRequestBytes));
+  ASSERT_EQ(at_cap.ByteSizeLong(), kMaxCheckRequestBytes);
+  const grpc::Status at = CallOn(channel, at_cap);
+  EXPECT_TRUE(at.ok()) << at.error_code() << " " << at.error_message();
+  rls::RateLimitRequest over = at_cap;
+  over.set_domain("apix");
   ASSERT_EQ(over.ByteSizeLong(), kMaxCheckRequestBytes + 1);
   const grpc::Status refused = CallOn(channel, over);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
-  EXPECT_EQ(service_.requests().size(), 1u);  // the service never saw the larger one
+  EXPECT_EQ(service_.requests().size(), 2u);  // the service never saw the larger one
 }
 
 TEST_F(GrpcLimitsTest, LongValuesStillPassUnderTheCap) {
   // Envoy copies the client's path or headers into values: a 60 KiB path (Envoy's default
-  // header limit) in three descriptors is answered, its value hashed (grpc_translate.h).
+  // header limit) in three descriptors reaches the service whole (which counts it by digest,
+  // check_rules.h).
   Start({});
   rls::RateLimitRequest r;
   r.set_domain("api");
@@ -190,7 +205,7 @@ TEST_F(GrpcLimitsTest, LongValuesStillPassUnderTheCap) {
   ASSERT_TRUE(status.ok()) << status.error_message();
   const auto seen = service_.requests();
   ASSERT_EQ(seen.size(), 1u);
-  EXPECT_TRUE(seen[0].descriptors[0].entries[0].second.starts_with(kLongValuePrefix));
+  EXPECT_EQ(seen[0].descriptors[0].entries[0].second.size(), (60u << 10) + 1);
 }
 
 TEST_F(GrpcLimitsTest, ASmallerMessageCapIsHonoured) {

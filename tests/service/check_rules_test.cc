@@ -1,6 +1,7 @@
 // The check rules (service/check_rules.h), against values written here rather than read from
-// CheckLimits: each bound at its value and one past it, what makes a request one, the words of
-// each caller's errors, and what an unknown domain means for each caller.
+// CheckLimits: each bound at its value and one past it (what is checked, never a refusal), what
+// makes a request one, the words of each caller's errors, and what an unknown domain means for
+// each caller.
 #include "service/check_rules.h"
 
 #include <gtest/gtest.h>
@@ -39,78 +40,82 @@ void ExpectAccepted(const CheckRequest& r) {
   EXPECT_EQ(ErrorFor(r, Caller::kDirect), "");
 }
 
-TEST(CheckRules, AtMost64Descriptors) {
-  ExpectAccepted(Request(64));
-  const CheckRequest over = Request(65);
-  EXPECT_EQ(ErrorFor(over, Caller::kHttpJson), "descriptors: 65 descriptors, over the limit of 64");
-  EXPECT_EQ(ErrorFor(over, Caller::kEnvoy), "too many descriptors: 65 (at most 64)");
-  EXPECT_EQ(ErrorFor(over, Caller::kDirect), "too many descriptors: 65 (at most 64)");
-}
-
-TEST(CheckRules, AtMost16EntriesPerDescriptor) {
-  ExpectAccepted(Request(1, Entries(16, {"k", "v"})));
-  CheckRequest over = Request(2);
-  over.descriptors[1].entries = Entries(17, {"k", "v"});
-  EXPECT_EQ(ErrorFor(over, Caller::kHttpJson),
-            "descriptors[1].entries: 17 entries, over the limit of 16");
-  EXPECT_EQ(ErrorFor(over, Caller::kEnvoy), "descriptor 1: too many entries (at most 16)");
-  EXPECT_EQ(ErrorFor(over, Caller::kDirect), "descriptor 1: too many entries (at most 16)");
-}
-
-TEST(CheckRules, KeysOfAtMost256Bytes) {
-  ExpectAccepted(Request(1, {{std::string(256, 'k'), "v"}}));
-  const CheckRequest over = Request(1, {{"a", "v"}, {std::string(257, 'k'), "v"}});
-  EXPECT_EQ(ErrorFor(over, Caller::kHttpJson),
-            "descriptors[0].entries[1].key: 257 bytes, over the 256-byte limit");
-  EXPECT_EQ(ErrorFor(over, Caller::kEnvoy), "descriptor 0: a key is longer than 256 bytes");
-  EXPECT_EQ(ErrorFor(over, Caller::kDirect), "descriptor 0: a key is longer than 256 bytes");
-}
-
-TEST(CheckRules, ValuesOfAtMost1024Bytes) {
-  ExpectAccepted(Request(1, {{"k", std::string(1024, 'v')}}));
-  const CheckRequest over = Request(1, {{"k", std::string(1025, 'v')}});
-  EXPECT_EQ(ErrorFor(over, Caller::kHttpJson),
-            "descriptors[0].entries[0].value: 1025 bytes, over the 1024-byte limit");
-  // Envoy's front end hashes a longer value before the rules see it (grpc_translate.h); had
-  // one come through, it would be refused in the service's words.
-  EXPECT_EQ(ErrorFor(over, Caller::kEnvoy), "descriptor 0: a value is longer than 1024 bytes");
-  EXPECT_EQ(ErrorFor(over, Caller::kDirect), "descriptor 0: a value is longer than 1024 bytes");
-}
-
-TEST(CheckRules, RequestHitsFrom0To1e9) {
-  for (const int64_t hits : {int64_t{0}, int64_t{1}, int64_t{1'000'000'000}}) {
-    CheckRequest r = Request();
-    r.hits = hits;
+// Past every bound a request is still accepted, for every caller: the bounds decide what is
+// checked (UncheckedReason), never whether the call is answered.
+TEST(CheckRules, NoBoundRefusesARequest) {
+  ExpectAccepted(Request(1025));
+  ExpectAccepted(Request(1, Entries(65, {"k", "v"})));
+  ExpectAccepted(Request(1, {{std::string(4097, 'k'), "v"}}));
+  ExpectAccepted(Request(1, {{"k", std::string(100'000, 'v')}}));
+  for (const int64_t hits : {int64_t{0}, int64_t{2'000'000'000}, int64_t{4'294'967'295},
+                             (int64_t{1} << 53) - 1, std::numeric_limits<int64_t>::max()}) {
     SCOPED_TRACE(hits);
+    CheckRequest r = Request(2);
+    r.hits = hits;
+    r.descriptors[1].hits = hits;
     ExpectAccepted(r);
   }
-  for (const int64_t hits :
-       {int64_t{-1}, int64_t{1'000'000'001}, std::numeric_limits<int64_t>::max()}) {
-    CheckRequest r = Request();
-    r.hits = hits;
-    SCOPED_TRACE(hits);
-    EXPECT_EQ(ErrorFor(r, Caller::kHttpJson), "hits: must be between 0 and 1000000000");
-    EXPECT_EQ(ErrorFor(r, Caller::kEnvoy), "hits must be 0..1000000000");
-    EXPECT_EQ(ErrorFor(r, Caller::kDirect), "hits must be 0..1000000000");
-  }
 }
 
-TEST(CheckRules, DescriptorHitsFrom0To1e9) {
-  for (const int64_t hits : {int64_t{0}, int64_t{1'000'000'000}}) {
-    CheckRequest r = Request(2);
-    r.descriptors[1].hits = hits;
-    SCOPED_TRACE(hits);
-    ExpectAccepted(r);
+// Only a negative count is refused: the JSON API can send one, Envoy's unsigned fields cannot.
+TEST(CheckRules, HitsMustNotBeNegative) {
+  CheckRequest r = Request(2);
+  r.hits = -1;
+  EXPECT_EQ(ErrorFor(r, Caller::kHttpJson), "hits: must not be negative");
+  EXPECT_EQ(ErrorFor(r, Caller::kEnvoy), "hits must not be negative");
+  EXPECT_EQ(ErrorFor(r, Caller::kDirect), "hits must not be negative");
+  r.hits = 1;
+  r.descriptors[1].hits = std::numeric_limits<int64_t>::min();
+  EXPECT_EQ(ErrorFor(r, Caller::kHttpJson), "descriptors[1].hits: must not be negative");
+  EXPECT_EQ(ErrorFor(r, Caller::kEnvoy), "descriptor 1: hits must not be negative");
+  EXPECT_EQ(ErrorFor(r, Caller::kDirect), "descriptor 1: hits must not be negative");
+}
+
+// The bounds, written here rather than read from kCheckLimits: 1024 descriptors, 64 entries,
+// 4096-byte keys; each at its value and one past it.
+TEST(CheckRules, DescriptorsPastThe1024thAreUnchecked) {
+  const CheckRequest r = Request(1030);
+  for (size_t i : {size_t{0}, size_t{1023}}) EXPECT_EQ(UncheckedReason(r, i), Unchecked::kNo);
+  for (size_t i : {size_t{1024}, size_t{1029}}) {
+    EXPECT_EQ(UncheckedReason(r, i), Unchecked::kPastMaxDescriptors);
   }
-  for (const int64_t hits : {int64_t{-1}, int64_t{1'000'000'001}}) {
-    CheckRequest r = Request(2);
-    r.descriptors[1].hits = hits;
-    SCOPED_TRACE(hits);
-    EXPECT_EQ(ErrorFor(r, Caller::kHttpJson),
-              "descriptors[1].hits: must be between 0 and 1000000000");
-    EXPECT_EQ(ErrorFor(r, Caller::kEnvoy), "descriptor 1: hits must be 0..1000000000");
-    EXPECT_EQ(ErrorFor(r, Caller::kDirect), "descriptor 1: hits must be 0..1000000000");
-  }
+  EXPECT_EQ(UncheckedName(Unchecked::kPastMaxDescriptors), "descriptors");
+}
+
+TEST(CheckRules, ADescriptorOfMoreThan64EntriesIsUnchecked) {
+  CheckRequest r = Request(2, Entries(64, {"k", "v"}));
+  r.descriptors[1].entries.emplace_back("k", "v");
+  EXPECT_EQ(UncheckedReason(r, 0), Unchecked::kNo);
+  EXPECT_EQ(UncheckedReason(r, 1), Unchecked::kTooManyEntries);
+  EXPECT_EQ(UncheckedName(Unchecked::kTooManyEntries), "entries");
+}
+
+TEST(CheckRules, ADescriptorWithAKeyOver4096BytesIsUnchecked) {
+  CheckRequest r = Request(2, {{"a", "v"}, {std::string(4096, 'k'), "v"}});
+  r.descriptors[1].entries[1].first += 'k';
+  EXPECT_EQ(UncheckedReason(r, 0), Unchecked::kNo);
+  EXPECT_EQ(UncheckedReason(r, 1), Unchecked::kKeyTooLong);
+  EXPECT_EQ(UncheckedName(Unchecked::kKeyTooLong), "key");
+  // A long value does not: it is counted by its digest.
+  EXPECT_EQ(UncheckedReason(Request(1, {{"k", std::string(100'000, 'v')}}), 0), Unchecked::kNo);
+}
+
+// Digests from sha256sum, not from the code under test.
+TEST(CheckRules, AValueOver1024BytesIsCountedByItsSha256) {
+  std::string digest;
+  const std::string at_bound(1024, 'v');
+  EXPECT_EQ(CountedValue(at_bound, digest), at_bound);
+  const std::string over(1025, 'v');
+  EXPECT_EQ(CountedValue(over, digest),
+            "sha256:3d4b46294b5d561c5999a0f1567d75ad4be018d867a75d9949b4ea1b589889da");
+}
+
+TEST(CheckRules, ACounterKeyOver65535BytesIsCountedByTheSha256OfItsIdentity) {
+  const std::string id = "api|path";
+  const std::string at_bound = id + "#" + std::string(65535 - id.size() - 1, 'x');
+  EXPECT_EQ(BoundedCounterKey(at_bound), at_bound);
+  EXPECT_EQ(BoundedCounterKey(id + "#" + std::string(65600, 'x')),
+            id + "#sha256:5587e4ddbf0bfffaa54c72d5837280fa8104a983ba1db290f3fa9a6c331b8317");
 }
 
 TEST(CheckRules, ADomainIsRequired) {
@@ -153,10 +158,11 @@ TEST(CheckRules, AnEmptyValueIsRefusedOverHttpOnly) {
   EXPECT_EQ(ErrorFor(r, Caller::kDirect), "");
 }
 
-TEST(CheckRules, AMissingPartIsNamedBeforeABound) {
-  CheckRequest r = Request(65);
-  r.descriptors[64].entries[0].first.clear();
-  EXPECT_EQ(ErrorFor(r, Caller::kEnvoy), "descriptors[64].entries[0].key must not be empty");
+// Past the checked descriptors too: a malformed request is malformed wherever the fault is.
+TEST(CheckRules, AMissingPartIsNamedPastTheBounds) {
+  CheckRequest r = Request(1030);
+  r.descriptors[1029].entries[0].first.clear();
+  EXPECT_EQ(ErrorFor(r, Caller::kEnvoy), "descriptors[1029].entries[0].key must not be empty");
 }
 
 class Domains : public ::testing::Test {
@@ -193,22 +199,22 @@ TEST_F(Domains, WhatAnUnknownDomainMeansPerCaller) {
   EXPECT_EQ(*envoy, Admission::kLimitNothing);
 }
 
-// A request must be one before its domain matters; the bounds only matter for a known domain.
-TEST_F(Domains, TheDomainIsDecidedBetweenTheMissingPartsAndTheBounds) {
+// A request must be one before its domain matters; its size never does.
+TEST_F(Domains, TheDomainIsDecidedAfterTheMissingParts) {
   CheckRequest no_key = Request(1, {{"", "v"}});
   auto refused = Admit(no_key, Caller::kEnvoy, "nope");
   ASSERT_FALSE(refused.has_value());
   EXPECT_EQ(refused.error().message, "descriptors[0].entries[0].key must not be empty");
 
-  auto any_size = Admit(Request(65), Caller::kEnvoy, "nope");
+  auto any_size = Admit(Request(1030), Caller::kEnvoy, "nope");
   ASSERT_TRUE(any_size.has_value()) << any_size.error().message;
   EXPECT_EQ(*any_size, Admission::kLimitNothing);
-  auto typo = Admit(Request(65), Caller::kHttpJson, "nope");
+  auto typo = Admit(Request(1030), Caller::kHttpJson, "nope");
   ASSERT_FALSE(typo.has_value());
   EXPECT_EQ(typo.error().message, "unknown domain 'nope'");
-  auto too_many = Admit(Request(65), Caller::kHttpJson, "api");
-  ASSERT_FALSE(too_many.has_value());
-  EXPECT_EQ(too_many.error().message, "descriptors: 65 descriptors, over the limit of 64");
+  auto many = Admit(Request(1030), Caller::kHttpJson, "api");
+  ASSERT_TRUE(many.has_value()) << many.error().message;
+  EXPECT_EQ(*many, Admission::kCheck);
 }
 
 TEST(CheckRules, LimitNothingIsOkWithoutLimits) {
