@@ -1,6 +1,7 @@
 #include "service/ratelimit_headers.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string_view>
 
 namespace sluice::server {
@@ -37,6 +38,19 @@ std::string SfInteger(int64_t v) {
   return std::to_string(std::clamp<int64_t>(v, 0, 999'999'999'999'999));
 }
 
+// The wire's uint32, as Envoy is sent limit_remaining and requests_per_unit.
+uint32_t ClampU32(int64_t v) {
+  return static_cast<uint32_t>(std::clamp<int64_t>(v, 0, UINT32_MAX));
+}
+
+std::vector<std::pair<std::string, std::string>> UpstreamHeaders(const CheckResponse& response) {
+  const DescriptorStatus* s = UpstreamHeaderStatus(response);
+  if (s == nullptr) return {};
+  return {{"RateLimit-Limit", std::to_string(ClampU32(s->limit->requests_per_unit))},
+          {"RateLimit-Remaining", std::to_string(ClampU32(s->remaining))},
+          {"RateLimit-Reset", std::to_string(CeilSeconds(s->reset_after))}};
+}
+
 // The policy's name: the limit's name, else its metric key, else its id.
 std::string_view PolicyName(const Limit& limit) {
   if (!limit.name.empty()) return limit.name;
@@ -46,8 +60,46 @@ std::string_view PolicyName(const Limit& limit) {
 
 }  // namespace
 
+std::optional<HeaderSet> ParseHeaderSet(std::string_view name) {
+  if (name == "draft11") return HeaderSet::kDraft11;
+  if (name == "upstream") return HeaderSet::kUpstream;
+  if (name == "off") return HeaderSet::kOff;
+  return std::nullopt;
+}
+
+std::string_view HeaderSetName(HeaderSet set) {
+  switch (set) {
+    case HeaderSet::kDraft11:
+      return "draft11";
+    case HeaderSet::kUpstream:
+      return "upstream";
+    case HeaderSet::kOff:
+      return "off";
+  }
+  return "draft11";
+}
+
+const DescriptorStatus* UpstreamHeaderStatus(const CheckResponse& response) {
+  const DescriptorStatus* chosen = nullptr;
+  uint32_t least = UINT32_MAX;
+  for (const DescriptorStatus& s : response.statuses) {
+    if (s.limit == nullptr || s.replaced || s.limit->kind == LimitKind::kUnlimited) continue;
+    if (ClampU32(s.remaining) < least) {
+      chosen = &s;
+      least = ClampU32(s.remaining);
+    }
+    if (s.code == Code::kOverLimit) {
+      chosen = &s;
+      least = 0;
+    }
+  }
+  return chosen;
+}
+
 std::vector<std::pair<std::string, std::string>> RateLimitHeaders(const CheckResponse& response,
                                                                   const HeaderOptions& options) {
+  if (options.set == HeaderSet::kOff) return {};
+  if (options.set == HeaderSet::kUpstream) return UpstreamHeaders(response);
   std::string policy, current;
   const DescriptorStatus* tightest = nullptr;
   Duration retry{0};

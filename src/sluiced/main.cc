@@ -45,6 +45,7 @@ struct Flags {
   std::string over_limit_hits = "drop";
   std::string default_algorithm = "token_bucket";
   bool legacy_headers = false;
+  std::string grpc_response_headers = "draft11";  // checked by ParseHeaderSet when parsed
   int64_t http_timeout_ms = 10'000;
   size_t http_max_connections = 1024;
   size_t http_max_body_bytes = MaxCheckBodyBytes();
@@ -262,6 +263,7 @@ int Run(const Flags& flags) {
     grpc_options.address = flags.grpc;
     grpc_options.threads = flags.threads;
     grpc_options.headers = headers;
+    grpc_options.headers.set = *ParseHeaderSet(flags.grpc_response_headers);  // checked
     grpc_options.max_connections = flags.grpc_max_connections;
     grpc_options.max_concurrent_streams = flags.grpc_max_concurrent_streams;
     grpc_options.idle_timeout = std::chrono::milliseconds(flags.grpc_idle_timeout_ms);
@@ -276,8 +278,15 @@ int Run(const Flags& flags) {
     grpc = std::move(*started);
     spdlog::info(
         "grpc: listening on port {} (envoy.service.ratelimit.v3.RateLimitService and "
-        "grpc.health.v1.Health; at most {} connections, {} streams each)",
-        grpc->port(), flags.grpc_max_connections, flags.grpc_max_concurrent_streams);
+        "grpc.health.v1.Health; at most {} connections, {} streams each; response headers {})",
+        grpc->port(), flags.grpc_max_connections, flags.grpc_max_concurrent_streams,
+        flags.grpc_response_headers);
+    if (flags.legacy_headers && !http && flags.grpc_response_headers != "draft11") {
+      spdlog::warn(
+          "--legacy-headers has no effect: the HTTP API is off and gRPC answers carry "
+          "the {} set (X-RateLimit-* come with draft11 only)",
+          flags.grpc_response_headers);
+    }
   }
   metrics.SetStoreGaugesSource([&service] {
     const sluice::StoreStats s = (*service)->StoreTotals();
@@ -366,8 +375,15 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"drop", "count"}))
       ->capture_default_str();
   app.add_flag("--legacy-headers", flags.legacy_headers,
-               "also send X-RateLimit-Limit/-Remaining/-Reset")
+               "also send X-RateLimit-Limit/-Remaining/-Reset (HTTP, and gRPC with draft11)")
       ->envname("SLUICE_LEGACY_HEADERS");
+  app.add_option("--grpc-response-headers", flags.grpc_response_headers,
+                 "headers a gRPC answer asks Envoy to add: draft11 (RateLimit-Policy, RateLimit, "
+                 "Retry-After), upstream (envoyproxy/ratelimit's RateLimit-Limit/-Remaining/"
+                 "-Reset) or off")
+      ->envname("SLUICE_GRPC_RESPONSE_HEADERS")
+      ->check(CLI::IsMember({"draft11", "upstream", "off"}))
+      ->capture_default_str();
   app.add_option("--http-timeout-ms", flags.http_timeout_ms,
                  "time a client has to send each request (slow and idle clients are closed)")
       ->envname("SLUICE_HTTP_TIMEOUT_MS")

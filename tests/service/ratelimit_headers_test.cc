@@ -127,5 +127,77 @@ TEST_F(RateLimitHeadersTest, EveryFieldInItsOrder) {
                      {"Sluice-Soft-Over-Limit", "?1"}}));
 }
 
+// --grpc-response-headers upstream: envoyproxy/ratelimit's three fields of one status, chosen as
+// its service.go chooses (read there, written here by hand), whatever else is asked for.
+TEST_F(RateLimitHeadersTest, UpstreamIsThreeFieldsOfTheStatusWithTheLeastRemaining) {
+  auto r = Response({Status(minute_, Code::kOk, Duration{0}), Status(second_, Code::kOk, {})});
+  r.statuses[0].remaining = 7;
+  r.statuses[0].reset_after = milliseconds(41'200);
+  r.statuses[1].remaining = 4;
+  r.statuses[1].reset_after = milliseconds(300);
+  EXPECT_EQ(
+      RateLimitHeaders(r, {.set = HeaderSet::kUpstream, .legacy = true}),
+      (Headers{{"RateLimit-Limit", "5"}, {"RateLimit-Remaining", "4"}, {"RateLimit-Reset", "1"}}));
+  // A tie keeps the first; an unmatched, unlimited or replaced status is never chosen.
+  r.statuses[0].remaining = 4;
+  DescriptorStatus unmatched;
+  Limit unlimited = minute_;
+  unlimited.kind = LimitKind::kUnlimited;
+  DescriptorStatus open = Status(unlimited, Code::kOk, {});
+  open.remaining = 0;
+  DescriptorStatus replaced = Status(second_, Code::kOk, {});
+  replaced.remaining = 0;
+  replaced.replaced = true;
+  r.statuses.insert(r.statuses.begin(), {unmatched, open, replaced});
+  EXPECT_EQ(
+      RateLimitHeaders(r, {.set = HeaderSet::kUpstream}),
+      (Headers{
+          {"RateLimit-Limit", "10"}, {"RateLimit-Remaining", "4"}, {"RateLimit-Reset", "42"}}));
+}
+
+TEST_F(RateLimitHeadersTest, UpstreamPrefersTheLastOverLimitStatusAndSendsNoRetryAfter) {
+  auto r = Response({Status(second_, Code::kOverLimit, seconds(1)),
+                     Status(minute_, Code::kOk, Duration{0}),
+                     Status(minute_, Code::kOverLimit, seconds(30))});
+  r.statuses[1].remaining = 0;  // less than nothing cannot win over an over-limit status
+  r.statuses[2].reset_after = seconds(30);
+  EXPECT_EQ(
+      RateLimitHeaders(r, {.set = HeaderSet::kUpstream}),
+      (Headers{
+          {"RateLimit-Limit", "10"}, {"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "30"}}));
+  // A shadow limit over its limit says OK to Envoy: not an over-limit status.
+  auto shadow = Response({Status(minute_, Code::kOk, Duration{0}),
+                          Status(second_, Code::kOk, Duration{0}, Mode::kShadow)});
+  shadow.statuses[0].remaining = 2;
+  shadow.statuses[1].remaining = 0;
+  shadow.statuses[1].shadow_over_limit = true;
+  EXPECT_EQ(Get(RateLimitHeaders(shadow, {.set = HeaderSet::kUpstream}), "RateLimit-Limit"), "5")
+      << "the least remaining, not an override";
+}
+
+TEST_F(RateLimitHeadersTest, UpstreamNeverTakesTheLargestRemainingAndSkipsAnAnswerWithoutLimits) {
+  auto r = Response({Status(minute_, Code::kOk, Duration{0})});
+  r.statuses[0].remaining = int64_t{1} << 40;  // UINT32_MAX on the wire: never "less"
+  EXPECT_EQ(RateLimitHeaders(r, {.set = HeaderSet::kUpstream}), Headers{});
+  EXPECT_EQ(RateLimitHeaders(Response({DescriptorStatus{}}), {.set = HeaderSet::kUpstream}),
+            Headers{});
+}
+
+TEST_F(RateLimitHeadersTest, OffIsNothingEvenOverTheLimitWithLegacyHeaders) {
+  const auto r = Response({Status(second_, Code::kOverLimit, seconds(1))});
+  EXPECT_EQ(RateLimitHeaders(r, {.set = HeaderSet::kOff, .legacy = true, .soft_over_limit = true}),
+            Headers{});
+}
+
+TEST_F(RateLimitHeadersTest, HeaderSetNames) {
+  for (const HeaderSet set : {HeaderSet::kDraft11, HeaderSet::kUpstream, HeaderSet::kOff}) {
+    EXPECT_EQ(ParseHeaderSet(HeaderSetName(set)), set);
+  }
+  EXPECT_EQ(ParseHeaderSet("draft11"), HeaderSet::kDraft11);
+  EXPECT_EQ(ParseHeaderSet("upstream"), HeaderSet::kUpstream);
+  EXPECT_EQ(ParseHeaderSet("off"), HeaderSet::kOff);
+  EXPECT_EQ(ParseHeaderSet("Draft11"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace sluice::server

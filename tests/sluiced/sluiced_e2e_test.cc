@@ -548,6 +548,30 @@ TEST_F(SluicedTest, FlagsComeFromTheEnvironmentToo) {
 
 // The gRPC limits are flags with SLUICE_ twins and their defaults in --help, and reach the
 // server (each limit's behaviour is tested in tests/grpc/grpc_limits_test.cc).
+// --grpc-response-headers: its default in --help, its SLUICE_ twin, a value it refuses, and the
+// warning when --legacy-headers can have no effect (what each set sends over gRPC:
+// tests/grpc/grpc_response_headers_test.cc).
+TEST_F(SluicedTest, GrpcResponseHeadersFlagShowsItsDefaultAndTakesEffect) {
+  SluicedProcess help({"--help"}, false);
+  EXPECT_EQ(help.WaitExit(), 0);
+  const std::string text = help.Log();
+  const size_t at = text.find("--grpc-response-headers");
+  ASSERT_NE(at, std::string::npos) << text;
+  const std::string option = text.substr(at, text.find("\n  -", at) - at);
+  EXPECT_NE(option.find("draft11"), std::string::npos) << option;
+  EXPECT_NE(option.find("SLUICE_GRPC_RESPONSE_HEADERS"), std::string::npos) << option;
+
+  SluicedProcess bad({"--config", config_.file(), "--grpc-response-headers", "draft10"}, false);
+  EXPECT_NE(bad.WaitExit(), 0) << bad.Log();
+
+  setenv("SLUICE_GRPC_RESPONSE_HEADERS", "upstream", 1);
+  SluicedProcess sluiced(
+      {"--config", config_.file(), "--http", "off", "--grpc", "127.0.0.1:0", "--legacy-headers"});
+  unsetenv("SLUICE_GRPC_RESPONSE_HEADERS");
+  ASSERT_TRUE(sluiced.WaitForLog("response headers upstream")) << sluiced.Log();
+  ASSERT_TRUE(sluiced.WaitForLog("--legacy-headers has no effect")) << sluiced.Log();
+}
+
 TEST_F(SluicedTest, GrpcLimitFlagsShowTheirDefaultsAndTakeEffect) {
   SluicedProcess help({"--help"}, false);
   EXPECT_EQ(help.WaitExit(), 0);
