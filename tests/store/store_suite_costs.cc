@@ -75,4 +75,34 @@ TEST_P(StoreSuite, CostsBeyondTheCapacityUpToInt64MaxAreNeverAdmittedAndTouchNot
   }
 }
 
+// A charge (work already done) of such a cost goes into debt, capped: it leaves the key as a
+// charge of twice the capacity does (every algorithm's debt cap, docs/algorithms.md), on a key
+// of its own at the same time; no overflow, no rounding in Lua's doubles.
+TEST_P(StoreSuite, ChargesUpToInt64MaxAreCappedLikeTwiceTheCapacity) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  const Timestamp now = FromNanos(int64_t{1'700'000'000} * 1'000'000'000);
+  for (Algorithm a : kAllAlgorithms) {
+    auto limiter = Make(*store, CostSpec(a), UniqueName("charge-" + std::string(AlgorithmName(a))));
+    ASSERT_NE(limiter, nullptr);
+    for (const int64_t cost : kHugeCosts) {
+      if (cost <= 2 * kCapacity) continue;
+      const std::string where = std::string(AlgorithmName(a)) + " charge " + std::to_string(cost);
+      const std::string key = "k" + std::to_string(cost);
+      const std::string twice = "t" + std::to_string(cost);
+      const Decision got = limiter->Charge(key, now, cost);
+      const Decision want = limiter->Charge(twice, now, 2 * kCapacity);
+      EXPECT_FALSE(got.allowed) << where;
+      EXPECT_EQ(got.reason, DecisionReason::kCostExceedsCapacity) << where;
+      EXPECT_EQ(got.retry_after, kNever) << where;
+      EXPECT_EQ(got.remaining, want.remaining) << where;
+      EXPECT_EQ(got.reset_after, want.reset_after) << where;
+      const Timestamp later = now + seconds(1);
+      const Decision got_later = Decide(*limiter, key, later, 0);
+      const Decision want_later = Decide(*limiter, twice, later, 0);
+      EXPECT_TRUE(Same(got_later, want_later)) << where << ", a second later";
+    }
+  }
+}
+
 }  // namespace sluice::testing
