@@ -256,7 +256,10 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c) {
     matched[i] = matches[i].limit;
   }
   unchecked_.Record(unchecked);
-  const std::vector<bool> replaced = ReplacedLimits(matched);
+  // Only the checked descriptors can have a limit (ReplacedLimits is quadratic in what it is
+  // given).
+  const std::vector<bool> replaced = ReplacedLimits(
+      std::span(matched).first(std::min(matched.size(), kCheckLimits.max_descriptors)));
 
   for (size_t i = 0; i < matches.size(); ++i) {
     DescriptorStatus& s = response.statuses[i];
