@@ -127,9 +127,9 @@ size_t Digits(uint64_t n) {
 }
 
 // The values and the nesting of the largest bounded check (MaxCheckBodyBytes): the root object
-// with a domain, charge, hits and the descriptors array; per descriptor its object, entries array, hits
-// and a limit object with two members; per entry its object, key and value; max_descriptors + 1
-// descriptors of max_entries entries. Root, descriptors, descriptor, entries, entry: five levels.
+// with a domain, charge, hits and the descriptors array; per descriptor its object, entries array,
+// hits and a limit object with two members; per entry its object, key and value; max_descriptors +
+// 1 descriptors of max_entries entries. Root, descriptors, descriptor, entries, entry: five levels.
 FlatJson::Bounds CheckJsonBounds(const CheckLimits& limits) {
   const size_t values = 5 + (limits.max_descriptors + 1) * (6 + 3 * limits.max_entries);
   return {.max_depth = 5,
