@@ -11,10 +11,12 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
@@ -172,6 +174,71 @@ TEST_P(QuotaPattern, HttpChargeCountsBeyondTheLimit) {
     EXPECT_EQ(next.status, 429) << a << ": in debt, even a cost-0 check is over";
     EXPECT_TRUE(next.Header("Retry-After").has_value()) << a;
   }
+}
+
+// The migration one-liner (docs/envoy.md, "Migrating from envoyproxy/ratelimit"): with
+// --over-limit-hits count --default-algorithm fixed_window --grpc-response-headers upstream a
+// rule that names no algorithm answers with upstream's numbers: the window's remaining, the time
+// to the window's end, 0 left once over, and upstream's RateLimit-Limit/-Remaining/-Reset.
+TEST(UpstreamSettings, GiveUpstreamsNumbers) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("sluice-upstream-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string file = (dir / "u.yaml").string();
+  std::ofstream(file) << "domain: u\ndescriptors:\n  - key: k\n"
+                         "    rate_limit: {unit: minute, requests_per_unit: 3}\n";
+  SluicedProcess sluiced({"--config", file, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0",
+                          "--over-limit-hits", "count", "--default-algorithm", "fixed_window",
+                          "--grpc-response-headers", "upstream"});
+  ASSERT_GT(sluiced.port(), 0) << sluiced.Log();
+  ASSERT_TRUE(sluiced.WaitForLog("grpc: listening on port ")) << sluiced.Log();
+  const std::string log = sluiced.Log();
+  constexpr std::string_view kGrpc = "grpc: listening on port ";
+  const int grpc_port = std::atoi(log.c_str() + log.find(kGrpc) + kGrpc.size());
+  auto stub = rls::RateLimitService::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(grpc_port), grpc::InsecureChannelCredentials()));
+  const auto call = [&](uint32_t hits) {
+    rls::RateLimitRequest request;
+    request.set_domain("u");
+    request.set_hits_addend(hits);
+    auto* entry = request.add_descriptors()->add_entries();
+    entry->set_key("k");
+    entry->set_value("v");
+    rls::RateLimitResponse response;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    EXPECT_TRUE(stub->ShouldRateLimit(&ctx, request, &response).ok());
+    return response;
+  };
+  const auto wall_s = [] {
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  // All three calls in one window: not in the last seconds of a minute.
+  while (wall_s() % 60 >= 57) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const int64_t before = wall_s();
+  const rls::RateLimitResponse first = call(1);
+  const int64_t after = wall_s();
+  ASSERT_EQ(first.statuses_size(), 1);
+  EXPECT_EQ(first.overall_code(), rls::RateLimitResponse::OK);
+  EXPECT_EQ(first.statuses(0).limit_remaining(), 2u);
+  // Until the end of the epoch-aligned minute (whole seconds, taken around the call).
+  const int64_t reset = first.statuses(0).duration_until_reset().seconds();
+  EXPECT_GE(reset, 60 - after % 60 - 1);
+  EXPECT_LE(reset, 60 - before % 60);
+  std::map<std::string, std::string> headers;
+  for (const auto& h : first.response_headers_to_add()) headers[h.key()] = h.value();
+  EXPECT_EQ(headers["RateLimit-Limit"], "3");
+  EXPECT_EQ(headers["RateLimit-Remaining"], "2");
+  EXPECT_EQ(headers.size(), 3u) << "upstream's three headers, nothing else";
+  // 1 + 4 hits: over, counted (upstream counts every hit), nothing left.
+  const rls::RateLimitResponse over = call(4);
+  EXPECT_EQ(over.overall_code(), rls::RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(over.statuses(0).limit_remaining(), 0u);
+  // The window's count is now over its limit: even one more hit is over.
+  EXPECT_EQ(call(1).overall_code(), rls::RateLimitResponse::OVER_LIMIT);
+  std::filesystem::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(
