@@ -13,8 +13,8 @@
 #include "config/limit_unit.h"
 #include "service/check_rules.h"
 #include "service/limiter_set.h"
-#include "sluice/decide_all.h"
 #include "service/unchecked_report.h"
+#include "sluice/decide_all.h"
 #include "sluice/open_store.h"
 
 namespace sluice::server {
