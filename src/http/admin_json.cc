@@ -55,6 +55,13 @@ void AppendConfigLimit(std::string& out, const Limit& limit) {
   AppendField(out, "mode", ModeName(limit.mode));
   out += ',';
   AppendField(out, "failure_mode", FailureModeName(limit.failure_mode));
+  out += ',';
+  if (limit.over_limit_hits) {
+    AppendField(out, "over_limit_hits", OverLimitHitsName(*limit.over_limit_hits));
+  } else {
+    out += "\"over_limit_hits\":null";  // the server's --over-limit-hits
+  }
+  out += limit.quota_mode ? ",\"quota_mode\":true" : ",\"quota_mode\":false";
   out += limit.detailed_metric ? ",\"detailed_metric\":true" : ",\"detailed_metric\":false";
   out += ",\"replaces\":[";
   for (size_t i = 0; i < limit.replaces.size(); ++i) {

@@ -372,6 +372,10 @@ TEST_F(SluicedTest, AdminApiNeedsTheToken) {
   const Json jl = Parse(limits);
   EXPECT_EQ(jl["domains"][0]["name"], "test");
   EXPECT_EQ(jl["domains"][0]["identities"], 1);
+  for (const Json& limit : jl["domains"][0]["limits"]) {
+    EXPECT_TRUE(limit["over_limit_hits"].is_null()) << limit << ": unset, the server's default";
+    EXPECT_EQ(limit["quota_mode"], false) << limit;
+  }
   EXPECT_EQ(limits.body.find("gold_key"), std::string::npos) << "identities are not listed";
 
   Post(port, One("user", "zed"));
