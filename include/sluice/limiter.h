@@ -36,6 +36,12 @@ struct StoreStats {
   bool server_eviction_watched = false;
   bool server_eviction_unsafe = false;
   uint64_t server_evicted_keys = 0;
+  // A store with an over-limit cache in front (over_limit_cache.h): decisions it answered from
+  // memory, and decisions it passed to the store behind it. bytes, max_bytes and evictions are
+  // then the cache's.
+  bool over_limit_cache = false;
+  uint64_t cached_decisions = 0;
+  uint64_t forwarded_decisions = 0;
 };
 
 struct DecideRequest {

@@ -3,7 +3,8 @@
 //   auto store = OpenStore("redis://127.0.0.1:6379/0", {});
 //
 // "memory" is the embedded memory store; "redis://[user:password@]host:port[/db]" one Redis
-// server; "redis+cluster://[user:password@]host:port[,host:port...]" a Redis Cluster.
+// server; "redis+cluster://[user:password@]host:port[,host:port...]" a Redis Cluster. A Redis
+// store is opened behind an over-limit cache (over_limit_cache.h) unless local_cache_bytes is 0.
 #ifndef SLUICE_OPEN_STORE_H_
 #define SLUICE_OPEN_STORE_H_
 
@@ -12,6 +13,7 @@
 #include <string_view>
 
 #include "sluice/memory_store.h"
+#include "sluice/over_limit_cache.h"
 #include "sluice/redis_store.h"
 #include "sluice/status.h"
 #include "sluice/store.h"
@@ -29,6 +31,9 @@ struct OpenStoreOptions {
   RedisEventHook redis_events;   // the Redis store's state changes, rate-limited (for logs)
   bool redis_monitor = true;     // false: no monitor thread (nothing connects until first use)
   size_t max_key_bytes = 65535;  // longest identity either store accepts
+  // Redis: the over-limit cache's memory bound (OverLimitCacheOptions::max_bytes); 0: no cache,
+  // every decision asks Redis.
+  size_t local_cache_bytes = size_t{64} << 20;
 };
 
 Result<std::shared_ptr<Store>> OpenStore(std::string_view address, const OpenStoreOptions& options);

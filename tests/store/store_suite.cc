@@ -632,6 +632,7 @@ TEST_P(StoreSuite, DecidesAsThePureAlgorithm) {
   for (size_t n = 0; n < specs.size(); ++n) {
     ExpectParity(*this, *store, specs[n], "parity" + std::to_string(n), 100 + n, 1000, false);
   }
+  if (GetParam().check_parity) GetParam().check_parity(*store);
 }
 
 TEST_P(StoreSuite, DecideAsyncDecidesAsThePureAlgorithm) {
@@ -642,6 +643,7 @@ TEST_P(StoreSuite, DecideAsyncDecidesAsThePureAlgorithm) {
     spec.shaper = a == Algorithm::kLeakyBucket;
     ExpectParity(*this, *store, spec, "async-" + Name(a), 21, 300, true);
   }
+  if (GetParam().check_parity) GetParam().check_parity(*store);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -684,6 +686,7 @@ TEST_P(StoreSuite, ChargesMatchThePureAlgorithm) {
       EXPECT_GT(in_debt, 10) << DescribeLimitSpec(spec) << ": the traffic should go into debt";
     }
   }
+  if (GetParam().check_parity) GetParam().check_parity(*store);
 }
 
 // A request with a charge and a decision: when the decision refuses, the charge stays taken (it

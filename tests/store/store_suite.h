@@ -71,6 +71,9 @@ struct StoreUnderTest {
   // Optional: store-specific checks after the all-or-nothing runs, given the store and the number
   // of requests it refused while some of their limits admitted (e.g. how Redis gave quota back).
   std::function<void(Store& store, int partly_admitted)> check_all_or_nothing;
+  // Optional: store-specific checks after each parity run (decisions, async decisions, charges
+  // against the pure algorithms), given the store (e.g. that a cache answered some of them).
+  std::function<void(Store& store)> check_parity;
 };
 
 void PrintTo(const StoreUnderTest& store, std::ostream* os);

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "sluice/over_limit_cache.h"
 #include "sluice/redis_store.h"
 
 namespace sluice {
@@ -25,7 +26,8 @@ Result<std::shared_ptr<Store>> OpenStore(std::string_view address,
   if (!options.redis_monitor) redis->monitor_interval = std::chrono::milliseconds(0);
   auto store = OpenRedisStore(*redis);
   if (!store) return std::unexpected(store.error());
-  return std::shared_ptr<Store>(std::move(*store));
+  if (options.local_cache_bytes == 0) return std::shared_ptr<Store>(std::move(*store));
+  return OpenOverLimitCache(std::move(*store), {.max_bytes = options.local_cache_bytes});
 }
 
 }  // namespace sluice

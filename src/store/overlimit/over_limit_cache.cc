@@ -1,0 +1,297 @@
+// The over-limit cache store (include/sluice/over_limit_cache.h): limiters that wrap the inner
+// store's, a RefusalCache they share, and DecideAll that answers a request from memory only
+// when every one of its checks is a sure refusal.
+#include "sluice/over_limit_cache.h"
+
+#include <algorithm>
+#include <atomic>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "store/overlimit/refusal_cache.h"
+
+namespace sluice {
+namespace {
+
+class CacheStore;
+
+class CachedLimiter final : public Limiter {
+ public:
+  CachedLimiter(std::shared_ptr<CacheStore> store, std::unique_ptr<Limiter> inner, uint64_t serial);
+
+  Decision Decide(std::string_view key, Timestamp now, int64_t cost) override;
+  Decision Charge(std::string_view key, Timestamp now, int64_t cost) override;
+  void DecideAsync(std::string_view key, Timestamp now, int64_t cost,
+                   DecisionCallback done) override;
+  void ChargeAsync(std::string_view key, Timestamp now, int64_t cost,
+                   DecisionCallback done) override;
+  void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override;
+  void Reset(std::string_view key) override;
+  StoreStats Stats() const override { return inner_->Stats(); }
+  const LimitSpec& spec() const override { return inner_->spec(); }
+
+  Limiter* inner() const { return inner_.get(); }
+  uint64_t serial() const { return serial_; }
+  // A sure refusal of `cost` for `key` at `now` from memory, if there is one.
+  std::optional<Decision> Find(std::string_view key, Timestamp now, int64_t cost) const;
+  // What the inner store answered for (key, cost) at `now`, asked when the store's
+  // invalidation count was `generation`: a refusal is remembered, an admission that took
+  // quota forgets the key (its facts would no longer be exact).
+  void Learn(std::string_view key, Timestamp now, int64_t cost, const Decision& d,
+             uint64_t generation, bool learn_refusal = true) const;
+
+ private:
+  const std::shared_ptr<CacheStore> store_;
+  const std::unique_ptr<Limiter> inner_;
+  const uint64_t serial_;  // names its keys in the cache
+  const bool fixed_window_;
+};
+
+class CacheStore final : public Store, public std::enable_shared_from_this<CacheStore> {
+ public:
+  CacheStore(std::shared_ptr<Store> inner, size_t max_bytes)
+      : inner_(std::move(inner)), cache_(max_bytes) {}
+
+  Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec,
+                                               const LimiterOptions& options) override {
+    auto inner = inner_->MakeLimiter(spec, options);
+    if (!inner) return std::unexpected(inner.error());
+    return std::make_unique<CachedLimiter>(shared_from_this(), std::move(*inner),
+                                           next_serial_.fetch_add(1, std::memory_order_relaxed));
+  }
+
+  void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
+                 std::span<Decision> out) override {
+    if (AnswerFromCache(checks, now, out)) return;
+    const uint64_t generation = this->generation();
+    std::vector<LimitCheck> inner = InnerChecks(checks);
+    inner_->DecideAll(inner, now, out);
+    LearnAll(checks, now, out, generation);
+  }
+
+  void DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
+                      DecideAllCallback done) override {
+    std::vector<Decision> local(checks.size());
+    if (AnswerFromCache(checks, now, local)) {
+      done(local);
+      return;
+    }
+    const uint64_t generation = this->generation();
+    // What LearnAll needs once the answer comes: the checks with keys of their own (the
+    // caller's may be gone by then).
+    struct Pending {
+      std::vector<std::string> keys;
+      std::vector<LimitCheck> checks;
+    };
+    auto pending = std::make_shared<Pending>();
+    pending->keys.reserve(checks.size());
+    pending->checks.assign(checks.begin(), checks.end());
+    for (LimitCheck& c : pending->checks) c.key = pending->keys.emplace_back(c.key);
+    std::vector<LimitCheck> inner = InnerChecks(checks);
+    auto self = shared_from_this();
+    inner_->DecideAllAsync(
+        inner, now,
+        [self, pending, now, generation, done = std::move(done)](std::span<const Decision> out) {
+          self->LearnAll(pending->checks, now, out, generation);
+          done(out);
+        });
+  }
+
+  bool Ready() override { return inner_->Ready(); }
+
+  StoreStats Stats() const override {
+    StoreStats s = inner_->Stats();
+    s.over_limit_cache = true;
+    s.bytes = cache_.bytes();
+    s.max_bytes = cache_.max_bytes();
+    s.evictions = cache_.evictions();
+    s.cached_decisions = cached_.load(std::memory_order_relaxed);
+    s.forwarded_decisions = forwarded_.load(std::memory_order_relaxed);
+    return s;
+  }
+
+  size_t MaxTransientLimiters() const override { return inner_->MaxTransientLimiters(); }
+
+  internal::RefusalCache& cache() { return cache_; }
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+  // After a refund or reset reached the inner store: answers asked before it may describe the
+  // key as it was, and must not be remembered.
+  void Invalidate() { generation_.fetch_add(1, std::memory_order_acq_rel); }
+  void CountCached(size_t n) { cached_.fetch_add(n, std::memory_order_relaxed); }
+  void CountForwarded(size_t n) { forwarded_.fetch_add(n, std::memory_order_relaxed); }
+
+ private:
+  CachedLimiter* Mine(const LimitCheck& c) const {
+    return c.limiter != nullptr && c.limiter->owner() == this
+               ? static_cast<CachedLimiter*>(c.limiter)
+               : nullptr;
+  }
+
+  // The request answered from memory when every check is a decision (no charge) that the cache
+  // surely refuses: the request is then refused whatever its quota checks, and took nothing.
+  // Anything else -- one check the cache cannot answer, a charge, an invalid check -- goes to
+  // the inner store whole, which keeps all-or-nothing its job.
+  bool AnswerFromCache(std::span<const LimitCheck> checks, Timestamp now, std::span<Decision> out) {
+    if (checks.empty()) return false;
+    for (size_t i = 0; i < checks.size(); ++i) {
+      const CachedLimiter* mine = Mine(checks[i]);
+      if (mine == nullptr || checks[i].charge) return false;
+      auto refused = mine->Find(checks[i].key, now, checks[i].cost);
+      if (!refused) return false;
+      out[i] = *refused;
+    }
+    CountCached(checks.size());
+    return true;
+  }
+
+  std::vector<LimitCheck> InnerChecks(std::span<const LimitCheck> checks) const {
+    std::vector<LimitCheck> inner(checks.begin(), checks.end());
+    for (LimitCheck& c : inner) {
+      const CachedLimiter* mine = Mine(c);
+      c.limiter = mine != nullptr ? mine->inner() : nullptr;  // null: kInvalidRequest there
+    }
+    return inner;
+  }
+
+  void LearnAll(std::span<const LimitCheck> checks, Timestamp now, std::span<const Decision> out,
+                uint64_t generation) {
+    CountForwarded(checks.size());
+    for (size_t i = 0; i < checks.size(); ++i) {
+      const CachedLimiter* mine = Mine(checks[i]);
+      if (mine == nullptr) continue;
+      // A limit and key checked twice in one request: the later check was decided after the
+      // earlier one's take, which a refused request gave back. Its refusal may not hold.
+      const bool repeated = std::any_of(checks.begin(), checks.end(), [&](const LimitCheck& o) {
+        return &o != &checks[i] && o.limiter == checks[i].limiter && o.key == checks[i].key;
+      });
+      if (checks[i].charge) cache_.Drop(mine->serial(), checks[i].key);  // taken, even refused
+      mine->Learn(checks[i].key, now, checks[i].cost, out[i], generation, !repeated);
+    }
+  }
+
+  const std::shared_ptr<Store> inner_;
+  internal::RefusalCache cache_;
+  std::atomic<uint64_t> next_serial_{1};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<uint64_t> cached_{0};
+  std::atomic<uint64_t> forwarded_{0};
+};
+
+CachedLimiter::CachedLimiter(std::shared_ptr<CacheStore> store, std::unique_ptr<Limiter> inner,
+                             uint64_t serial)
+    : Limiter(store.get()),
+      store_(std::move(store)),
+      inner_(std::move(inner)),
+      serial_(serial),
+      fixed_window_(inner_->spec().algorithm == Algorithm::kFixedWindow) {}
+
+std::optional<Decision> CachedLimiter::Find(std::string_view key, Timestamp now,
+                                            int64_t cost) const {
+  if (cost < 0) return std::nullopt;  // the inner store says why it is invalid
+  return store_->cache().Find(serial_, key, cost, now, fixed_window_, inner_->spec().Capacity());
+}
+
+void CachedLimiter::Learn(std::string_view key, Timestamp now, int64_t cost, const Decision& d,
+                          uint64_t generation, bool learn_refusal) const {
+  if (d.degraded || d.reason == DecisionReason::kInvalidRequest) return;
+  if (d.allowed) {
+    if (cost > 0) store_->cache().Drop(serial_, key);
+    return;
+  }
+  if (d.reason != DecisionReason::kOverLimit || !learn_refusal) return;
+  // Only a refusal whose remaining cannot change before it ends is exact when answered later
+  // (remaining < cost while refused, and it never falls without traffic): c - 1, or 0 for
+  // cost 0 in debt. A fixed window's remaining is fixed until its window ends.
+  if (!fixed_window_ && d.remaining != std::max<int64_t>(cost - 1, 0)) return;
+  if (d.retry_after <= Duration(0) || d.retry_after == kNever) return;
+  if (store_->generation() != generation) return;  // a refund or reset came in between
+  internal::Refusal fact;
+  fact.cost = cost;
+  fact.limit = d.limit;
+  fact.remaining = d.remaining;
+  fact.until = now + d.retry_after;
+  fact.replenished = now + d.reset_after;
+  store_->cache().Add(serial_, key, fact, now);
+}
+
+Decision CachedLimiter::Decide(std::string_view key, Timestamp now, int64_t cost) {
+  if (auto refused = Find(key, now, cost)) {
+    store_->CountCached(1);
+    return *refused;
+  }
+  const uint64_t generation = store_->generation();
+  const Decision d = inner_->Decide(key, now, cost);
+  store_->CountForwarded(1);
+  Learn(key, now, cost, d, generation);
+  return d;
+}
+
+void CachedLimiter::DecideAsync(std::string_view key, Timestamp now, int64_t cost,
+                                DecisionCallback done) {
+  if (auto refused = Find(key, now, cost)) {
+    store_->CountCached(1);
+    done(*refused);
+    return;
+  }
+  const uint64_t generation = store_->generation();
+  inner_->DecideAsync(key, now, cost,
+                      [this, owned = std::string(key), now, cost, generation,
+                       done = std::move(done)](const Decision& d) {
+                        store_->CountForwarded(1);
+                        Learn(owned, now, cost, d, generation);
+                        done(d);
+                      });
+}
+
+// A charge is never answered here: it is counted by the inner store, into debt if need be. Its
+// answer is about the key after the charge, so a refused one is a fact like any refusal.
+Decision CachedLimiter::Charge(std::string_view key, Timestamp now, int64_t cost) {
+  const uint64_t generation = store_->generation();
+  const Decision d = inner_->Charge(key, now, cost);
+  store_->CountForwarded(1);
+  store_->cache().Drop(serial_, key);  // the key took more: what was known is not exact
+  Learn(key, now, cost, d, generation);
+  return d;
+}
+
+void CachedLimiter::ChargeAsync(std::string_view key, Timestamp now, int64_t cost,
+                                DecisionCallback done) {
+  const uint64_t generation = store_->generation();
+  inner_->ChargeAsync(key, now, cost,
+                      [this, owned = std::string(key), now, cost, generation,
+                       done = std::move(done)](const Decision& d) {
+                        store_->CountForwarded(1);
+                        store_->cache().Drop(serial_, owned);
+                        Learn(owned, now, cost, d, generation);
+                        done(d);
+                      });
+}
+
+// The inner store first, then the cache: an answer asked before the give-back is not
+// remembered (the generation moved), and one asked after it sees it.
+void CachedLimiter::Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) {
+  inner_->Refund(key, at, now, cost);
+  store_->Invalidate();
+  store_->cache().Drop(serial_, key);
+}
+
+void CachedLimiter::Reset(std::string_view key) {
+  inner_->Reset(key);
+  store_->Invalidate();
+  store_->cache().Drop(serial_, key);
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Store>> OpenOverLimitCache(std::shared_ptr<Store> inner,
+                                                  const OverLimitCacheOptions& options) {
+  if (inner == nullptr) return std::unexpected(Error{"over-limit cache: no store to wrap"});
+  if (options.max_bytes < internal::RefusalCache::kLeastBytes) {
+    return std::unexpected(Error{"over-limit cache: max_bytes below the least, 4096"});
+  }
+  return std::make_shared<CacheStore>(std::move(inner), options.max_bytes);
+}
+
+}  // namespace sluice
