@@ -314,14 +314,27 @@ std::string Metrics::Render() const {
                         "counter");
       AppendSample(out, "sluice_store_redis_evicted_keys_total", {}, {}, g.redis_evicted_keys);
     }
+    if (g.over_limit_cache) {
+      AppendHelpAndType(out, "sluice_decisions_by_source_total",
+                        "Limit decisions by where they were taken: the over-limit cache "
+                        "(refusals answered from memory) or Redis.",
+                        "counter");
+      AppendSample(out, "sluice_decisions_by_source_total", {}, "source=\"cache\"",
+                   g.cached_decisions);
+      AppendSample(out, "sluice_decisions_by_source_total", {}, "source=\"redis\"",
+                   g.forwarded_decisions);
+    }
   }
-  // Only a store with a memory bound (the memory store) accounts its bytes.
+  // Only a store with a memory bound (the memory store, or Redis's over-limit cache) accounts
+  // its bytes.
   if (source && g.max_bytes > 0) {
-    AppendHelpAndType(out, "sluice_store_bytes", "Accounted memory the store's counters hold.",
+    AppendHelpAndType(out, "sluice_store_bytes",
+                      "Accounted memory the store holds in this process: the memory store's "
+                      "counters, or the over-limit cache in front of Redis.",
                       "gauge");
     AppendSample(out, "sluice_store_bytes", {}, {}, g.bytes);
     AppendHelpAndType(out, "sluice_store_max_bytes",
-                      "Accounted memory the store's limiters may hold together.", "gauge");
+                      "Accounted memory the store may hold in this process.", "gauge");
     AppendSample(out, "sluice_store_max_bytes", {}, {}, g.max_bytes);
   }
 

@@ -58,6 +58,11 @@ struct StoreGauges {
   bool redis_eviction_watched = false;
   bool redis_eviction_unsafe = false;
   uint64_t redis_evicted_keys = 0;
+  // A store behind the over-limit cache (StoreStats::over_limit_cache): decisions it answered
+  // from memory, and those it passed to Redis. Shown only then.
+  bool over_limit_cache = false;
+  uint64_t cached_decisions = 0;
+  uint64_t forwarded_decisions = 0;
 };
 
 // Why the service answered a descriptor without checking it (service/check_rules.h,

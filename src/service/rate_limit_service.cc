@@ -397,6 +397,7 @@ Result<std::unique_ptr<RateLimitService>> RateLimitService::Create(
     std::shared_ptr<const Config> config, ServiceOptions options, Metrics* metrics) {
   OpenStoreOptions store_options;
   store_options.memory.max_bytes = options.memory_max_bytes;
+  store_options.local_cache_bytes = options.local_cache_bytes;
   store_options.redis_connections = options.redis_connections;
   store_options.redis_connect_timeout = std::chrono::milliseconds(options.redis_connect_timeout_ms);
   store_options.redis_command_timeout = std::chrono::milliseconds(options.redis_command_timeout_ms);

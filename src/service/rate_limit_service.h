@@ -36,6 +36,8 @@ struct ServiceOptions {
   // Memory store: the bound for everything its limiters hold. Three quarters are shared evenly
   // by the configured limits, one quarter by the override limits (OpenMemoryStore).
   size_t memory_max_bytes = size_t{512} << 20;
+  // Redis: the over-limit cache's bound (sluice/over_limit_cache.h); 0: no cache.
+  size_t local_cache_bytes = size_t{64} << 20;
   // Redis: pool, timeouts and breaker (the rest comes from the address). docs/redis.md.
   int redis_connections = 4;  // pipelined connections per Redis server
   int64_t redis_connect_timeout_ms = 200;

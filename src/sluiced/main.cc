@@ -61,6 +61,7 @@ struct Flags {
   int redis_breaker_failures = 5;
   int64_t redis_breaker_open_ms = 1000;
   std::string memory_max_bytes = "512Mi";  // checked by ParseByteSize when parsed
+  std::string local_cache_bytes = "64Mi";  // checked by ParseByteSize when parsed
 };
 
 // "off" (or empty) turns a listener off.
@@ -158,7 +159,8 @@ LoadOptions LoadOptionsFrom(const Flags& flags) {
 ServiceOptions ServiceOptionsFrom(const Flags& flags) {
   ServiceOptions options;
   options.store = flags.store;
-  options.memory_max_bytes = *sluice::util::ParseByteSize(flags.memory_max_bytes);  // checked
+  options.memory_max_bytes = *sluice::util::ParseByteSize(flags.memory_max_bytes);    // checked
+  options.local_cache_bytes = *sluice::util::ParseByteSize(flags.local_cache_bytes);  // checked
   options.redis_connections = flags.redis_connections;
   options.redis_connect_timeout_ms = flags.redis_connect_timeout_ms;
   options.redis_command_timeout_ms = flags.redis_command_timeout_ms;
@@ -296,7 +298,10 @@ int Run(const Flags& flags) {
                        s.max_bytes,
                        s.server_eviction_watched,
                        s.server_eviction_unsafe,
-                       s.server_evicted_keys};
+                       s.server_evicted_keys,
+                       s.over_limit_cache,
+                       s.cached_decisions,
+                       s.forwarded_decisions};
   });
 
   for (;;) {
@@ -473,14 +478,53 @@ int main(int argc, char** argv) {
               },
               "BYTES"))
           ->capture_default_str();
+  CLI::Option* local_cache_bytes =
+      app.add_option("--local-cache-bytes", flags.local_cache_bytes,
+                     "Redis: the over-limit cache's memory bound, counted inside "
+                     "--memory-max-bytes (bytes, or with Ki, Mi, Gi; 0: no cache)")
+          ->envname("SLUICE_LOCAL_CACHE_BYTES")
+          ->check(CLI::Validator(
+              [](std::string& text) -> std::string {
+                const auto bytes = sluice::util::ParseByteSize(text);
+                if (!bytes) return bytes.error();
+                if (*bytes != 0 && *bytes < 4096) {
+                  return "'" + text + "' is below the least bound, 4Ki (0 turns the cache off)";
+                }
+                return "";
+              },
+              "BYTES"))
+          ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  // A setting must have its effect: Redis keeps its counters in its own memory.
-  if (memory_max_bytes->count() > 0 && flags.store != "memory") {
+  // A setting must have its effect. The memory store has no cache in front of it; with Redis,
+  // the counters are in Redis's memory and --memory-max-bytes bounds what sluiced keeps of
+  // them: the over-limit cache, which must fit in it.
+  const bool redis = flags.store != "memory";
+  if (!redis && local_cache_bytes->count() > 0) {
     std::fprintf(stderr,
-                 "sluiced: --memory-max-bytes (SLUICE_MEMORY_MAX_BYTES) bounds the memory store "
-                 "only; with --store %s, bound Redis's memory in Redis (docs/redis.md)\n",
-                 sluice::RedactRedisAddress(flags.store).c_str());
+                 "sluiced: --local-cache-bytes (SLUICE_LOCAL_CACHE_BYTES) bounds the over-limit "
+                 "cache in front of a Redis store; the memory store has none\n");
     return 2;
+  }
+  if (redis) {
+    const uint64_t memory_max = *sluice::util::ParseByteSize(flags.memory_max_bytes);  // checked
+    uint64_t cache = *sluice::util::ParseByteSize(flags.local_cache_bytes);            // checked
+    if (memory_max_bytes->count() > 0 && local_cache_bytes->count() > 0 && cache == 0) {
+      std::fprintf(stderr,
+                   "sluiced: --memory-max-bytes (SLUICE_MEMORY_MAX_BYTES) bounds the over-limit "
+                   "cache with --store %s, and --local-cache-bytes 0 turns it off; bound "
+                   "Redis's memory in Redis (docs/redis.md)\n",
+                   sluice::RedactRedisAddress(flags.store).c_str());
+      return 2;
+    }
+    if (local_cache_bytes->count() == 0) cache = std::min(cache, memory_max);
+    if (cache > memory_max) {
+      std::fprintf(stderr,
+                   "sluiced: --local-cache-bytes %s is more than --memory-max-bytes %s, which it "
+                   "is counted inside\n",
+                   flags.local_cache_bytes.c_str(), flags.memory_max_bytes.c_str());
+      return 2;
+    }
+    flags.local_cache_bytes = std::to_string(cache);
   }
 
   if (auto r = SetupLogging(flags.log_level, flags.log_format); !r) {

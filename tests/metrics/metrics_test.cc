@@ -180,6 +180,19 @@ TEST(Metrics, StoreErrorsReloadsAndGauges) {
   EXPECT_LINE(bounded, "# TYPE sluice_store_bytes gauge");
   EXPECT_LINE(bounded, "sluice_store_bytes 4096");
   EXPECT_LINE(bounded, "sluice_store_max_bytes 65536");
+  EXPECT_EQ(bounded.find("sluice_decisions_by_source_total"), std::string::npos)
+      << "no over-limit cache: no decisions by source";
+  m.SetStoreGaugesSource([] {
+    StoreGauges g;
+    g.over_limit_cache = true;
+    g.cached_decisions = 900;
+    g.forwarded_decisions = 100;
+    return g;
+  });
+  const std::string cached = ValidRender(m);
+  EXPECT_LINE(cached, "# TYPE sluice_decisions_by_source_total counter");
+  EXPECT_LINE(cached, "sluice_decisions_by_source_total{source=\"cache\"} 900");
+  EXPECT_LINE(cached, "sluice_decisions_by_source_total{source=\"redis\"} 100");
   m.SetStoreGaugesSource(nullptr);
   EXPECT_EQ(ValidRender(m).find("sluice_store_keys"), std::string::npos);
 }
