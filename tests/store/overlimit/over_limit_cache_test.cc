@@ -7,11 +7,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sluice/redis_store.h"
@@ -291,6 +293,44 @@ TEST(OverLimitCache, TwoNodesNeverAdmitWhatTheSharedCountRefuses) {
   EXPECT_GT(admitted, 300);
   EXPECT_GT(refused, 300);
   EXPECT_GT(a.cached->Stats().cached_decisions + b.cached->Stats().cached_decisions, 100u);
+}
+
+// Threads deciding the same keys at once, synchronously and asynchronously (answers then come
+// on Redis's I/O threads), with resets: every key admits exactly its limit between resets --
+// Redis's count -- however many refusals the cache answered meanwhile.
+TEST(OverLimitCache, ConcurrentDecisionsAdmitExactlyTheLimit) {
+  Node node = OpenNode(UniquePrefix("threads"));
+  ASSERT_NE(node.cached, nullptr);
+  const LimitSpec hundred{Algorithm::kFixedWindow, 100, minutes(60), 0, false};
+  auto limiter = Make(*node.cached, hundred, "threads");
+  ASSERT_NE(limiter, nullptr);
+  constexpr int kThreads = 4, kKeys = 3, kPerThread = 600;
+  for (int round = 0; round < 2; ++round) {
+    std::atomic<int> admitted[kKeys] = {};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < kPerThread; ++i) {
+          const int k = (i + t) % kKeys;
+          const std::string key = "k" + std::to_string(k);
+          if (i % 2 == 0) {
+            admitted[k] += limiter->Decide(key, kStart, 1).allowed ? 1 : 0;
+          } else {
+            std::promise<bool> p;
+            limiter->DecideAsync(key, kStart, 1,
+                                 [&p](const Decision& d) { p.set_value(d.allowed); });
+            admitted[k] += p.get_future().get() ? 1 : 0;
+          }
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    for (int k = 0; k < kKeys; ++k) {
+      EXPECT_EQ(admitted[k].load(), 100) << "round " << round << ", key " << k;
+      limiter->Reset("k" + std::to_string(k));
+    }
+  }
+  EXPECT_GT(node.cached->Stats().cached_decisions, 1000u);
 }
 
 // The bound: many refused keys in a small cache. The oracle is the process's heap, not the
