@@ -114,7 +114,7 @@ void RefusalCache::MakeRoom(Shard& shard, size_t need, Timestamp now) {
       const bool ended = std::none_of(e.facts.begin(), e.facts.begin() + e.count,
                                       [now](const Refusal& f) { return f.until > now; });
       const uint64_t used = ended ? 0 : e.used;
-      if (used < victim_used) {
+      if (victim == shard.map.end() || used < victim_used) {
         victim_used = used;
         victim = shard.map.find(k);
       }
