@@ -110,7 +110,8 @@ class MemoryLimiterOf final : public MemoryLimiter {
   Decision Charge(std::string_view key, Timestamp now, int64_t cost) override {
     if (!Valid(key, cost)) return Invalid();
     const uint64_t h = internal::HashKey(key, seed_);
-    return ShardFor(h).Decide(alg_, key, static_cast<uint32_t>(h), now, cost, /*charge=*/true);
+    return ShardFor(h).template Decide</*kCharge=*/true>(alg_, key, static_cast<uint32_t>(h), now,
+                                                         cost);
   }
 
   // Hashes and prefetches a group of keys before deciding any, so their cache misses overlap
