@@ -80,10 +80,8 @@ class QuotaPattern : public ::testing::TestWithParam<Case> {
     }
     sluiced_ = std::make_unique<SluicedProcess>(args);
     ASSERT_GT(sluiced_->port(), 0) << sluiced_->Log();
-    ASSERT_TRUE(sluiced_->WaitForLog("grpc: listening on port ")) << sluiced_->Log();
-    const std::string log = sluiced_->Log();
-    constexpr std::string_view kGrpc = "grpc: listening on port ";
-    const int grpc_port = std::atoi(log.c_str() + log.find(kGrpc) + kGrpc.size());
+    const int grpc_port = sluiced_->GrpcPort();
+    ASSERT_GT(grpc_port, 0) << sluiced_->Log();
     stub_ = rls::RateLimitService::NewStub(grpc::CreateChannel(
         "127.0.0.1:" + std::to_string(grpc_port), grpc::InsecureChannelCredentials()));
   }
@@ -191,10 +189,8 @@ TEST(UpstreamSettings, GiveUpstreamsNumbers) {
                           "--over-limit-hits", "count", "--default-algorithm", "fixed_window",
                           "--grpc-response-headers", "upstream"});
   ASSERT_GT(sluiced.port(), 0) << sluiced.Log();
-  ASSERT_TRUE(sluiced.WaitForLog("grpc: listening on port ")) << sluiced.Log();
-  const std::string log = sluiced.Log();
-  constexpr std::string_view kGrpc = "grpc: listening on port ";
-  const int grpc_port = std::atoi(log.c_str() + log.find(kGrpc) + kGrpc.size());
+  const int grpc_port = sluiced.GrpcPort();
+  ASSERT_GT(grpc_port, 0) << sluiced.Log();
   auto stub = rls::RateLimitService::NewStub(grpc::CreateChannel(
       "127.0.0.1:" + std::to_string(grpc_port), grpc::InsecureChannelCredentials()));
   const auto call = [&](uint32_t hits) {

@@ -597,9 +597,7 @@ TEST_F(SluicedTest, GrpcLimitFlagsShowTheirDefaultsAndTakeEffect) {
                           "127.0.0.1:0", "--grpc-max-concurrent-streams", "9"});
   unsetenv("SLUICE_GRPC_MAX_CONNECTIONS");
   ASSERT_TRUE(sluiced.WaitForLog("at most 1 connections, 9 streams each")) << sluiced.Log();
-  const std::string log = sluiced.Log();
-  constexpr std::string_view kGrpc = "grpc: listening on port ";
-  const int grpc_port = std::atoi(log.c_str() + log.find(kGrpc) + kGrpc.size());
+  const int grpc_port = sluiced.GrpcPort();
   server::test::RawHttp2 first(grpc_port);
   ASSERT_TRUE(first.connected());
   first.Send(std::string(server::test::kClientPreface) + server::test::Settings({}));

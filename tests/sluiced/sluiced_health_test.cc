@@ -41,12 +41,9 @@ class SluicedHealth : public ::testing::Test {
                                      "--threads", "2"};
     args.insert(args.end(), extra.begin(), extra.end());
     auto sluiced = std::make_unique<SluicedProcess>(args);
-    EXPECT_TRUE(sluiced->WaitForLog("grpc: listening on port")) << sluiced->Log();
-    const std::string log = sluiced->Log();
-    constexpr std::string_view kGrpc = "grpc: listening on port ";
-    const size_t at = log.find(kGrpc);
-    if (at == std::string::npos) return sluiced;
-    const int port = std::atoi(log.c_str() + at + kGrpc.size());
+    const int port = sluiced->GrpcPort();
+    EXPECT_GT(port, 0) << sluiced->Log();
+    if (port == 0) return sluiced;
     stub_ = hv1::Health::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
                                                      grpc::InsecureChannelCredentials()));
     return sluiced;

@@ -116,6 +116,15 @@ class SluicedProcess {
     return false;
   }
 
+  // The gRPC port it listens on (--grpc 127.0.0.1:0), from its "listening on" log line: waits
+  // for the line; 0 if it does not come.
+  int GrpcPort() const {
+    constexpr std::string_view kListening = "grpc: listening on port ";
+    if (!WaitForLog(kListening)) return 0;
+    const std::string log = Log();
+    return std::atoi(log.c_str() + log.find(kListening) + kListening.size());
+  }
+
  private:
   pid_t pid_ = -1;
   int port_ = 0;
