@@ -17,45 +17,20 @@
 #include "grpc/grpc_test_util.h"
 #include "metrics/metrics.h"
 #include "sluice/clock.h"
+#include "support/bounds_config.h"
 #include "support/temp_config_dir.h"
 
 namespace sluice::server::test {
 namespace {
 
-// A limit of 10 per minute (a bucket's capacity: 10) for each algorithm, keyed by `alg`'s value.
-constexpr char kConfig[] = R"yaml(
-domain: bounds
-descriptors:
-  - key: user
-    rate_limit: {name: per_user, unit: minute, requests_per_unit: 10, algorithm: fixed_window}
-  - key: path
-    rate_limit: {name: per_path, unit: minute, requests_per_unit: 1, algorithm: fixed_window}
-  - key: alg
-    value: token_bucket
-    rate_limit: {unit: minute, requests_per_unit: 10, algorithm: token_bucket}
-  - key: alg
-    value: gcra
-    rate_limit: {unit: minute, requests_per_unit: 10, algorithm: gcra}
-  - key: alg
-    value: leaky_bucket
-    rate_limit: {unit: minute, requests_per_unit: 10, algorithm: leaky_bucket}
-  - key: alg
-    value: fixed_window
-    rate_limit: {unit: minute, requests_per_unit: 10, algorithm: fixed_window}
-  - key: alg
-    value: sliding_window_counter
-    rate_limit: {unit: minute, requests_per_unit: 10, algorithm: sliding_window_counter}
-  - key: alg
-    value: sliding_window_log
-    rate_limit: {unit: minute, requests_per_unit: 10, algorithm: sliding_window_log}
-)yaml";
+using sluice::testing::kBoundsConfig;
 
 constexpr int64_t kMaxExactInDouble = (int64_t{1} << 53) - 1;
 
 class GrpcBounds : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto config = LoadConfig(dir_.Write("bounds.yaml", kConfig));
+    auto config = LoadConfig(dir_.Write("bounds.yaml", kBoundsConfig));
     ASSERT_TRUE(config.has_value()) << config.error().message;
     ServiceOptions options;
     options.clock = &clock_;
