@@ -111,7 +111,7 @@ class RedisStore : public Store {
                                                const LimiterOptions& options) override = 0;
   Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec, std::string_view limit_id,
                                                bool fail_open) {
-    return MakeLimiter(spec, LimiterOptions{std::string(limit_id), fail_open});
+    return MakeLimiter(spec, LimiterOptions{.id = std::string(limit_id), .fail_open = fail_open});
   }
 
   // Store::DecideAll: checks whose keys share a hash slot (on a standalone Redis: all of them)

@@ -26,26 +26,11 @@
 #include "sluice/decision.h"
 #include "sluice/limit_spec.h"
 #include "sluice/limiter.h"
+#include "sluice/quota_sync.h"
 #include "sluice/status.h"
 #include "sluice/time.h"
 
 namespace sluice {
-
-// How the nodes sharing a limit's counters (sluiced processes on one Redis) keep them in step.
-// docs/redis.md, "Three ways to share a limit", says what each guarantees and costs.
-enum class SyncMode : uint8_t {
-  kExact,    // every decision one atomic script in the shared store
-  kLeased,   // a node spends units it took from the shared quota beforehand; never over-admits
-  kBatched,  // a node decides from the last shared count it saw and sends its hits every
-             // `interval`; may over-admit, by at most nodes x rate x interval
-};
-
-struct QuotaSync {
-  SyncMode mode = SyncMode::kExact;
-  Duration lease_ttl = std::chrono::seconds(2);        // kLeased: unspent units go back after it
-  Duration interval = std::chrono::milliseconds(100);  // kBatched: how often hits are sent
-  bool operator==(const QuotaSync&) const = default;
-};
 
 // How one limit is kept in its store.
 struct LimiterOptions {
@@ -66,7 +51,7 @@ struct LimiterOptions {
   bool transient = false;
   // How nodes share this limit. Stores without shared counters (the memory store) ignore it;
   // the Redis store honours it behind the layers OpenStore puts in front of it.
-  QuotaSync sync;
+  QuotaSync sync = {};
 };
 
 class Store {

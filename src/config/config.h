@@ -25,6 +25,7 @@
 #include "config/descriptor_tree.h"
 #include "config/limit_unit.h"
 #include "sluice/limit_spec.h"
+#include "sluice/quota_sync.h"
 #include "sluice/status.h"
 
 namespace sluice::server {
@@ -68,6 +69,8 @@ struct Limit {
   // envoyproxy/ratelimit's quota_mode: over this limit alone a request still passes, unless
   // every quota_mode limit of the request is over (LimitCheck::quota).
   bool quota_mode = false;
+  // rate_limit.sync: how the nodes sharing a Redis keep this limit (docs/redis.md).
+  QuotaSync sync = {};
   bool detailed_metric = false;
   std::vector<std::string> replaces;  // names of limits this one replaces in the same request
   std::string origin;                 // "file:line" of the descriptor, for messages

@@ -7,6 +7,7 @@
 #include "config/config_parse.h"
 #include "config/key_escape.h"
 #include "sluice/algorithm.h"
+#include "sluice/duration.h"
 
 namespace sluice::server::internal {
 namespace {
@@ -215,7 +216,7 @@ class DomainParser {
     auto fields =
         Fields::Of(file_, node, "rate_limit",
                    {"unit", "requests_per_unit", "name", "replaces", "unlimited", "algorithm",
-                    "burst", "shaper", "mode", "failure_mode", "over_limit_hits"},
+                    "burst", "shaper", "mode", "failure_mode", "over_limit_hits", "sync"},
                    &warnings_);
     if (!fields) return std::unexpected(fields.error());
     Limit limit;
@@ -271,7 +272,7 @@ class DomainParser {
     }
     limit.requests_per_unit = rpu.value_or(0);
     if (limit.requests_per_unit == 0) {
-      for (std::string_view f : {"algorithm", "burst", "shaper"}) {
+      for (std::string_view f : {"algorithm", "burst", "shaper", "sync"}) {
         if (fields->Present(f)) {
           return ErrorAt(file_, fields->KeyOf(f),
                          "requests_per_unit: 0 blocks every request; '" + std::string(f) +
@@ -288,7 +289,7 @@ class DomainParser {
   // a unit it does not know are ignored there, so they load here with a warning. sluice's own
   // algorithm parameters mean nothing without a limit and stay errors.
   Result<Limit> ParseUnlimited(const Fields& fields, Limit limit) {
-    for (std::string_view f : {"algorithm", "burst", "shaper"}) {
+    for (std::string_view f : {"algorithm", "burst", "shaper", "sync"}) {
       if (fields.Present(f)) {
         return ErrorAt(file_, fields.KeyOf(f),
                        "an unlimited rate_limit takes no '" + std::string(f) + "'");
@@ -355,7 +356,95 @@ class DomainParser {
     auto valid = ValidateLimitSpec(spec);
     if (!valid) return ErrorAt(file_, node, "rate_limit: " + valid.error().message);
     limit.spec = *valid;
+    if (const auto s = fields.Get("sync")) {
+      auto sync = ParseSync(*s, limit);
+      if (!sync) return std::unexpected(sync.error());
+      limit.sync = *sync;
+    }
     return limit;
+  }
+
+  // `sync: exact|leased|batched`, or `sync: {mode: leased, lease_ttl: 2s}` /
+  // `{mode: batched, interval: 100ms}`. A lease is quota taken ahead of use, which only an
+  // algorithm whose admissions are units taken from one count can give (docs/redis.md).
+  Result<QuotaSync> ParseSync(const YAML::Node& node, const Limit& limit) {
+    QuotaSync sync;
+    YAML::Node mode_node = node;
+    std::optional<Fields> fields;
+    if (node.IsMap()) {
+      auto f = Fields::Of(file_, node, "sync", {"mode", "lease_ttl", "interval"}, &warnings_);
+      if (!f) return std::unexpected(f.error());
+      fields = std::move(*f);
+      const auto m = fields->Get("mode");
+      if (!m) return ErrorAt(file_, node, "sync needs a 'mode' (exact, leased or batched)");
+      mode_node = *m;
+    }
+    auto mode = ReadString(file_, mode_node, "sync mode", kMaxNameBytes);
+    if (!mode) return std::unexpected(mode.error());
+    if (*mode == "exact") {
+      sync.mode = SyncMode::kExact;
+    } else if (*mode == "leased") {
+      sync.mode = SyncMode::kLeased;
+    } else if (*mode == "batched") {
+      sync.mode = SyncMode::kBatched;
+    } else {
+      return ErrorAt(file_, mode_node,
+                     "unknown sync mode '" + *mode + "' (expected exact, leased or batched)");
+    }
+    const std::string name = LimitName(limit);
+    if (sync.mode == SyncMode::kLeased) {
+      const Algorithm a = limit.spec.algorithm;
+      if (a == Algorithm::kSlidingWindowLog || a == Algorithm::kSlidingWindowCounter) {
+        return ErrorAt(file_, mode_node,
+                       name +
+                           ": sync mode leased needs token_bucket, gcra, fixed_window or "
+                           "leaky_bucket, not " +
+                           std::string(AlgorithmName(a)) +
+                           " (a sliding window cannot lend hits ahead of time)");
+      }
+      if (limit.spec.shaper) {
+        return ErrorAt(file_, mode_node,
+                       name +
+                           ": sync mode leased cannot serve shaper: true (a shaper's delay "
+                           "depends on every node's queue)");
+      }
+    }
+    if (!fields) return sync;
+    struct TimeField {
+      const char* key;
+      SyncMode mode;
+      Duration* out;
+      Duration min, max;
+    };
+    const TimeField times[] = {
+        {"lease_ttl", SyncMode::kLeased, &sync.lease_ttl, std::chrono::milliseconds(10),
+         std::chrono::hours(1)},
+        {"interval", SyncMode::kBatched, &sync.interval, std::chrono::milliseconds(1),
+         std::chrono::minutes(1)},
+    };
+    for (const TimeField& t : times) {
+      const auto v = fields->Get(t.key);
+      if (!v) continue;
+      if (sync.mode != t.mode) {
+        return ErrorAt(file_, fields->KeyOf(t.key),
+                       std::string(t.key) + " applies only to sync mode " +
+                           (t.mode == SyncMode::kLeased ? "leased" : "batched"));
+      }
+      auto text = ReadString(file_, *v, t.key, kMaxNameBytes);
+      if (!text) return std::unexpected(text.error());
+      auto d = ParseDuration(*text);
+      if (!d || *d < t.min || *d > t.max) {
+        return ErrorAt(file_, *v,
+                       std::string(t.key) + " must be a duration from " + FormatDuration(t.min) +
+                           " to " + FormatDuration(t.max) + " (got '" + *text + "')");
+      }
+      *t.out = *d;
+    }
+    return sync;
+  }
+
+  static std::string LimitName(const Limit& limit) {
+    return limit.name.empty() ? std::string("rate_limit") : "rate_limit '" + limit.name + "'";
   }
 
   Result<void> ParseReplaces(const Fields& fields, Limit& limit) {

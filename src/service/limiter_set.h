@@ -58,6 +58,7 @@ class LimiterSet {
   struct Entry {
     LimitSpec spec;
     FailureMode failure_mode;
+    QuotaSync sync;
     std::shared_ptr<Limiter> limiter;
   };
   struct Override {

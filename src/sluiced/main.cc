@@ -82,8 +82,23 @@ std::string Summary(const Config& config) {
          std::to_string(config.limit_count()) + " limits";
 }
 
-void LogWarnings(const Config& config) {
+// The config's own warnings, and one line when limits ask for a sync mode the store cannot give:
+// the memory store is one process's, so there is nothing to share and every limit is exact.
+void LogWarnings(const Config& config, const std::string& store) {
   for (const std::string& w : config.warnings()) spdlog::warn("config: {}", w);
+  if (store != "memory") return;
+  size_t shared = 0;
+  for (const auto& [name, domain] : config.domains()) {
+    for (const sluice::server::Limit& limit : domain.limits) {
+      shared += limit.sync.mode != sluice::SyncMode::kExact;
+    }
+  }
+  if (shared > 0) {
+    spdlog::info(
+        "config: {} limits set sync: leased or batched, which has no effect with --store memory "
+        "(one process's counters are exact already)",
+        shared);
+  }
 }
 
 // A domain the new config lacks was being answered until now; from here on its checks are those
@@ -127,15 +142,15 @@ void LogRedisEvent(const sluice::RedisEvent& e) {
 }
 
 // SIGHUP: load everything again; anything wrong keeps the running config.
-void Reload(const std::string& path, const LoadOptions& load, RateLimitService& service,
-            Metrics& metrics) {
+void Reload(const std::string& path, const std::string& store, const LoadOptions& load,
+            RateLimitService& service, Metrics& metrics) {
   auto config = LoadConfig(path, load);
   if (!config) {
     spdlog::error("reload failed, keeping the running config: {}", config.error().message);
     metrics.RecordReload(false);
     return;
   }
-  LogWarnings(**config);
+  LogWarnings(**config, store);
   const std::string summary = Summary(**config);
   // The service counts the outcome of its own Reload; only a config that never reached it is
   // counted here.
@@ -215,7 +230,7 @@ int Run(const Flags& flags) {
     spdlog::error("cannot load the config: {}", config.error().message);
     return 1;
   }
-  LogWarnings(**config);
+  LogWarnings(**config, flags.store);
   spdlog::info("config loaded from {}: {}", flags.config, Summary(**config));
 
   Metrics metrics;
@@ -308,7 +323,7 @@ int Run(const Flags& flags) {
     int sig = 0;
     if (sigwait(&signals, &sig) != 0) continue;
     if (sig == SIGHUP) {
-      Reload(flags.config, LoadOptionsFrom(flags), **service, metrics);
+      Reload(flags.config, flags.store, LoadOptionsFrom(flags), **service, metrics);
       continue;
     }
     spdlog::info("{}: stopping (finishing requests in flight)",

@@ -71,6 +71,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"bad_endless_documents.yaml", 3, "a second YAML document"},
         BadCase{"bad_over_limit_hits.yaml", 7,
                 "unknown over_limit_hits 'sometimes' (expected drop or count)"},
+        // sync: a lease needs an algorithm that can lend units ahead of use.
+        BadCase{"bad_sync_leased_sliding_log.yaml", 9,
+                "rate_limit 'logged': sync mode leased needs token_bucket, gcra, fixed_window or "
+                "leaky_bucket, not sliding_window_log"},
+        BadCase{"bad_sync_leased_shaper.yaml", 10,
+                "rate_limit 'shaped': sync mode leased cannot serve shaper: true"},
+        BadCase{"bad_sync_unknown.yaml", 8,
+                "unknown sync mode 'lazy' (expected exact, leased or batched)"},
+        BadCase{"bad_sync_ttl_on_batched.yaml", 8, "lease_ttl applies only to sync mode leased"},
+        BadCase{"bad_sync_ttl_range.yaml", 8, "lease_ttl must be a duration from 10ms to 1h"},
+        BadCase{"bad_sync_no_mode.yaml", 8, "sync needs a 'mode'"},
         BadCase{"bad_share_threshold.yaml", 5, "share_threshold needs a wildcard value"},
         // Merge keys: a bad merge value, and a typo in a merged mapping named where it is
         // written (the anchor), not where it is merged.

@@ -340,6 +340,29 @@ TEST(Upstream, QuotaModeAndOverLimitHitsLoad) {
   EXPECT_NE(WarningAt(*config, file, 27, "quota_mode has no effect"), "");
 }
 
+// rate_limit.sync: a bare mode takes its defaults (lease_ttl 2s, interval 100ms), a mapping sets
+// them; unset is exact.
+TEST(Extensions, SyncModesLoad) {
+  auto config = MustLoad(Fixture("sync_modes.yaml"));
+  ASSERT_NE(config, nullptr);
+  const Limit* exact = LimitFor(*config, "shared", {{"exact", "x"}});
+  const Limit* leased_default = LimitFor(*config, "shared", {{"leased_default", "x"}});
+  const Limit* leased = LimitFor(*config, "shared", {{"leased", "x"}});
+  const Limit* batched = LimitFor(*config, "shared", {{"batched", "x"}});
+  const Limit* unset = LimitFor(*config, "shared", {{"unset", "x"}});
+  ASSERT_TRUE(exact && leased_default && leased && batched && unset);
+  using std::chrono::milliseconds;
+  EXPECT_EQ(exact->sync.mode, SyncMode::kExact);
+  EXPECT_EQ(unset->sync.mode, SyncMode::kExact);
+  EXPECT_EQ(leased_default->sync.mode, SyncMode::kLeased);
+  EXPECT_EQ(leased_default->sync.lease_ttl, milliseconds(2000));
+  EXPECT_EQ(leased->sync.mode, SyncMode::kLeased);
+  EXPECT_EQ(leased->sync.lease_ttl, milliseconds(500));
+  EXPECT_EQ(batched->sync.mode, SyncMode::kBatched);
+  EXPECT_EQ(batched->sync.interval, milliseconds(250));
+  EXPECT_EQ(batched->sync.lease_ttl, milliseconds(2000)) << "untouched outside its mode";
+}
+
 // --default-algorithm: rules that name no algorithm get it (a plan's too); named ones keep theirs.
 TEST(LoadOptions, DefaultAlgorithmAppliesToRulesThatNameNone) {
   LoadOptions options;

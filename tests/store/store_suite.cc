@@ -78,7 +78,7 @@ std::shared_ptr<Store> StoreSuite::Open() {
 
 std::unique_ptr<Limiter> StoreSuite::Make(Store& store, const LimitSpec& spec,
                                           const std::string& id, bool fail_open) {
-  auto limiter = store.MakeLimiter(spec, LimiterOptions{id, fail_open});
+  auto limiter = store.MakeLimiter(spec, LimiterOptions{.id = id, .fail_open = fail_open});
   EXPECT_TRUE(limiter.has_value())
       << DescribeLimitSpec(spec) << ": " << (limiter ? "" : limiter.error().message);
   return limiter ? std::move(*limiter) : nullptr;

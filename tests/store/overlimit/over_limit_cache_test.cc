@@ -62,7 +62,7 @@ Node OpenNode(const std::string& prefix, size_t cache_bytes = size_t{1} << 20) {
 }
 
 std::unique_ptr<Limiter> Make(Store& store, const LimitSpec& spec, const std::string& id) {
-  auto limiter = store.MakeLimiter(spec, LimiterOptions{id, /*fail_open=*/false});
+  auto limiter = store.MakeLimiter(spec, LimiterOptions{.id = id, .fail_open = false});
   EXPECT_TRUE(limiter.has_value());
   return limiter ? std::move(*limiter) : nullptr;
 }
