@@ -9,6 +9,7 @@
 #ifndef SLUICE_LIMITER_H_
 #define SLUICE_LIMITER_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -42,6 +43,14 @@ struct StoreStats {
   bool over_limit_cache = false;
   uint64_t cached_decisions = 0;
   uint64_t forwarded_decisions = 0;
+  // Leased limits (leased_store.h): decisions answered from the units a node held (or refused
+  // there until the shared quota's retry time), leases that granted units, leases that expired
+  // with units unspent, give-backs of unspent units, and the units held now.
+  uint64_t leased_decisions = 0;
+  uint64_t leases_taken = 0;
+  uint64_t leases_expired = 0;
+  uint64_t lease_returns = 0;
+  int64_t lease_units_held = 0;
 };
 
 struct DecideRequest {
@@ -52,6 +61,22 @@ struct DecideRequest {
 
 class Limiter;
 class Store;
+
+// A lease (LimiterOptions::sync leased; docs/redis.md, "Leased"): units of a key's quota taken
+// ahead of use by one node, which then admits up to that many requests without asking the store.
+struct LeaseRequest {
+  int64_t cost = 0;  // the request's own cost, decided as Decide decides it (0: no request)
+  int64_t want = 0;  // if it is allowed: units to take beyond it, as many of these as are free
+  std::string_view holder;  // the node taking them, to count the nodes drawing on the key
+  Duration ttl{0};          // how long the node means to hold them
+};
+
+struct LeaseGrant {
+  Decision decision;     // Decide(cost)'s, with `remaining` after the units were taken
+  int64_t units = 0;     // taken beyond the cost: the caller holds them now
+  int64_t holders = 0;   // nodes that took units of the key within their ttl; 0: not counted
+  int64_t stamp_us = 0;  // when, in the store's clock (microseconds): GiveBack takes it
+};
 
 // One of several limits one request is checked against (Store::DecideAll, and DecideAll in
 // decide_all.h for limiters of any store).
@@ -133,6 +158,40 @@ class Limiter {
   // keys are ignored. Thread-safe like Decide; no result: a failed refund (remote stores) only
   // leaves the quota taken, the conservative side.
   virtual void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) = 0;
+
+  using LeaseCallback = std::function<void(const LeaseGrant&)>;
+
+  // Decides request.cost like DecideAsync and, when that is allowed, takes up to request.want
+  // units more, as many as the key has free, for the caller to admit with later (a lease). The
+  // units are taken as an admission of that cost would take them, so a holder that admits at
+  // most its units never admits beyond the limit. Stores that can (Redis) do both in one atomic
+  // step and count the holders; this default takes the units with a second Decide, which is as
+  // safe (each step is atomic) and may grant fewer units under contention.
+  virtual void TakeAsync(std::string_view key, Timestamp now, const LeaseRequest& request,
+                         LeaseCallback done) {
+    LeaseGrant grant;
+    grant.decision = Decide(key, now, request.cost);
+    grant.stamp_us = ToNanos(now) / 1000;
+    if (grant.decision.allowed && !grant.decision.degraded && request.want > 0) {
+      const int64_t units = std::min(request.want, grant.decision.remaining);
+      if (units > 0) {
+        const Decision more = Decide(key, now, units);
+        if (more.allowed && !more.degraded) {
+          grant.units = units;
+          grant.decision.remaining = more.remaining;
+          grant.decision.reset_after = more.reset_after;
+        }
+      }
+    }
+    done(grant);
+  }
+
+  // Gives back `units` a TakeAsync stamped `stamp_us` granted and the holder did not spend: the
+  // give-back of an admission at that time (Refund). A fixed window's units are given back only
+  // into the window they were taken from.
+  virtual void GiveBack(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units) {
+    Refund(key, FromNanos(stamp_us * 1000), now, units);
+  }
 
   // Forgets the key's counter (an administrative reset): its next request sees a fresh key.
   virtual void Reset(std::string_view key) = 0;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string_view>
 
+#include "sluice/clock.h"
 #include "sluice/memory_store.h"
 #include "sluice/over_limit_cache.h"
 #include "sluice/redis_store.h"
@@ -34,6 +35,10 @@ struct OpenStoreOptions {
   // Redis: the over-limit cache's memory bound (OverLimitCacheOptions::max_bytes); 0: no cache,
   // every decision asks Redis.
   size_t local_cache_bytes = size_t{64} << 20;
+  // Redis: the leases of `sync: leased` limits (LeasedStoreOptions::max_bytes).
+  size_t lease_bytes = size_t{16} << 20;
+  // Redis: the clock leases expire by; null: the store's own MonotonicClock. Must outlive it.
+  const Clock* clock = nullptr;
 };
 
 Result<std::shared_ptr<Store>> OpenStore(std::string_view address, const OpenStoreOptions& options);

@@ -406,6 +406,7 @@ Result<std::unique_ptr<RateLimitService>> RateLimitService::Create(
   store_options.max_key_bytes = kCheckLimits.max_counter_key_bytes;
   store_options.redis_events = options.redis_events;
   store_options.redis_monitor = options.redis_monitor;
+  store_options.clock = options.clock;
   auto store = OpenStore(options.store, store_options);
   if (!store) return std::unexpected(store.error());
   return Create(std::move(config), std::move(*store), std::move(options), metrics);

@@ -34,6 +34,9 @@ TEST(MetricsConcurrency, ThreadsRecordWhileAnotherRenders) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
+      // Record only once rendering runs, so the two overlap even on a loaded machine (where the
+      // recorders could otherwise finish before the renderer is first scheduled).
+      while (renders.load() == 0) std::this_thread::yield();
       for (int i = 0; i < kPerThread; ++i) {
         // Every thread walks the same limits, so each series' creation is raced.
         const std::string limit = "limit" + std::to_string(i % kLimits);

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "sluice/leased_store.h"
 #include "sluice/over_limit_cache.h"
 #include "sluice/redis_store.h"
 
@@ -24,10 +25,16 @@ Result<std::shared_ptr<Store>> OpenStore(std::string_view address,
   redis->max_key_bytes = options.max_key_bytes;
   redis->on_event = options.redis_events;
   if (!options.redis_monitor) redis->monitor_interval = std::chrono::milliseconds(0);
-  auto store = OpenRedisStore(*redis);
-  if (!store) return std::unexpected(store.error());
-  if (options.local_cache_bytes == 0) return std::shared_ptr<Store>(std::move(*store));
-  return OpenOverLimitCache(std::move(*store), {.max_bytes = options.local_cache_bytes});
+  auto redis_store = OpenRedisStore(*redis);
+  if (!redis_store) return std::unexpected(redis_store.error());
+  // Layers, each passing on the limits it does not serve: leased limits, then the over-limit
+  // cache (which keeps no facts for limits that do not ask Redis every time).
+  auto leased = OpenLeasedStore(std::move(*redis_store),
+                                {.max_bytes = options.lease_bytes, .clock = options.clock});
+  if (!leased) return std::unexpected(leased.error());
+  std::shared_ptr<Store> store = std::move(*leased);
+  if (options.local_cache_bytes == 0) return store;
+  return OpenOverLimitCache(std::move(store), {.max_bytes = options.local_cache_bytes});
 }
 
 }  // namespace sluice

@@ -19,7 +19,8 @@ class CacheStore;
 
 class CachedLimiter final : public Limiter {
  public:
-  CachedLimiter(std::shared_ptr<CacheStore> store, std::unique_ptr<Limiter> inner, uint64_t serial);
+  CachedLimiter(std::shared_ptr<CacheStore> store, std::unique_ptr<Limiter> inner, uint64_t serial,
+                bool exact);
 
   Decision Decide(std::string_view key, Timestamp now, int64_t cost) override;
   Decision Charge(std::string_view key, Timestamp now, int64_t cost) override;
@@ -29,6 +30,13 @@ class CachedLimiter final : public Limiter {
                    DecisionCallback done) override;
   void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override;
   void Reset(std::string_view key) override;
+  void TakeAsync(std::string_view key, Timestamp now, const LeaseRequest& request,
+                 LeaseCallback done) override {
+    inner_->TakeAsync(key, now, request, std::move(done));
+  }
+  void GiveBack(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units) override {
+    inner_->GiveBack(key, stamp_us, now, units);
+  }
   StoreStats Stats() const override { return inner_->Stats(); }
   const LimitSpec& spec() const override { return inner_->spec(); }
 
@@ -47,6 +55,10 @@ class CachedLimiter final : public Limiter {
   const std::unique_ptr<Limiter> inner_;
   const uint64_t serial_;  // names its keys in the cache
   const bool fixed_window_;
+  // The limit's every decision is the inner store's own (sync: exact). Leased and batched
+  // limits decide in a layer below from what one node holds: their refusals are not facts
+  // about the shared quota, and they cost Redis nothing to repeat, so none is remembered.
+  const bool exact_;
 };
 
 class CacheStore final : public Store, public std::enable_shared_from_this<CacheStore> {
@@ -59,7 +71,8 @@ class CacheStore final : public Store, public std::enable_shared_from_this<Cache
     auto inner = inner_->MakeLimiter(spec, options);
     if (!inner) return std::unexpected(inner.error());
     return std::make_unique<CachedLimiter>(shared_from_this(), std::move(*inner),
-                                           next_serial_.fetch_add(1, std::memory_order_relaxed));
+                                           next_serial_.fetch_add(1, std::memory_order_relaxed),
+                                           options.sync.mode == SyncMode::kExact);
   }
 
   void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
@@ -180,12 +193,13 @@ class CacheStore final : public Store, public std::enable_shared_from_this<Cache
 };
 
 CachedLimiter::CachedLimiter(std::shared_ptr<CacheStore> store, std::unique_ptr<Limiter> inner,
-                             uint64_t serial)
+                             uint64_t serial, bool exact)
     : Limiter(store.get()),
       store_(std::move(store)),
       inner_(std::move(inner)),
       serial_(serial),
-      fixed_window_(inner_->spec().algorithm == Algorithm::kFixedWindow) {}
+      fixed_window_(inner_->spec().algorithm == Algorithm::kFixedWindow),
+      exact_(exact) {}
 
 std::optional<Decision> CachedLimiter::Find(std::string_view key, Timestamp now,
                                             int64_t cost) const {
@@ -195,7 +209,7 @@ std::optional<Decision> CachedLimiter::Find(std::string_view key, Timestamp now,
 
 void CachedLimiter::Learn(std::string_view key, Timestamp now, int64_t cost, const Decision& d,
                           uint64_t generation, bool learn_refusal) const {
-  if (d.degraded || d.reason == DecisionReason::kInvalidRequest) return;
+  if (!exact_ || d.degraded || d.reason == DecisionReason::kInvalidRequest) return;
   if (d.allowed) {
     if (cost > 0) store_->cache().Drop(serial_, key);
     return;

@@ -5,13 +5,14 @@
 #include <charconv>
 
 namespace sluice::internal {
-namespace {
-
-constexpr int64_t kNanosPerMicro = 1000;
 
 bool IsScriptInteger(const RedisReply& r) {
   return r.type == RedisReply::Type::kInteger && r.integer >= -kLuaExact && r.integer <= kLuaExact;
 }
+
+namespace {
+
+constexpr int64_t kNanosPerMicro = 1000;
 
 using CreateArray = void* (*)(const redisReadTask*, int);
 

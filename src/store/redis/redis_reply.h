@@ -37,6 +37,9 @@ inline constexpr int64_t kLuaExact = int64_t{1} << 53;
 // number is within kLuaExact (so microseconds convert to nanoseconds without overflow).
 bool ReadDecision(const RedisReply& reply, Decision& d);
 
+// An integer a Lua script can have computed exactly (|n| <= 2^53).
+bool IsScriptInteger(const RedisReply& r);
+
 // "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381" (with `kind` "MOVED " or "ASK ") ->
 // "127.0.0.1:6381".
 bool ParseRedirect(std::string_view message, std::string_view kind, std::string& address);

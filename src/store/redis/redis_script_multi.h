@@ -41,6 +41,16 @@ constexpr int ScriptAlgorithmId(Algorithm a) {
   return 0;
 }
 
+// Lua for after the prelude: `bodies[id]`, each algorithm's single-limit script as a function of
+// (KEYS, ARGV), for the scripts that run several or run one twice.
+inline const std::string kLuaBodies =
+    std::string("local bodies = {}\nbodies[1] = function(KEYS, ARGV)\n") + kFixedWindowBody +
+    "end\nbodies[2] = function(KEYS, ARGV)\n" + kTokenBucketBody +
+    "end\nbodies[3] = function(KEYS, ARGV)\n" + kGcraBody +
+    "end\nbodies[4] = function(KEYS, ARGV)\n" + kLeakyBucketBody +
+    "end\nbodies[5] = function(KEYS, ARGV)\n" + kSlidingWindowCounterBody +
+    "end\nbodies[6] = function(KEYS, ARGV)\n" + kSlidingWindowLogBody + "end\n";
+
 // KEYS: one key per check, all in one hash slot (a key may repeat). ARGV: now_us|'', the number
 // of quota checks in the whole request (in every slot), then per check: algorithm id, number of
 // arguments k, its k script arguments (spec arguments, cost, then flags: see redis_scripts.h).
@@ -48,13 +58,7 @@ constexpr int ScriptAlgorithmId(Algorithm a) {
 // check of the request is here and refused (RequestRefused in decide_all.h: the caller applies
 // the rule across slots). Returns {now_us, {{allowed, remaining, reset_us, retry_us[,
 // delay_us]} per check}, rolled_back}. A charge is never rolled back: its cost stays taken.
-inline const LuaScript kMultiScript{
-    std::string(kLuaPrelude) + "local bodies = {}\nbodies[1] = function(KEYS, ARGV)\n" +
-    kFixedWindowBody + "end\nbodies[2] = function(KEYS, ARGV)\n" + kTokenBucketBody +
-    "end\nbodies[3] = function(KEYS, ARGV)\n" + kGcraBody +
-    "end\nbodies[4] = function(KEYS, ARGV)\n" + kLeakyBucketBody +
-    "end\nbodies[5] = function(KEYS, ARGV)\n" + kSlidingWindowCounterBody +
-    "end\nbodies[6] = function(KEYS, ARGV)\n" + kSlidingWindowLogBody + "end\n" + R"lua(
+inline const LuaScript kMultiScript{kLuaPrelude + kLuaBodies + R"lua(
 local results, snaps, charged = {}, {}, {}
 local quota_total, quota_refused = tonumber(ARGV[2]), 0
 local pos, rejected = 3, false

@@ -15,6 +15,7 @@
 #include "store/redis/redis_client.h"
 #include "store/redis/redis_events.h"
 #include "store/redis/redis_reply.h"
+#include "store/redis/redis_script_lease.h"
 #include "store/redis/redis_script_log.h"
 #include "store/redis/redis_script_multi.h"
 #include "store/redis/redis_scripts.h"
@@ -86,6 +87,12 @@ class RedisLimiter final : public Limiter {
   void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override;
   // Forgets the key's counter.
   void Reset(std::string_view key) override;
+  // Both in one script (redis_script_lease.h), under the store's clock; the nodes drawing on
+  // the key are counted in a hash next to it.
+  void TakeAsync(std::string_view key, Timestamp now, const LeaseRequest& request,
+                 LeaseCallback done) override;
+  // kRefundScript at the lease's own time in Redis's clock, whichever clock decides; waited for.
+  void GiveBack(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units) override;
 
   int script_id() const { return script_id_; }
 
@@ -554,6 +561,61 @@ void RedisLimiter::Refund(std::string_view key, Timestamp at, Timestamp now, int
                                    std::to_string(script_id_)};
   AppendArgs(cost, /*charge=*/false, args);
   const std::string keys[1] = {RedisKeyFor(options.key_prefix, limit_id_, key)};
+  if (auto reply = store_->transport().Eval(internal::kRefundScript, keys, args); !reply) {
+    Failed(Decision{}, reply.error());
+  }
+}
+
+void RedisLimiter::TakeAsync(std::string_view key, Timestamp now, const LeaseRequest& request,
+                             LeaseCallback done) {
+  LeaseGrant grant;
+  std::string redis_key;
+  if (!Prepare(key, request.cost, /*charge=*/false, grant.decision, redis_key)) {
+    return done(grant);
+  }
+  const int64_t want = std::clamp<int64_t>(request.want, 0, spec_.Capacity());
+  std::vector<std::string> args = {NowArg(store_->options(), now), std::to_string(script_id_),
+                                   std::to_string(params_.size() + 2)};
+  AppendArgs(request.cost, /*charge=*/false, args);
+  args.push_back(std::to_string(want));
+  args.emplace_back(request.holder);
+  args.push_back(std::to_string(std::max<int64_t>(1, request.ttl.count() / kNanosPerMicro)));
+  std::vector<std::string> keys;
+  keys.push_back(redis_key + ":holders");  // after the hash tag: the same slot
+  keys.insert(keys.begin(), std::move(redis_key));
+  store_->transport().EvalAsync(
+      internal::kLeaseScript, std::move(keys), std::move(args),
+      [this, grant, want, done = std::move(done)](Result<RedisReply> reply) mutable {
+        if (!reply) {
+          grant.decision = Failed(grant.decision, reply.error());
+          return done(grant);
+        }
+        const auto& e = reply->elements;
+        if (reply->type != RedisReply::Type::kArray || e.size() != 4 ||
+            !internal::IsScriptInteger(e[0]) || !ReadDecision(e[1], grant.decision) ||
+            !internal::IsScriptInteger(e[2]) || !internal::IsScriptInteger(e[3]) ||
+            e[2].integer < 0 || e[2].integer > want) {
+          grant.decision =
+              Failed(grant.decision, Error{"redis: unexpected reply from the lease script"});
+          return done(grant);
+        }
+        grant.stamp_us = e[0].integer;
+        grant.units = e[2].integer;
+        grant.holders = e[3].integer;
+        done(grant);
+      });
+}
+
+void RedisLimiter::GiveBack(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units) {
+  if (units <= 0 || units > spec_.Capacity() || key.size() > store_->options().max_key_bytes) {
+    return;
+  }
+  std::vector<std::string> args = {NowArg(store_->options(), now), std::to_string(stamp_us),
+                                   std::to_string(script_id_)};
+  AppendArgs(units, /*charge=*/false, args);
+  const std::string keys[1] = {RedisKeyFor(store_->options().key_prefix, limit_id_, key)};
+  // Waited for (not pipelined): it runs off the hot path -- expiry, shutdown, reload -- and a
+  // limiter being destroyed must not leave a call in flight that refers to it.
   if (auto reply = store_->transport().Eval(internal::kRefundScript, keys, args); !reply) {
     Failed(Decision{}, reply.error());
   }

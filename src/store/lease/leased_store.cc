@@ -1,0 +1,496 @@
+#include "sluice/leased_store.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "sluice/decide_all.h"
+#include "store/lease/lease_book.h"
+
+namespace sluice {
+namespace {
+
+using internal::LeaseBook;
+using internal::LeasePlan;
+using internal::LeaseStep;
+
+// How often expired leases are looked for: a small part of the shortest lease_ttl (10 ms).
+constexpr auto kSweepEvery = std::chrono::milliseconds(20);
+
+class LeasedStoreImpl;
+class LeasedLimiter;
+
+// Every limiter this store makes: the inner store's limiter it wraps, and whether it leases.
+class LayerLimiter : public Limiter {
+ public:
+  virtual Limiter* inner() const = 0;
+  virtual LeasedLimiter* leased() { return nullptr; }
+
+ protected:
+  explicit LayerLimiter(const Store* owner) : Limiter(owner) {}
+};
+
+// A limiter of another sync mode: the inner store's, under this store's name.
+class PassLimiter final : public LayerLimiter {
+ public:
+  PassLimiter(const Store* owner, std::unique_ptr<Limiter> inner)
+      : LayerLimiter(owner), inner_(std::move(inner)) {}
+
+  Decision Decide(std::string_view key, Timestamp now, int64_t cost) override {
+    return inner_->Decide(key, now, cost);
+  }
+  Decision Charge(std::string_view key, Timestamp now, int64_t cost) override {
+    return inner_->Charge(key, now, cost);
+  }
+  void DecideAsync(std::string_view key, Timestamp now, int64_t cost,
+                   DecisionCallback done) override {
+    inner_->DecideAsync(key, now, cost, std::move(done));
+  }
+  void ChargeAsync(std::string_view key, Timestamp now, int64_t cost,
+                   DecisionCallback done) override {
+    inner_->ChargeAsync(key, now, cost, std::move(done));
+  }
+  void DecideBatch(std::span<const DecideRequest> requests, std::span<Decision> out) override {
+    inner_->DecideBatch(requests, out);
+  }
+  void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
+    inner_->Refund(key, at, now, cost);
+  }
+  void TakeAsync(std::string_view key, Timestamp now, const LeaseRequest& request,
+                 LeaseCallback done) override {
+    inner_->TakeAsync(key, now, request, std::move(done));
+  }
+  void GiveBack(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units) override {
+    inner_->GiveBack(key, stamp_us, now, units);
+  }
+  void Reset(std::string_view key) override { inner_->Reset(key); }
+  StoreStats Stats() const override { return inner_->Stats(); }
+  const LimitSpec& spec() const override { return inner_->spec(); }
+  Limiter* inner() const override { return inner_.get(); }
+
+ private:
+  const std::unique_ptr<Limiter> inner_;
+};
+
+// A limiter whose keys are decided from leases.
+class LeasedLimiter final : public LayerLimiter {
+ public:
+  LeasedLimiter(LeasedStoreImpl* store, std::unique_ptr<Limiter> inner, const QuotaSync& sync,
+                std::atomic<int64_t>* byte_budget);
+  ~LeasedLimiter() override;
+
+  Decision Decide(std::string_view key, Timestamp now, int64_t cost) override {
+    return DecideOne(key, now, cost, /*charge=*/false);
+  }
+  Decision Charge(std::string_view key, Timestamp now, int64_t cost) override {
+    return DecideOne(key, now, cost, /*charge=*/true);
+  }
+  void DecideAsync(std::string_view key, Timestamp now, int64_t cost,
+                   DecisionCallback done) override {
+    DecideOneAsync(key, now, cost, /*charge=*/false, std::move(done));
+  }
+  void ChargeAsync(std::string_view key, Timestamp now, int64_t cost,
+                   DecisionCallback done) override {
+    DecideOneAsync(key, now, cost, /*charge=*/true, std::move(done));
+  }
+  // A fixed window's admission goes back to the window it was counted in, which only the
+  // shared store knows; the buckets' into the units held (the same quota, nearer).
+  void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
+    if (cost <= 0 || cost > spec().Capacity()) return;
+    if (spec().algorithm == Algorithm::kFixedWindow || !book_.PutBack(key, now, cost)) {
+      inner_->Refund(key, at, now, cost);
+    }
+  }
+  void TakeAsync(std::string_view key, Timestamp now, const LeaseRequest& request,
+                 LeaseCallback done) override {
+    inner_->TakeAsync(key, now, request, std::move(done));
+  }
+  void GiveBack(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units) override {
+    inner_->GiveBack(key, stamp_us, now, units);
+  }
+  // The shared counter is forgotten: what this node held of it goes with it.
+  void Reset(std::string_view key) override {
+    book_.Forget(key);
+    inner_->Reset(key);
+  }
+  StoreStats Stats() const override;
+  const LimitSpec& spec() const override { return inner_->spec(); }
+  Limiter* inner() const override { return inner_.get(); }
+  LeasedLimiter* leased() override { return this; }
+  LeaseBook& book() { return book_; }
+  const QuotaSync& sync() const { return sync_; }
+
+  // Takes for the key: `cost` for a request (0 for a prefetch) and `want` units ahead.
+  void Take(std::string_view key, Timestamp now, int64_t cost, int64_t want,
+            std::function<void(const Decision&)> done);
+  // Gives back what has expired by `now`.
+  void ReturnExpired(Timestamp now);
+
+ private:
+  Decision DecideOne(std::string_view key, Timestamp now, int64_t cost, bool charge);
+  void DecideOneAsync(std::string_view key, Timestamp now, int64_t cost, bool charge,
+                      DecisionCallback done);
+
+  LeasedStoreImpl* const store_;
+  const std::unique_ptr<Limiter> inner_;
+  const QuotaSync sync_;
+  LeaseBook book_;
+};
+
+class LeasedStoreImpl final : public LeasedStore {
+ public:
+  LeasedStoreImpl(std::shared_ptr<Store> inner, LeasedStoreOptions options)
+      : inner_(std::move(inner)),
+        options_(std::move(options)),
+        clock_(options_.clock != nullptr ? options_.clock : &own_clock_),
+        byte_budget_(static_cast<int64_t>(options_.max_bytes)) {
+    if (options_.holder.empty()) {
+      std::random_device random;
+      char name[40];
+      std::snprintf(name, sizeof name, "node-%08x%08x", random(), random());
+      options_.holder = name;
+    }
+    if (options_.expire_in_background) sweeper_ = std::thread([this] { SweepUntilStopped(); });
+  }
+
+  ~LeasedStoreImpl() override {
+    {
+      std::lock_guard<std::mutex> lock(sweep_mu_);
+      stop_ = true;
+    }
+    sweep_cv_.notify_all();
+    if (sweeper_.joinable()) sweeper_.join();
+  }
+
+  Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec,
+                                               const LimiterOptions& options) override {
+    if (options.sync.mode == SyncMode::kLeased) {
+      const Algorithm a = spec.algorithm;
+      if (a == Algorithm::kSlidingWindowLog || a == Algorithm::kSlidingWindowCounter ||
+          spec.shaper) {
+        return MakeError("limit '" + options.id + "': sync mode leased needs token_bucket, gcra, " +
+                         "fixed_window or leaky_bucket without shaper, not " +
+                         std::string(AlgorithmName(a)) + (spec.shaper ? " shaper" : ""));
+      }
+    }
+    auto inner = inner_->MakeLimiter(spec, options);
+    if (!inner) return std::unexpected(inner.error());
+    if (options.sync.mode != SyncMode::kLeased) {
+      return std::unique_ptr<Limiter>(std::make_unique<PassLimiter>(this, std::move(*inner)));
+    }
+    return std::unique_ptr<Limiter>(
+        std::make_unique<LeasedLimiter>(this, std::move(*inner), options.sync, &byte_budget_));
+  }
+
+  void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
+                 std::span<Decision> out) override {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool ready = false;
+    DecideAllAsync(checks, now, [&](std::span<const Decision> decided) {
+      std::copy(decided.begin(), decided.end(), out.begin());
+      std::lock_guard<std::mutex> lock(mu);
+      ready = true;
+      cv.notify_one();
+    });
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return ready; });
+  }
+
+  void DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
+                      DecideAllCallback done) override;
+  // One check of a leased limit: from its units, a take, or a charge of the shared quota.
+  void DecideOneLeased(LeasedLimiter& l, const LimitCheck& c, Timestamp now,
+                       DecideAllCallback done);
+
+  bool Ready() override { return inner_->Ready(); }
+
+  StoreStats Stats() const override {
+    StoreStats s = inner_->Stats();
+    std::lock_guard<std::mutex> lock(registry_mu_);
+    for (const LeasedLimiter* l : limiters_) {
+      const StoreStats own = l->Stats();
+      s.leased_decisions += own.leased_decisions;
+      s.leases_taken += own.leases_taken;
+      s.leases_expired += own.leases_expired;
+      s.lease_returns += own.lease_returns;
+      s.lease_units_held += own.lease_units_held;
+    }
+    return s;
+  }
+
+  size_t MaxTransientLimiters() const override { return inner_->MaxTransientLimiters(); }
+
+  void ReturnExpired(Timestamp now) override {
+    std::lock_guard<std::mutex> lock(registry_mu_);
+    for (LeasedLimiter* l : limiters_) l->ReturnExpired(now);
+  }
+
+  void Register(LeasedLimiter* l) {
+    std::lock_guard<std::mutex> lock(registry_mu_);
+    limiters_.push_back(l);
+  }
+  void Unregister(LeasedLimiter* l) {
+    std::lock_guard<std::mutex> lock(registry_mu_);
+    std::erase(limiters_, l);
+  }
+
+  const std::string& holder() const { return options_.holder; }
+  const Clock& clock() const { return *clock_; }
+
+ private:
+  void SweepUntilStopped() {
+    std::unique_lock<std::mutex> lock(sweep_mu_);
+    while (!sweep_cv_.wait_for(lock, kSweepEvery, [this] { return stop_; })) {
+      lock.unlock();
+      ReturnExpired(clock_->Now());
+      lock.lock();
+    }
+  }
+
+  const std::shared_ptr<Store> inner_;
+  LeasedStoreOptions options_;
+  MonotonicClock own_clock_;
+  const Clock* const clock_;
+  std::atomic<int64_t> byte_budget_;
+  mutable std::mutex registry_mu_;
+  std::vector<LeasedLimiter*> limiters_;
+  std::mutex sweep_mu_;
+  std::condition_variable sweep_cv_;
+  bool stop_ = false;
+  std::thread sweeper_;
+};
+
+LeasedLimiter::LeasedLimiter(LeasedStoreImpl* store, std::unique_ptr<Limiter> inner,
+                             const QuotaSync& sync, std::atomic<int64_t>* byte_budget)
+    : LayerLimiter(store),
+      store_(store),
+      inner_(std::move(inner)),
+      sync_(sync),
+      book_(inner_->spec(), sync, byte_budget) {
+  store_->Register(this);
+}
+
+LeasedLimiter::~LeasedLimiter() {
+  store_->Unregister(this);
+  // Shutdown, or a reload that changed the limit: the units go back for the other nodes.
+  const Timestamp now = store_->clock().Now();
+  for (const internal::GiveBackOrder& o : book_.TakeAll()) {
+    inner_->GiveBack(o.key, o.stamp_us, now, o.units);
+  }
+}
+
+StoreStats LeasedLimiter::Stats() const {
+  StoreStats s = inner_->Stats();
+  const internal::LeaseCounters& c = book_.counters();
+  s.leased_decisions = c.local.load(std::memory_order_relaxed);
+  s.leases_taken = c.taken.load(std::memory_order_relaxed);
+  s.leases_expired = c.expired.load(std::memory_order_relaxed);
+  s.lease_returns = c.returned.load(std::memory_order_relaxed);
+  s.lease_units_held = c.held.load(std::memory_order_relaxed);
+  return s;
+}
+
+void LeasedLimiter::Take(std::string_view key, Timestamp now, int64_t cost, int64_t want,
+                         std::function<void(const Decision&)> done) {
+  const LeaseRequest request{
+      .cost = cost, .want = want, .holder = store_->holder(), .ttl = sync_.lease_ttl};
+  inner_->TakeAsync(key, now, request,
+                    [this, key = std::string(key), now, cost, want,
+                     done = std::move(done)](const LeaseGrant& grant) {
+                      book_.Granted(key, now, cost, want, grant);
+                      if (done) done(grant.decision);
+                    });
+}
+
+void LeasedLimiter::ReturnExpired(Timestamp now) {
+  for (const internal::GiveBackOrder& o : book_.TakeExpired(now)) {
+    inner_->GiveBack(o.key, o.stamp_us, now, o.units);
+  }
+}
+
+Decision LeasedLimiter::DecideOne(std::string_view key, Timestamp now, int64_t cost, bool charge) {
+  const LimitCheck check{.limiter = this, .key = key, .cost = cost, .charge = charge};
+  Decision out[1];
+  store_->DecideAll(std::span(&check, 1), now, out);
+  return out[0];
+}
+
+void LeasedLimiter::DecideOneAsync(std::string_view key, Timestamp now, int64_t cost, bool charge,
+                                   DecisionCallback done) {
+  const LimitCheck check{.limiter = this, .key = key, .cost = cost, .charge = charge};
+  store_->DecideAllAsync(std::span(&check, 1), now,
+                         [done = std::move(done)](std::span<const Decision> out) { done(out[0]); });
+}
+
+// One request in flight: its checks, what each was planned to do, and what came back.
+struct Pending {
+  struct Item {
+    LeasedLimiter* leased = nullptr;  // null: decided by the inner store
+    Limiter* inner = nullptr;         // the inner store's limiter
+    std::string key;
+    LeaseStep step = LeaseStep::kTake;
+  };
+  Timestamp now;
+  Store::DecideAllCallback done;
+  std::vector<Item> items;
+  std::vector<LimitCheck> checks;  // as asked (keys point into items)
+  std::vector<Decision> out;
+  std::vector<LimitCheck> inner_checks;  // those sent to the inner store together
+  std::vector<size_t> inner_index;       // their index in `checks`
+  bool inner_refused = false;            // the inner store already gave back its admissions
+  std::atomic<int> outstanding{1};
+
+  void Arrive() {
+    if (outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) Finish();
+  }
+
+  // All or nothing, as every store: a refused request keeps nothing but its charges.
+  void Finish() {
+    if (RequestRefused(checks, out)) {
+      for (size_t i = 0; i < checks.size(); ++i) {
+        Decision& d = out[i];
+        if (!d.allowed || d.degraded || checks[i].charge) continue;
+        const Item& item = items[i];
+        const int64_t cost = checks[i].cost;
+        if (item.leased != nullptr) {
+          item.leased->Refund(item.key, now, now, cost);
+        } else if (!inner_refused) {
+          item.inner->Refund(item.key, now, now, cost);
+        } else {
+          continue;  // given back, and reported so, by the inner store
+        }
+        d.remaining = std::min(d.limit, d.remaining + cost);
+      }
+    }
+    done(out);
+  }
+};
+
+void LeasedStoreImpl::DecideOneLeased(LeasedLimiter& l, const LimitCheck& c, Timestamp now,
+                                      DecideAllCallback done) {
+  Decision d;
+  const LeasePlan plan = l.book().Plan(c.key, now, c.cost, c.charge, d);
+  switch (plan.step) {
+    case LeaseStep::kAdmitted:
+      if (plan.prefetch_want > 0) l.Take(c.key, now, /*cost=*/0, plan.prefetch_want, nullptr);
+      [[fallthrough]];
+    case LeaseStep::kRefused:
+      return done(std::span<const Decision>(&d, 1));
+    case LeaseStep::kTake:
+      return l.Take(c.key, now, c.cost, plan.want, [done = std::move(done)](const Decision& taken) {
+        done(std::span<const Decision>(&taken, 1));
+      });
+    case LeaseStep::kCharge:
+      return l.inner()->ChargeAsync(c.key, now, c.cost,
+                                    [done = std::move(done)](const Decision& charged) {
+                                      done(std::span<const Decision>(&charged, 1));
+                                    });
+  }
+}
+
+void LeasedStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
+                                     DecideAllCallback done) {
+  // The hot path: one check of a leased limit, which needs no all-or-nothing bookkeeping.
+  if (checks.size() == 1 && checks[0].limiter != nullptr && checks[0].limiter->owner() == this) {
+    if (LeasedLimiter* l = static_cast<LayerLimiter*>(checks[0].limiter)->leased()) {
+      return DecideOneLeased(*l, checks[0], now, std::move(done));
+    }
+  }
+  auto p = std::make_shared<Pending>();
+  p->now = now;
+  p->done = std::move(done);
+  p->items.resize(checks.size());
+  bool leased = false, quota = false, other = false;
+  for (size_t i = 0; i < checks.size(); ++i) {
+    const LimitCheck& c = checks[i];
+    Pending::Item& item = p->items[i];
+    item.key = std::string(c.key);
+    if (c.limiter == nullptr || c.limiter->owner() != this) continue;  // inner says: invalid
+    auto* layer = static_cast<LayerLimiter*>(c.limiter);               // this store made it
+    item.inner = layer->inner();
+    item.leased = layer->leased();
+    (item.leased != nullptr ? leased : other) = true;
+    quota = quota || c.quota;
+  }
+  // Quota checks split between leases and the inner store would need the quota rule applied
+  // across both before either keeps anything: such rare requests are decided exactly instead.
+  if (!leased || (quota && other)) {
+    for (size_t i = 0; i < checks.size(); ++i) {
+      LimitCheck c = checks[i];
+      c.limiter = p->items[i].inner;
+      p->inner_checks.push_back(c);
+    }
+    return inner_->DecideAllAsync(p->inner_checks, now, std::move(p->done));
+  }
+
+  p->out.resize(checks.size());
+  std::vector<size_t> takes;
+  std::vector<LeasePlan> plans(checks.size());
+  for (size_t i = 0; i < checks.size(); ++i) {
+    LimitCheck c = checks[i];
+    c.key = p->items[i].key;
+    p->checks.push_back(c);
+    Pending::Item& item = p->items[i];
+    if (item.leased == nullptr) {
+      c.limiter = item.inner;
+      p->inner_checks.push_back(c);
+      p->inner_index.push_back(i);
+      continue;
+    }
+    plans[i] = item.leased->book().Plan(item.key, now, c.cost, c.charge, p->out[i]);
+    item.step = plans[i].step;
+    switch (item.step) {
+      case LeaseStep::kAdmitted:
+        if (plans[i].prefetch_want > 0) {
+          item.leased->Take(item.key, now, /*cost=*/0, plans[i].prefetch_want, nullptr);
+        }
+        break;
+      case LeaseStep::kRefused:
+        break;
+      case LeaseStep::kTake:
+        takes.push_back(i);
+        break;
+      case LeaseStep::kCharge:  // beyond the units held: into the shared quota at once
+        c.limiter = item.inner;
+        p->inner_checks.push_back(c);
+        p->inner_index.push_back(i);
+        break;
+    }
+  }
+  p->outstanding.fetch_add(static_cast<int>(takes.size()) + (p->inner_checks.empty() ? 0 : 1));
+  for (size_t i : takes) {
+    p->items[i].leased->Take(p->items[i].key, now, p->checks[i].cost, plans[i].want,
+                             [p, i](const Decision& d) {
+                               p->out[i] = d;
+                               p->Arrive();
+                             });
+  }
+  if (!p->inner_checks.empty()) {
+    inner_->DecideAllAsync(p->inner_checks, now, [p](std::span<const Decision> decided) {
+      for (size_t j = 0; j < decided.size() && j < p->inner_index.size(); ++j) {
+        p->out[p->inner_index[j]] = decided[j];
+      }
+      p->inner_refused = RequestRefused(p->inner_checks, decided);
+      p->Arrive();
+    });
+  }
+  p->Arrive();
+}
+
+}  // namespace
+
+Result<std::shared_ptr<LeasedStore>> OpenLeasedStore(std::shared_ptr<Store> inner,
+                                                     LeasedStoreOptions options) {
+  if (inner == nullptr) return MakeError("the leased store needs a store behind it");
+  return std::shared_ptr<LeasedStore>(
+      std::make_shared<LeasedStoreImpl>(std::move(inner), std::move(options)));
+}
+
+}  // namespace sluice
