@@ -321,8 +321,41 @@ std::string Metrics::Render() const {
                         "counter");
       AppendSample(out, "sluice_decisions_by_source_total", {}, "source=\"cache\"",
                    g.cached_decisions);
+      AppendSample(out, "sluice_decisions_by_source_total", {}, "source=\"local\"",
+                   g.local_decisions);
       AppendSample(out, "sluice_decisions_by_source_total", {}, "source=\"redis\"",
-                   g.forwarded_decisions);
+                   g.forwarded_decisions - std::min(g.local_decisions, g.forwarded_decisions));
+    }
+    if (!g.leases.empty()) {
+      AppendHelpAndType(out, "sluice_lease_events_total",
+                        "Leases of sync: leased limits: taken (units granted by Redis), expired "
+                        "(its time ran out with units unspent), returned (unspent units given "
+                        "back: at expiry, reset, reload or shutdown).",
+                        "counter");
+      for (const LeaseSeries& l : g.leases) {
+        std::string labels;
+        AppendLabel(labels, "domain", l.domain);
+        labels.push_back(',');
+        AppendLabel(labels, "limit", l.limit);
+        const std::pair<const char*, uint64_t> events[] = {
+            {"taken", l.taken}, {"returned", l.returned}, {"expired", l.expired}};
+        for (const auto& [event, n] : events) {
+          AppendSample(out, "sluice_lease_events_total", labels,
+                       std::string("event=\"") + event + "\"", n);
+        }
+      }
+      AppendHelpAndType(out, "sluice_lease_units_held",
+                        "Units of a leased limit's quota this node holds, taken from Redis and "
+                        "not yet spent.",
+                        "gauge");
+      for (const LeaseSeries& l : g.leases) {
+        std::string labels;
+        AppendLabel(labels, "domain", l.domain);
+        labels.push_back(',');
+        AppendLabel(labels, "limit", l.limit);
+        AppendSample(out, "sluice_lease_units_held", labels, {},
+                     static_cast<uint64_t>(std::max<int64_t>(0, l.units_held)));
+      }
     }
   }
   // Only a store with a memory bound (the memory store, or Redis's over-limit cache) accounts

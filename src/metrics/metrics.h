@@ -48,6 +48,17 @@ enum class DecisionResult {
 };
 std::string_view DecisionResultName(DecisionResult result);
 
+// One leased limit's leases (StoreStats::leases_*), for sluice_lease_events_total and
+// sluice_lease_units_held.
+struct LeaseSeries {
+  std::string domain;
+  std::string limit;  // the limit's metric name, as in sluice_decisions_total
+  uint64_t taken = 0;
+  uint64_t returned = 0;
+  uint64_t expired = 0;
+  int64_t units_held = 0;
+};
+
 struct StoreGauges {
   uint64_t keys = 0;
   uint64_t evictions = 0;
@@ -63,6 +74,10 @@ struct StoreGauges {
   bool over_limit_cache = false;
   uint64_t cached_decisions = 0;
   uint64_t forwarded_decisions = 0;
+  // Decisions leased limits answered from the units a node held (counted within
+  // forwarded_decisions, which is everything the cache passed on).
+  uint64_t local_decisions = 0;
+  std::vector<LeaseSeries> leases = {};  // one per leased limit of the running config
 };
 
 // Why the service answered a descriptor without checking it (service/check_rules.h,

@@ -47,6 +47,12 @@ class LimiterSet {
   // the least recently used override limiter when there are as many as the set keeps).
   Result<Found> For(const Limit& limit) const;
 
+  // The limiter of a configured limit, by its id; null if it has none (not limited).
+  const Limiter* Configured(std::string_view id) const {
+    const auto it = limiters_.find(id);
+    return it == limiters_.end() ? nullptr : it->second.limiter.get();
+  }
+
   // How many override limiters the set holds now (for tests and diagnostics).
   size_t OverrideCount() const;
 

@@ -67,6 +67,21 @@ class Service final : public RateLimitService {
 
   StoreStats StoreTotals() const override { return store_->Stats(); }
 
+  std::vector<LimitStats> LeasedLimitStats() const override {
+    std::vector<LimitStats> out;
+    const std::shared_ptr<const LimiterSet> set = current_.load();
+    if (set == nullptr) return out;
+    for (const auto& [name, domain] : set->config()->domains()) {
+      for (const Limit& limit : domain.limits) {
+        if (limit.sync.mode != SyncMode::kLeased) continue;
+        if (const Limiter* l = set->Configured(limit.id)) {
+          out.push_back({domain.name, limit.metric_name, l->Stats()});
+        }
+      }
+    }
+    return out;
+  }
+
   bool Ready() override {
     if (draining_.load(std::memory_order_acquire)) return false;  // no store round trip then
     return current_.load() != nullptr && store_->Ready();

@@ -98,6 +98,15 @@ class RateLimitService {
   // keys held, evictions, errors), for the store gauges in /metrics.
   virtual StoreStats StoreTotals() const = 0;
 
+  // Every configured limit with `sync: leased`, with its limiter's Stats() (leases taken,
+  // expired, returned, units held), for the lease series in /metrics.
+  struct LimitStats {
+    std::string domain;
+    std::string metric_name;
+    StoreStats stats;
+  };
+  virtual std::vector<LimitStats> LeasedLimitStats() const { return {}; }
+
   // Ready to serve: not draining, a config is loaded and Store::Ready() (a PING for Redis). The
   // one readiness rule: HTTP /readyz and gRPC's grpc.health.v1.Health both answer from it.
   virtual bool Ready() = 0;

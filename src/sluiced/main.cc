@@ -307,16 +307,22 @@ int Run(const Flags& flags) {
   }
   metrics.SetStoreGaugesSource([&service] {
     const sluice::StoreStats s = (*service)->StoreTotals();
-    return StoreGauges{s.keys,
-                       s.evictions,
-                       s.bytes,
-                       s.max_bytes,
-                       s.server_eviction_watched,
-                       s.server_eviction_unsafe,
-                       s.server_evicted_keys,
-                       s.over_limit_cache,
-                       s.cached_decisions,
-                       s.forwarded_decisions};
+    StoreGauges g{s.keys,
+                  s.evictions,
+                  s.bytes,
+                  s.max_bytes,
+                  s.server_eviction_watched,
+                  s.server_eviction_unsafe,
+                  s.server_evicted_keys,
+                  s.over_limit_cache,
+                  s.cached_decisions,
+                  s.forwarded_decisions,
+                  s.leased_decisions};
+    for (const auto& l : (*service)->LeasedLimitStats()) {
+      g.leases.push_back({l.domain, l.metric_name, l.stats.leases_taken, l.stats.lease_returns,
+                          l.stats.leases_expired, l.stats.lease_units_held});
+    }
+    return g;
   });
 
   for (;;) {
