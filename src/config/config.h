@@ -71,6 +71,7 @@ struct Limit {
   bool quota_mode = false;
   // rate_limit.sync: how the nodes sharing a Redis keep this limit (docs/redis.md).
   QuotaSync sync = {};
+  bool sync_configured = false;  // the rule sets `sync` (else LoadOptions::default_sync)
   bool detailed_metric = false;
   std::vector<std::string> replaces;  // names of limits this one replaces in the same request
   std::string origin;                 // "file:line" of the descriptor, for messages
@@ -129,6 +130,10 @@ struct LoadOptions {
   // The algorithm of a rule that names none. envoyproxy/ratelimit counts in fixed windows
   // aligned to the epoch: --default-algorithm fixed_window gives its numbers everywhere.
   Algorithm default_algorithm = Algorithm::kTokenBucket;
+  // The sync of a rule that sets none (sluiced --default-sync): leases or batches for every
+  // limit of an unchanged upstream config. A limit whose algorithm cannot lease stays exact,
+  // with a warning.
+  QuotaSync default_sync = {};
 };
 
 // Loads `path`: one YAML file holding one domain, or a directory whose *.yaml and *.yml files

@@ -360,6 +360,7 @@ class DomainParser {
       auto sync = ParseSync(*s, limit);
       if (!sync) return std::unexpected(sync.error());
       limit.sync = *sync;
+      limit.sync_configured = true;
     }
     return limit;
   }

@@ -42,6 +42,24 @@ Result<SourceFile> ReadSource(const std::string& name, size_t max_bytes) {
   return SourceFile{name, *root};
 }
 
+// LoadOptions::default_sync for every counted limit whose rule sets no sync: of it.
+void ApplyDefaultSync(Domain& domain, const QuotaSync& sync, internal::Warnings& warnings) {
+  if (sync.mode == SyncMode::kExact) return;
+  for (Limit& limit : domain.limits) {
+    if (limit.kind != LimitKind::kLimited || limit.sync_configured) continue;
+    const Algorithm a = limit.spec.algorithm;
+    const bool can_lease = a != Algorithm::kSlidingWindowLog &&
+                           a != Algorithm::kSlidingWindowCounter && !limit.spec.shaper;
+    if (sync.mode == SyncMode::kLeased && !can_lease) {
+      warnings.push_back(limit.origin + ": --default-sync leased does not apply to this " +
+                         std::string(AlgorithmName(a)) + (limit.spec.shaper ? " shaper" : "") +
+                         " limit, which stays exact (set its sync: to say so)");
+      continue;
+    }
+    limit.sync = sync;
+  }
+}
+
 Result<Domain> BuildDomain(const SourceFile& source, internal::Warnings& warnings,
                            Algorithm default_algorithm) {
   auto parsed = internal::ParseDomain(source.name, source.root, warnings, default_algorithm);
@@ -178,6 +196,7 @@ Result<std::shared_ptr<const Config>> Load(const fs::path& path, const LoadOptio
   for (const SourceFile& s : sources) {
     auto domain = BuildDomain(s, warnings, options.default_algorithm);
     if (!domain) return std::unexpected(domain.error());
+    ApplyDefaultSync(*domain, options.default_sync, warnings);
     if (const auto it = domains.find(domain->name); it != domains.end()) {
       if (!options.merge_domains) {
         return MakeError(domain->origin + ": domain '" + domain->name + "' is already defined at " +

@@ -44,6 +44,7 @@ struct Flags {
   bool merge_domain_config = false;
   std::string over_limit_hits = "drop";
   std::string default_algorithm = "token_bucket";
+  std::string default_sync = "exact";
   bool legacy_headers = false;
   std::string grpc_response_headers = "draft11";  // checked by ParseHeaderSet when parsed
   int64_t http_timeout_ms = 10'000;
@@ -168,6 +169,8 @@ LoadOptions LoadOptionsFrom(const Flags& flags) {
   LoadOptions options;
   options.merge_domains = flags.merge_domain_config;
   options.default_algorithm = *sluice::ParseAlgorithm(flags.default_algorithm);  // checked
+  if (flags.default_sync == "leased") options.default_sync.mode = sluice::SyncMode::kLeased;
+  if (flags.default_sync == "batched") options.default_sync.mode = sluice::SyncMode::kBatched;
   return options;
 }
 
@@ -393,6 +396,12 @@ int main(int argc, char** argv) {
       ->envname("SLUICE_DEFAULT_ALGORITHM")
       ->check(CLI::IsMember({"token_bucket", "gcra", "leaky_bucket", "fixed_window",
                              "sliding_window_log", "sliding_window_counter"}))
+      ->capture_default_str();
+  app.add_option("--default-sync", flags.default_sync,
+                 "how nodes on one Redis share a limit whose rule sets no sync: exact, leased "
+                 "(lease_ttl 2s) or batched (interval 100ms); docs/redis.md")
+      ->envname("SLUICE_DEFAULT_SYNC")
+      ->check(CLI::IsMember({"exact", "leased", "batched"}))
       ->capture_default_str();
   app.add_option("--over-limit-hits", flags.over_limit_hits,
                  "how hits over a limit count where its rule does not say: drop (a refused "

@@ -363,6 +363,25 @@ TEST(Extensions, SyncModesLoad) {
   EXPECT_EQ(batched->sync.lease_ttl, milliseconds(2000)) << "untouched outside its mode";
 }
 
+// --default-sync: rules that set no sync get it, except where their algorithm cannot lease
+// (warned, naming the rule); rules that set one keep theirs.
+TEST(LoadOptions, DefaultSyncAppliesToRulesThatSetNone) {
+  LoadOptions options;
+  options.default_sync.mode = SyncMode::kLeased;
+  const std::string file = Fixture("sync_modes.yaml");
+  auto config = LoadConfig(file, options);
+  ASSERT_TRUE(config.has_value()) << config.error().message;
+  const Config& c = **config;
+  EXPECT_EQ(LimitFor(c, "shared", {{"unset", "x"}})->sync.mode, SyncMode::kLeased);
+  EXPECT_EQ(LimitFor(c, "shared", {{"exact", "x"}})->sync.mode, SyncMode::kExact);
+  EXPECT_EQ(LimitFor(c, "shared", {{"batched", "x"}})->sync.mode, SyncMode::kBatched);
+  EXPECT_EQ(LimitFor(c, "shared", {{"sliding_unset", "x"}})->sync.mode, SyncMode::kExact);
+  EXPECT_NE(WarningAt(c, file, 21,
+                      "--default-sync leased does not apply to this "
+                      "sliding_window_log limit"),
+            "");
+}
+
 // --default-algorithm: rules that name no algorithm get it (a plan's too); named ones keep theirs.
 TEST(LoadOptions, DefaultAlgorithmAppliesToRulesThatNameNone) {
   LoadOptions options;
