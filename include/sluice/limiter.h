@@ -159,6 +159,13 @@ class Limiter {
   // leaves the quota taken, the conservative side.
   virtual void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) = 0;
 
+  // Refund without waiting: for callers on a remote store's I/O thread (a DecideAllAsync
+  // callback), where waiting for the store would wait for that very thread. The limiter may be
+  // destroyed before it completes. Stores that decide in memory refund at once.
+  virtual void RefundAsync(std::string_view key, Timestamp at, Timestamp now, int64_t cost) {
+    Refund(key, at, now, cost);
+  }
+
   using LeaseCallback = std::function<void(const LeaseGrant&)>;
 
   // Decides request.cost like DecideAsync and, when that is allowed, takes up to request.want

@@ -62,6 +62,9 @@ class PassLimiter final : public LayerLimiter {
   void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
     inner_->Refund(key, at, now, cost);
   }
+  void RefundAsync(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
+    inner_->RefundAsync(key, at, now, cost);
+  }
   void TakeAsync(std::string_view key, Timestamp now, const LeaseRequest& request,
                  LeaseCallback done) override {
     inner_->TakeAsync(key, now, request, std::move(done));
@@ -105,6 +108,12 @@ class LeasedLimiter final : public LayerLimiter {
     if (cost <= 0 || cost > spec().Capacity()) return;
     if (spec().algorithm == Algorithm::kFixedWindow || !book_.PutBack(key, now, cost)) {
       inner_->Refund(key, at, now, cost);
+    }
+  }
+  void RefundAsync(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
+    if (cost <= 0 || cost > spec().Capacity()) return;
+    if (spec().algorithm == Algorithm::kFixedWindow || !book_.PutBack(key, now, cost)) {
+      inner_->RefundAsync(key, at, now, cost);
     }
   }
   void TakeAsync(std::string_view key, Timestamp now, const LeaseRequest& request,
@@ -359,10 +368,11 @@ struct Pending {
         if (!d.allowed || d.degraded || checks[i].charge) continue;
         const Item& item = items[i];
         const int64_t cost = checks[i].cost;
+        // Possibly on the inner store's I/O thread: nothing here may wait for that store.
         if (item.leased != nullptr) {
-          item.leased->Refund(item.key, now, now, cost);
+          item.leased->RefundAsync(item.key, now, now, cost);
         } else if (!inner_refused) {
-          item.inner->Refund(item.key, now, now, cost);
+          item.inner->RefundAsync(item.key, now, now, cost);
         } else {
           continue;  // given back, and reported so, by the inner store
         }

@@ -29,6 +29,7 @@ class CachedLimiter final : public Limiter {
   void ChargeAsync(std::string_view key, Timestamp now, int64_t cost,
                    DecisionCallback done) override;
   void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override;
+  void RefundAsync(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override;
   void Reset(std::string_view key) override;
   void TakeAsync(std::string_view key, Timestamp now, const LeaseRequest& request,
                  LeaseCallback done) override {
@@ -287,6 +288,12 @@ void CachedLimiter::ChargeAsync(std::string_view key, Timestamp now, int64_t cos
 // remembered (the generation moved), and one asked after it sees it.
 void CachedLimiter::Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) {
   inner_->Refund(key, at, now, cost);
+  store_->Invalidate();
+  store_->cache().Drop(serial_, key);
+}
+
+void CachedLimiter::RefundAsync(std::string_view key, Timestamp at, Timestamp now, int64_t cost) {
+  inner_->RefundAsync(key, at, now, cost);
   store_->Invalidate();
   store_->cache().Drop(serial_, key);
 }

@@ -85,13 +85,15 @@ class RedisLimiter final : public Limiter {
   // Gives back an admission (see Limiter::Refund). Under Redis's clock the admission time is
   // taken as Redis's now: the caller's clock may be skewed from it.
   void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override;
+  void RefundAsync(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override;
   // Forgets the key's counter.
   void Reset(std::string_view key) override;
   // Both in one script (redis_script_lease.h), under the store's clock; the nodes drawing on
   // the key are counted in a hash next to it.
   void TakeAsync(std::string_view key, Timestamp now, const LeaseRequest& request,
                  LeaseCallback done) override;
-  // kRefundScript at the lease's own time in Redis's clock, whichever clock decides; waited for.
+  // kRefundScript at the lease's own time in Redis's clock, whichever clock decides; queued,
+  // not waited for (it may come from an I/O thread or a destructor).
   void GiveBack(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units) override;
 
   int script_id() const { return script_id_; }
@@ -111,6 +113,8 @@ class RedisLimiter final : public Limiter {
     d.degraded = true;
     return d;
   }
+  // kRefundScript for an admission at `at_arg` (microseconds, '' for now), queued.
+  void RefundInBackground(std::string_view key, std::string at_arg, Timestamp now, int64_t cost);
   // Decide (charge false) or Charge, waiting for Redis.
   Decision Run(std::string_view key, Timestamp now, int64_t cost, bool charge);
   void RunAsync(std::string_view key, Timestamp now, int64_t cost, bool charge,
@@ -607,18 +611,31 @@ void RedisLimiter::TakeAsync(std::string_view key, Timestamp now, const LeaseReq
 }
 
 void RedisLimiter::GiveBack(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units) {
-  if (units <= 0 || units > spec_.Capacity() || key.size() > store_->options().max_key_bytes) {
-    return;
-  }
-  std::vector<std::string> args = {NowArg(store_->options(), now), std::to_string(stamp_us),
+  RefundInBackground(key, std::to_string(stamp_us), now, units);
+}
+
+void RedisLimiter::RefundAsync(std::string_view key, Timestamp at, Timestamp now, int64_t cost) {
+  RefundInBackground(key, NowArg(store_->options(), at), now, cost);
+}
+
+void RedisLimiter::RefundInBackground(std::string_view key, std::string at_arg, Timestamp now,
+                                      int64_t cost) {
+  if (cost <= 0 || cost > spec_.Capacity() || key.size() > store_->options().max_key_bytes) return;
+  const RedisStoreOptions& options = store_->options();
+  std::vector<std::string> args = {NowArg(options, now), std::move(at_arg),
                                    std::to_string(script_id_)};
-  AppendArgs(units, /*charge=*/false, args);
-  const std::string keys[1] = {RedisKeyFor(store_->options().key_prefix, limit_id_, key)};
-  // Waited for (not pipelined): it runs off the hot path -- expiry, shutdown, reload -- and a
-  // limiter being destroyed must not leave a call in flight that refers to it.
-  if (auto reply = store_->transport().Eval(internal::kRefundScript, keys, args); !reply) {
-    Failed(Decision{}, reply.error());
-  }
+  AppendArgs(cost, /*charge=*/false, args);
+  std::vector<std::string> keys = {RedisKeyFor(options.key_prefix, limit_id_, key)};
+  // The store, not this limiter, hears of a failure: the limiter may be gone by then. The
+  // store's connections send what is queued before they close.
+  store_->transport().EvalAsync(internal::kRefundScript, std::move(keys), std::move(args),
+                                [store = store_](Result<RedisReply> reply) {
+                                  if (reply) return;
+                                  store->CountFailure(internal::IsShortCircuit(reply.error()));
+                                  if (!internal::IsConnectionError(reply.error())) {
+                                    store->CommandError(reply.error());
+                                  }
+                                });
 }
 
 void RedisLimiter::Reset(std::string_view key) {

@@ -279,7 +279,11 @@ TEST(LeaseScript, TakesCountsHoldersAndGivesBack) {
   EXPECT_FALSE(c.decision.allowed);
   EXPECT_EQ(c.units, 0);
   EXPECT_EQ(c.holders, 0) << "a node asking for no units is not counted";
-  l.GiveBack("k", a.stamp_us, kStart, 40);
+  l.GiveBack("k", a.stamp_us, kStart, 40);  // queued: wait until Redis has run it
+  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
+  while (l.Decide("k", kStart, 0).remaining != 40 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
   EXPECT_EQ(l.Decide("k", kStart, 0).remaining, 40);
   // Given back after its window ended, nothing changes: the units belonged to that window.
   l.GiveBack("k", a.stamp_us, kStart + hours(1), 10);
