@@ -23,6 +23,7 @@
 
 #include "sluice/redis_store.h"
 #include "store/redis/crc16.h"
+#include "store/redis/layered_store.h"
 #include "store/redis/redis_client.h"
 #include "store/store_suite.h"
 
@@ -409,8 +410,11 @@ testing::StoreUnderTest ClusterStore() {
   return store;
 }
 
-INSTANTIATE_TEST_SUITE_P(RedisCluster, StoreSuite, ::testing::Values(ClusterStore()),
-                         testing::StoreSuiteName);
+// And as sluiced opens it: behind the leased store and the over-limit cache.
+INSTANTIATE_TEST_SUITE_P(
+    RedisCluster, StoreSuite,
+    ::testing::Values(ClusterStore(), testing::LayeredAsSluiced(ClusterStore(), "cached_cluster")),
+    testing::StoreSuiteName);
 
 }  // namespace
 }  // namespace sluice

@@ -6,8 +6,8 @@
 #include <functional>
 #include <memory>
 
-#include "sluice/over_limit_cache.h"
 #include "sluice/redis_store.h"
+#include "store/redis/layered_store.h"
 #include "store/store_suite.h"
 #include "support/redis_server.h"
 
@@ -63,37 +63,10 @@ StoreUnderTest StandaloneRedis() {
   return store;
 }
 
-// The same Redis behind the over-limit cache (over_limit_cache.h), as sluiced opens it: every
-// decision must be the pure algorithm's, whether the cache or Redis answered it.
-StoreUnderTest CachedRedis() {
-  StoreUnderTest store = StandaloneRedis();
-  store.name = "cached_redis";
-  const auto cached = [](std::function<std::shared_ptr<Store>()> open) {
-    return [open]() -> std::shared_ptr<Store> {
-      std::shared_ptr<Store> inner = open();
-      if (inner == nullptr) return nullptr;
-      auto wrapped = OpenOverLimitCache(inner, {});
-      EXPECT_TRUE(wrapped.has_value()) << (wrapped ? "" : wrapped.error().message);
-      return wrapped ? *wrapped : nullptr;
-    };
-  };
-  store.open = cached(store.open);
-  store.open_unavailable = cached(store.open_unavailable);
-  store.check_all_or_nothing = {};  // the inner store's counters are not reachable through it
-  // The parity runs must have been answered partly from memory, or they would not test it.
-  store.check_parity = [](Store& s) {
-    const StoreStats stats = s.Stats();
-    std::printf("over-limit cache: %llu decisions from memory, %llu from Redis\n",
-                static_cast<unsigned long long>(stats.cached_decisions),
-                static_cast<unsigned long long>(stats.forwarded_decisions));
-    EXPECT_TRUE(stats.over_limit_cache);
-    EXPECT_GT(stats.cached_decisions, stats.forwarded_decisions / 50)
-        << "the cache answered too few of the suite's refusals";
-  };
-  return store;
-}
-
-INSTANTIATE_TEST_SUITE_P(Redis, StoreSuite, ::testing::Values(StandaloneRedis(), CachedRedis()),
+// The same Redis as sluiced opens it: behind the leased store and the over-limit cache.
+INSTANTIATE_TEST_SUITE_P(Redis, StoreSuite,
+                         ::testing::Values(StandaloneRedis(),
+                                           LayeredAsSluiced(StandaloneRedis(), "cached_redis")),
                          StoreSuiteName);
 
 }  // namespace
