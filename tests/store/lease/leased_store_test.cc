@@ -177,6 +177,36 @@ TEST(LeasedStore, ARefusedRequestKeepsNothing) {
   EXPECT_EQ(Shared(*leased, kStart), 995) << "the refused request's 5 came back";
 }
 
+// Under-admission, measured: a node that stops getting a key's traffic holds its units idle until
+// its lease ends -- at most 1.5 targets, a target being its rate over the horizon (docs/redis.md,
+// "Leased", Bounds) -- and then gives them back to the node still serving the key.
+TEST(LeasedStore, UnitsIdleOnAQuietNodeAreBoundedAndComeBackAtExpiry) {
+  const LimitSpec spec{.algorithm = Algorithm::kFixedWindow, .limit = 100'000, .period = hours(1)};
+  auto memory = OpenMemoryStore({});
+  ASSERT_TRUE(memory.has_value());
+  ManualClock clock(kStart);
+  // Node A; every other node sees the shared counter, which Shared() reads.
+  auto store_a = Leased(*memory, &clock);
+  auto a = Make(*store_a, spec, kLeased);
+  // 10,000 a second for half a second on node A.
+  int64_t a_admitted = 0;
+  for (int i = 0; i < 5000; ++i) {
+    clock.Set(kStart + std::chrono::microseconds(100) * i);
+    a_admitted += a->Decide("k", clock.Now(), 1).allowed;
+  }
+  ASSERT_EQ(a_admitted, 5000);
+  const int64_t idle = a->Stats().lease_units_held;
+  // The target: 10,000/s over the horizon, min(2s / 4, 250ms): 2,500 units; at most 1.5 of it.
+  EXPECT_GT(idle, 0);
+  EXPECT_LE(idle, 3750);
+  // What the shared counter has left for every other node while A holds them.
+  EXPECT_EQ(Shared(*a, clock.Now()), spec.limit - a_admitted - idle);
+  clock.Advance(seconds(3));
+  store_a->ReturnExpired(clock.Now());
+  EXPECT_EQ(Shared(*a, clock.Now()), spec.limit - a_admitted) << "the idle units came back";
+  std::printf("node A held %lld idle units for its lease\n", static_cast<long long>(idle));
+}
+
 // Leasing needs an algorithm whose admissions are units of one count.
 TEST(LeasedStore, RefusesAlgorithmsThatCannotLend) {
   auto memory = OpenMemoryStore({});
