@@ -332,11 +332,15 @@ std::string Metrics::Render() const {
                         "(its time ran out with units unspent), returned (unspent units given "
                         "back: at expiry, reset, reload or shutdown).",
                         "counter");
-      for (const LeaseSeries& l : g.leases) {
+      const auto labels_of = [](const LeaseSeries& l) {
         std::string labels;
         AppendLabel(labels, "domain", l.domain);
         labels.push_back(',');
         AppendLabel(labels, "limit", l.limit);
+        return labels;
+      };
+      for (const LeaseSeries& l : g.leases) {
+        const std::string labels = labels_of(l);
         const std::pair<const char*, uint64_t> events[] = {
             {"taken", l.taken}, {"returned", l.returned}, {"expired", l.expired}};
         for (const auto& [event, n] : events) {
@@ -349,11 +353,7 @@ std::string Metrics::Render() const {
                         "not yet spent.",
                         "gauge");
       for (const LeaseSeries& l : g.leases) {
-        std::string labels;
-        AppendLabel(labels, "domain", l.domain);
-        labels.push_back(',');
-        AppendLabel(labels, "limit", l.limit);
-        AppendSample(out, "sluice_lease_units_held", labels, {},
+        AppendSample(out, "sluice_lease_units_held", labels_of(l), {},
                      static_cast<uint64_t>(std::max<int64_t>(0, l.units_held)));
       }
     }
