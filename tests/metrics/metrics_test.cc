@@ -217,6 +217,33 @@ TEST(Metrics, RedisEvictionFamiliesOnlyWhenWatched) {
   EXPECT_LINE(ValidRender(m), "sluice_store_redis_eviction_unsafe 0");
 }
 
+// Leased limits: decisions by source take the local ones out of Redis's share, and each leased
+// limit has its events and units held.
+TEST(Metrics, LeaseFamiliesPerLeasedLimit) {
+  Metrics m;
+  m.SetStoreGaugesSource([] {
+    StoreGauges g{.over_limit_cache = true,
+                  .cached_decisions = 5,
+                  .forwarded_decisions = 100,
+                  .local_decisions = 90};
+    g.leases.push_back({"api", "api.api_key", 7, 3, 2, 450});
+    return g;
+  });
+  const std::string text = ValidRender(m);
+  EXPECT_LINE(text, "sluice_decisions_by_source_total{source=\"local\"} 90");
+  EXPECT_LINE(text, "sluice_decisions_by_source_total{source=\"redis\"} 10");
+  EXPECT_LINE(text, "sluice_decisions_by_source_total{source=\"cache\"} 5");
+  EXPECT_LINE(text, "# TYPE sluice_lease_events_total counter");
+  EXPECT_LINE(text,
+              "sluice_lease_events_total{domain=\"api\",limit=\"api.api_key\",event=\"taken\"} 7");
+  EXPECT_LINE(
+      text, "sluice_lease_events_total{domain=\"api\",limit=\"api.api_key\",event=\"returned\"} 3");
+  EXPECT_LINE(
+      text, "sluice_lease_events_total{domain=\"api\",limit=\"api.api_key\",event=\"expired\"} 2");
+  EXPECT_LINE(text, "# TYPE sluice_lease_units_held gauge");
+  EXPECT_LINE(text, "sluice_lease_units_held{domain=\"api\",limit=\"api.api_key\"} 450");
+}
+
 TEST(Metrics, LabelValuesAreEscapedAndRoundTrip) {
   Metrics m;
   const std::string domain = "we\"ird\\dom\nain";
