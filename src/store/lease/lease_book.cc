@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <utility>
 
 namespace sluice::internal {
 namespace {
@@ -17,13 +18,13 @@ constexpr Duration kMinRatePeriod = std::chrono::milliseconds(10);
 }  // namespace
 
 LeaseBook::LeaseBook(const LimitSpec& spec, const QuotaSync& sync,
-                     std::atomic<int64_t>* byte_budget)
+                     std::shared_ptr<std::atomic<int64_t>> byte_budget)
     : spec_(spec),
       sync_(sync),
       // A lease is sized to last a quarter of its life (so it is renewed well before it must be
       // given back), and never more than 250 ms of traffic (so a node's share follows its rate).
       horizon_(std::min<Duration>(sync.lease_ttl / 4, std::chrono::milliseconds(250))),
-      byte_budget_(byte_budget) {}
+      byte_budget_(std::move(byte_budget)) {}
 
 LeaseBook::~LeaseBook() {
   for (Shard& shard : shards_) {

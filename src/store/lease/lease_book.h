@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -54,7 +55,8 @@ struct LeaseCounters {
 class LeaseBook {
  public:
   // `byte_budget` is shared by every book of one store: a key is only kept while it fits.
-  LeaseBook(const LimitSpec& spec, const QuotaSync& sync, std::atomic<int64_t>* byte_budget);
+  LeaseBook(const LimitSpec& spec, const QuotaSync& sync,
+            std::shared_ptr<std::atomic<int64_t>> byte_budget);
   ~LeaseBook();
 
   // Spends from the units held when they cover `cost`; otherwise says what to ask the shared
@@ -80,6 +82,10 @@ class LeaseBook {
   void Forget(std::string_view key);
 
   const LeaseCounters& counters() const { return counters_; }
+
+  // The limiter is gone: a take still in flight gives back what it is granted at once.
+  void Close() { closed_.store(true, std::memory_order_release); }
+  bool closed() const { return closed_.load(std::memory_order_acquire); }
 
   // How long before a lease's end a prefetch is due, and the horizon a lease is sized for.
   Duration horizon() const { return horizon_; }
@@ -119,7 +125,8 @@ class LeaseBook {
   const LimitSpec spec_;
   const QuotaSync sync_;
   const Duration horizon_;
-  std::atomic<int64_t>* const byte_budget_;
+  const std::shared_ptr<std::atomic<int64_t>> byte_budget_;
+  std::atomic<bool> closed_{false};
   std::array<Shard, 16> shards_;
   LeaseCounters counters_;
 };

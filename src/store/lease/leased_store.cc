@@ -85,7 +85,7 @@ class PassLimiter final : public LayerLimiter {
 class LeasedLimiter final : public LayerLimiter {
  public:
   LeasedLimiter(LeasedStoreImpl* store, std::unique_ptr<Limiter> inner, const QuotaSync& sync,
-                std::atomic<int64_t>* byte_budget);
+                std::shared_ptr<std::atomic<int64_t>> byte_budget);
   ~LeasedLimiter() override;
 
   Decision Decide(std::string_view key, Timestamp now, int64_t cost) override {
@@ -106,13 +106,13 @@ class LeasedLimiter final : public LayerLimiter {
   // shared store knows; the buckets' into the units held (the same quota, nearer).
   void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
     if (cost <= 0 || cost > spec().Capacity()) return;
-    if (spec().algorithm == Algorithm::kFixedWindow || !book_.PutBack(key, now, cost)) {
+    if (spec().algorithm == Algorithm::kFixedWindow || !book_->PutBack(key, now, cost)) {
       inner_->Refund(key, at, now, cost);
     }
   }
   void RefundAsync(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
     if (cost <= 0 || cost > spec().Capacity()) return;
-    if (spec().algorithm == Algorithm::kFixedWindow || !book_.PutBack(key, now, cost)) {
+    if (spec().algorithm == Algorithm::kFixedWindow || !book_->PutBack(key, now, cost)) {
       inner_->RefundAsync(key, at, now, cost);
     }
   }
@@ -125,14 +125,14 @@ class LeasedLimiter final : public LayerLimiter {
   }
   // The shared counter is forgotten: what this node held of it goes with it.
   void Reset(std::string_view key) override {
-    book_.Forget(key);
+    book_->Forget(key);
     inner_->Reset(key);
   }
   StoreStats Stats() const override;
   const LimitSpec& spec() const override { return inner_->spec(); }
   Limiter* inner() const override { return inner_.get(); }
   LeasedLimiter* leased() override { return this; }
-  LeaseBook& book() { return book_; }
+  LeaseBook& book() { return *book_; }
   const QuotaSync& sync() const { return sync_; }
 
   // Takes for the key: `cost` for a request (0 for a prefetch) and `want` units ahead.
@@ -147,9 +147,10 @@ class LeasedLimiter final : public LayerLimiter {
                       DecisionCallback done);
 
   LeasedStoreImpl* const store_;
-  const std::unique_ptr<Limiter> inner_;
+  // Shared with the takes in flight, which may answer after this limiter is gone (a reload).
+  const std::shared_ptr<Limiter> inner_;
   const QuotaSync sync_;
-  LeaseBook book_;
+  const std::shared_ptr<LeaseBook> book_;
 };
 
 class LeasedStoreImpl final : public LeasedStore {
@@ -158,7 +159,8 @@ class LeasedStoreImpl final : public LeasedStore {
       : inner_(std::move(inner)),
         options_(std::move(options)),
         clock_(options_.clock != nullptr ? options_.clock : &own_clock_),
-        byte_budget_(static_cast<int64_t>(options_.max_bytes)) {
+        byte_budget_(
+            std::make_shared<std::atomic<int64_t>>(static_cast<int64_t>(options_.max_bytes))) {
     if (options_.holder.empty()) {
       std::random_device random;
       char name[40];
@@ -194,7 +196,7 @@ class LeasedStoreImpl final : public LeasedStore {
       return std::unique_ptr<Limiter>(std::make_unique<PassLimiter>(this, std::move(*inner)));
     }
     return std::unique_ptr<Limiter>(
-        std::make_unique<LeasedLimiter>(this, std::move(*inner), options.sync, &byte_budget_));
+        std::make_unique<LeasedLimiter>(this, std::move(*inner), options.sync, byte_budget_));
   }
 
   void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
@@ -267,7 +269,7 @@ class LeasedStoreImpl final : public LeasedStore {
   LeasedStoreOptions options_;
   MonotonicClock own_clock_;
   const Clock* const clock_;
-  std::atomic<int64_t> byte_budget_;
+  const std::shared_ptr<std::atomic<int64_t>> byte_budget_;
   mutable std::mutex registry_mu_;
   std::vector<LeasedLimiter*> limiters_;
   std::mutex sweep_mu_;
@@ -277,27 +279,29 @@ class LeasedStoreImpl final : public LeasedStore {
 };
 
 LeasedLimiter::LeasedLimiter(LeasedStoreImpl* store, std::unique_ptr<Limiter> inner,
-                             const QuotaSync& sync, std::atomic<int64_t>* byte_budget)
+                             const QuotaSync& sync,
+                             std::shared_ptr<std::atomic<int64_t>> byte_budget)
     : LayerLimiter(store),
       store_(store),
       inner_(std::move(inner)),
       sync_(sync),
-      book_(inner_->spec(), sync, byte_budget) {
+      book_(std::make_shared<LeaseBook>(inner_->spec(), sync, std::move(byte_budget))) {
   store_->Register(this);
 }
 
 LeasedLimiter::~LeasedLimiter() {
   store_->Unregister(this);
   // Shutdown, or a reload that changed the limit: the units go back for the other nodes.
+  book_->Close();
   const Timestamp now = store_->clock().Now();
-  for (const internal::GiveBackOrder& o : book_.TakeAll()) {
+  for (const internal::GiveBackOrder& o : book_->TakeAll()) {
     inner_->GiveBack(o.key, o.stamp_us, now, o.units);
   }
 }
 
 StoreStats LeasedLimiter::Stats() const {
   StoreStats s = inner_->Stats();
-  const internal::LeaseCounters& c = book_.counters();
+  const internal::LeaseCounters& c = book_->counters();
   s.leased_decisions = c.local.load(std::memory_order_relaxed);
   s.leases_taken = c.taken.load(std::memory_order_relaxed);
   s.leases_expired = c.expired.load(std::memory_order_relaxed);
@@ -311,15 +315,20 @@ void LeasedLimiter::Take(std::string_view key, Timestamp now, int64_t cost, int6
   const LeaseRequest request{
       .cost = cost, .want = want, .holder = store_->holder(), .ttl = sync_.lease_ttl};
   inner_->TakeAsync(key, now, request,
-                    [this, key = std::string(key), now, cost, want,
+                    [book = book_, inner = inner_, key = std::string(key), now, cost, want,
                      done = std::move(done)](const LeaseGrant& grant) {
-                      book_.Granted(key, now, cost, want, grant);
+                      book->Granted(key, now, cost, want, grant);
+                      if (book->closed()) {  // the limiter went while this was out
+                        for (const internal::GiveBackOrder& o : book->TakeAll()) {
+                          inner->GiveBack(o.key, o.stamp_us, now, o.units);
+                        }
+                      }
                       if (done) done(grant.decision);
                     });
 }
 
 void LeasedLimiter::ReturnExpired(Timestamp now) {
-  for (const internal::GiveBackOrder& o : book_.TakeExpired(now)) {
+  for (const internal::GiveBackOrder& o : book_->TakeExpired(now)) {
     inner_->GiveBack(o.key, o.stamp_us, now, o.units);
   }
 }
