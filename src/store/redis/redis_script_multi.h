@@ -99,34 +99,42 @@ return {now, results, rejected and 1 or 0}
 // entry if it is still the newest (otherwise it stays counted: the log's bookkeeping cannot lose an
 // entry in the middle). Returns 1.
 inline const LuaScript kRefundScript{std::string(kLuaPrelude) + R"lua(
-local key, alg = KEYS[1], tonumber(ARGV[3])
-local at = ARGV[2] == '' and now or tonumber(ARGV[2])
+local key, alg = KEYS[1], ARGV[3] + 0
+local at = ARGV[2] == '' and now or ARGV[2] + 0
 local p = {}
-for i = 4, #ARGV do p[#p + 1] = tonumber(ARGV[i]) end
+for i = 4, #ARGV do p[#p + 1] = ARGV[i] + 0 end
 local cost = p[#p - 1]
-local function keep(fields, ttl_us)
+-- The key's packed state (redis_scripts.h), converted from a hash an earlier version wrote.
+local function state(format, ...)
+  local v = redis.pcall('GET', key)
+  if v and v.err then v = unhash(key, format, ...) end
+  if not v then return nil end
+  return struct.unpack(format, v)
+end
+local function keep(format, a, b, ttl_us)
   if ttl_us > 0 then
-    redis.call('HSET', key, unpack(fields))
-    redis.call('PEXPIRE', key, cdiv(ttl_us, 1000))
+    redis.call('SET', key, struct.pack(format, a, b), 'PX', cdiv(ttl_us, 1000))
   else
     redis.call('DEL', key)
   end
 end
 if alg == 1 or alg == 5 then
   local D = p[2]
-  local st = redis.call('HMGET', key, 'w', 'c', 'p')
-  local sw, c, prev = tonumber(st[1]), tonumber(st[2]) or 0, tonumber(st[3]) or 0
+  local sw, c, prev
+  if alg == 1 then sw, c = state('<dd', 'w', 'c') else sw, c, prev = state('<ddd', 'w', 'c', 'p') end
+  if sw == nil then return 1 end
+  prev = prev or 0
   local wa = fdiv(at, D)
   if sw == wa then c = math.max(0, c - cost)
   elseif alg == 5 and sw == wa + 1 then prev = math.max(0, prev - cost)
   else return 1 end
+  -- The window's TTL stays as it was.
   if c == 0 and prev == 0 then redis.call('DEL', key)
-  elseif alg == 1 then redis.call('HSET', key, 'c', c)
-  else redis.call('HSET', key, 'c', c, 'p', prev) end
+  elseif alg == 1 then redis.call('SET', key, struct.pack('<dd', sw, c), 'KEEPTTL')
+  else redis.call('SET', key, struct.pack('<ddd', sw, c, prev), 'KEEPTTL') end
 elseif alg == 2 or alg == 4 then
   local cap, n, d = p[1], p[2], p[3]
-  local st = redis.call('HMGET', key, 's', 'l')
-  local s, last = tonumber(st[1]), tonumber(st[2])
+  local s, last = state('<dd', 's', 'l')
   if s == nil then return 1 end  -- full (token bucket) or empty (leaky bucket) already
   if now > last then
     local e = now - last
@@ -140,15 +148,14 @@ elseif alg == 2 or alg == 4 then
   end
   if alg == 2 then
     s = math.min(cap, s + cost * d)
-    keep({'s', s, 'l', last}, last - now + cdiv(cap - s, n))
+    keep('<dd', s, last, last - now + cdiv(cap - s, n))
   else
     s = math.max(0, s - cost * d)
-    keep({'s', s, 'l', last}, last - now + cdiv(s, n))
+    keep('<dd', s, last, last - now + cdiv(s, n))
   end
 elseif alg == 3 then
   local cap, n, d = p[1], p[2], p[3]
-  local st = redis.call('HMGET', key, 't', 'f')
-  local t, f = tonumber(st[1]), tonumber(st[2]) or 0
+  local t, f = state('<dd', 't', 'f')
   if t == nil then return 1 end
   -- The backlog ahead of now in 1/n us (relative, so it stays exact below 2^53).
   local backlog = (t - now) * n + f - cost * d
@@ -156,7 +163,7 @@ elseif alg == 3 then
     redis.call('DEL', key)
   else
     local whole = fdiv(backlog, n)
-    keep({'t', now + whole, 'f', backlog - whole * n}, cdiv(backlog, n))
+    keep('<dd', now + whole, backlog - whole * n, cdiv(backlog, n))
   end
 elseif alg == 6 then
   local tail = redis.call('ZRANGE', key, -2, -1, 'WITHSCORES')

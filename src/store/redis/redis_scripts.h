@@ -16,9 +16,20 @@ namespace sluice::internal {
 // (LimitCheck::quota), which only the multi-limit script reads. Without it: a decision. The caller
 // sends a charge's cost clamped to twice the capacity (no key holds more).
 //
+// What a call costs Redis (BENCHMARKS.md, "Redis CPU per script") is mostly its commands and
+// the script call itself, not its arithmetic, so every script here reads its key once (GET),
+// writes it at most once (SET with the TTL in the same command, KEEPTTL where the TTL already
+// set still holds), and writes nothing when nothing it stores changed: a refusal leaves the
+// state as it was (refill, leak and window arithmetic give the same result from the stored
+// state later), and so does a cost-0 check. State is a string of packed little-endian doubles
+// (Redis's Lua `struct` library: one C call to read or write it, where a hash cost HMGET, HSET
+// and PEXPIRE). Keys written by earlier versions (hashes) are read as they are and replaced by
+// the packed string at their next write (docs/redis.md, "Keys").
+//
 // Shared by the scripts below. Lua numbers are doubles: every quantity is an integer below 2^53
 // (the Redis store validates its specs for that), and division goes through fdiv/cdiv, which
 // correct the rounding of a/b so results are the exact floor/ceiling. Time is microseconds.
+// `x + 0` turns an argument into a number as tonumber() does, without the function call.
 inline constexpr char kLuaPrelude[] = R"lua(
 local function fdiv(a, b)
   local q = math.floor(a / b)
@@ -26,51 +37,72 @@ local function fdiv(a, b)
   return q
 end
 local function cdiv(a, b) return -fdiv(-a, b) end
+-- A key an earlier sluice wrote as a hash: its fields packed as the scripts store them now, or
+-- false when one is missing (no state). Any other type fails HMGET with WRONGTYPE.
+local function unhash(key, format, ...)
+  local st = redis.call('HMGET', key, ...)
+  for i = 1, #st do
+    st[i] = tonumber(st[i])
+    if st[i] == nil then return false end
+  end
+  return struct.pack(format, unpack(st))
+end
 local now
 if ARGV[1] == '' then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = t[1] * 1000000 + t[2]
 else
-  now = tonumber(ARGV[1])
+  now = ARGV[1] + 0
 end
 )lua";
 
-// Fixed window. KEYS[1]: hash {w: window index, c: hits in it}.
-// ARGV: now_us|'', limit, window_us, cost, charge. Returns {allowed, remaining, reset_us,
+// Fixed window. KEYS[1]: packed {window index, hits in it}, expiring when the window ends.
+// ARGV: now_us|'', limit, window_us, cost, flags. Returns {allowed, remaining, reset_us,
 // retry_us}.
 inline constexpr char kFixedWindowBody[] = R"lua(
-local limit, D, cost = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local charge = (tonumber(ARGV[5]) or 0) % 2 == 1
+local limit, D, cost = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
+local charge = (ARGV[5] or 0) % 2 == 1
 local w = fdiv(now, D)
-local st = redis.call('HMGET', KEYS[1], 'w', 'c')
-local sw, count = tonumber(st[1]), tonumber(st[2]) or 0
-if sw == nil or w > sw then sw, count = w, 0 end
+local v = redis.pcall('GET', KEYS[1])
+if v and v.err then v = unhash(KEYS[1], '<dd', 'w', 'c') end
+local sw, count, kept = w, 0, false
+if v then
+  sw, count = struct.unpack('<dd', v)
+  -- The key's TTL ends with its window: a later write in that window keeps it.
+  kept = true
+  if w > sw then sw, count, kept = w, 0, false end
+end
 local until_next = (sw + 1) * D - now
+local before = count
 local allowed = count + cost <= limit
 if allowed then
   count = count + cost
 elseif charge then
   count = math.max(count, math.min(count + cost, 2 * limit))
 end
-if (allowed or charge) and count > 0 then
-  redis.call('HSET', KEYS[1], 'w', sw, 'c', count)
-  -- A relative TTL: right under Redis's clock and under a passed-in test clock alike.
-  redis.call('PEXPIRE', KEYS[1], cdiv(until_next, 1000))
+if count > before then
+  if kept then
+    redis.call('SET', KEYS[1], struct.pack('<dd', sw, count), 'KEEPTTL')
+  else
+    -- A relative TTL: right under Redis's clock and under a passed-in test clock alike.
+    redis.call('SET', KEYS[1], struct.pack('<dd', sw, count), 'PX', cdiv(until_next, 1000))
+  end
 end
 if allowed then return {1, limit - count, count > 0 and until_next or 0, 0} end
 return {0, math.max(0, limit - count), count > 0 and until_next or 0, until_next}
 )lua";
 inline const LuaScript kFixedWindowScript{std::string(kLuaPrelude) + kFixedWindowBody};
 
-// Token bucket. KEYS[1]: hash {s: tokens * d, l: last refill (us)}.
-// ARGV: now_us|'', capacity*d, n, d, cost, charge. Returns {allowed, remaining, reset_us,
+// Token bucket. KEYS[1]: packed {tokens * d, last refill (us)}, expiring when full again.
+// ARGV: now_us|'', capacity*d, n, d, cost, flags. Returns {allowed, remaining, reset_us,
 // retry_us}.
 inline constexpr char kTokenBucketBody[] = R"lua(
-local cap, n, d, cost = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local charge = (tonumber(ARGV[6]) or 0) % 2 == 1
-local st = redis.call('HMGET', KEYS[1], 's', 'l')
-local s, last = tonumber(st[1]), tonumber(st[2])
-if s == nil then s, last = cap, now end
+local cap, n, d, cost = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0
+local charge = (ARGV[6] or 0) % 2 == 1
+local v = redis.pcall('GET', KEYS[1])
+if v and v.err then v = unhash(KEYS[1], '<dd', 's', 'l') end
+local s, last = cap, now
+if v then s, last = struct.unpack('<dd', v) end
 if now > last then
   local e = now - last
   -- In debt (s < 0, after a charge) the bucket takes up to twice its fill time to fill.
@@ -79,7 +111,7 @@ if now > last then
 end
 local behind = last - now
 local need = cost * d
-local allowed, retry = 0, 0
+local allowed, retry, taken = 0, 0, need
 if s >= need then
   s = s - need
   allowed = 1
@@ -87,28 +119,29 @@ else
   if charge then
     s = math.max(-cap, s - need)
     need = math.min(need, cap)
+  else
+    taken = 0
   end
   retry = behind + cdiv(need - s, n)
 end
 local reset = behind + cdiv(cap - s, n)
-if reset > 0 then
-  redis.call('HSET', KEYS[1], 's', s, 'l', last)
-  redis.call('PEXPIRE', KEYS[1], cdiv(reset, 1000))
-else
-  redis.call('DEL', KEYS[1])  -- full again: the same as no state
+if taken > 0 then
+  redis.call('SET', KEYS[1], struct.pack('<dd', s, last), 'PX', cdiv(reset, 1000))
 end
 return {allowed, math.max(0, fdiv(s, d)), reset, retry}
 )lua";
 inline const LuaScript kTokenBucketScript{std::string(kLuaPrelude) + kTokenBucketBody};
 
-// GCRA. KEYS[1]: hash {t: theoretical arrival time (us), f: its fraction in 1/n us}.
-// ARGV: now_us|'', capacity*d, n, d, cost, charge. Returns {allowed, remaining, reset_us,
+// GCRA. KEYS[1]: packed {theoretical arrival time (us), its fraction in 1/n us}.
+// ARGV: now_us|'', capacity*d, n, d, cost, flags. Returns {allowed, remaining, reset_us,
 // retry_us}.
 inline constexpr char kGcraBody[] = R"lua(
-local cap, n, d, cost = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local charge = (tonumber(ARGV[6]) or 0) % 2 == 1
-local st = redis.call('HMGET', KEYS[1], 't', 'f')
-local tat, frac = tonumber(st[1]) or now, tonumber(st[2]) or 0
+local cap, n, d, cost = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0
+local charge = (ARGV[6] or 0) % 2 == 1
+local v = redis.pcall('GET', KEYS[1])
+if v and v.err then v = unhash(KEYS[1], '<dd', 't', 'f') end
+local tat, frac = now, 0
+if v then tat, frac = struct.unpack('<dd', v) end
 local ahead = tat - now
 local backlog = 0
 -- A backlog is at most 2 * cap (one capacity of debt); beyond that the clock stepped back.
@@ -120,9 +153,9 @@ if backlog + need <= cap then
   local after = backlog + need
   local whole = fdiv(after, n)
   local reset = cdiv(after, n)
-  if reset > 0 then
-    redis.call('HSET', KEYS[1], 't', now + whole, 'f', after - whole * n)
-    redis.call('PEXPIRE', KEYS[1], cdiv(reset, 1000))
+  if need > 0 then
+    redis.call('SET', KEYS[1], struct.pack('<dd', now + whole, after - whole * n), 'PX',
+               cdiv(reset, 1000))
   end
   return {1, fdiv(cap - after, d), reset, 0}
 end
@@ -130,8 +163,8 @@ if charge then
   local after = math.min(backlog + need, 2 * cap)
   if after > backlog then
     local whole = fdiv(after, n)
-    redis.call('HSET', KEYS[1], 't', now + whole, 'f', after - whole * n)
-    redis.call('PEXPIRE', KEYS[1], cdiv(cdiv(after, n), 1000))
+    redis.call('SET', KEYS[1], struct.pack('<dd', now + whole, after - whole * n), 'PX',
+               cdiv(cdiv(after, n), 1000))
     backlog = after
   end
   need = math.min(need, cap)
@@ -142,14 +175,16 @@ return {0, remaining, cdiv(backlog, n), cdiv(backlog + need - cap, n)}
 )lua";
 inline const LuaScript kGcraScript{std::string(kLuaPrelude) + kGcraBody};
 
-// Leaky bucket. KEYS[1]: hash {s: queued hits * d, l: last leak (us)}.
-// ARGV: now_us|'', capacity*d, n, d, shaper 0|1, cost, charge.
+// Leaky bucket. KEYS[1]: packed {queued hits * d, last leak (us)}, expiring when empty again.
+// ARGV: now_us|'', capacity*d, n, d, shaper 0|1, cost, flags.
 // Returns {allowed, remaining, reset_us, retry_us, delay_us}.
 inline constexpr char kLeakyBucketBody[] = R"lua(
-local cap, n, d = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local shaper, cost, charge = ARGV[5] == '1', tonumber(ARGV[6]), (tonumber(ARGV[7]) or 0) % 2 == 1
-local st = redis.call('HMGET', KEYS[1], 's', 'l')
-local level, last = tonumber(st[1]) or 0, tonumber(st[2]) or now
+local cap, n, d = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
+local shaper, cost, charge = ARGV[5] == '1', ARGV[6] + 0, (ARGV[7] or 0) % 2 == 1
+local v = redis.pcall('GET', KEYS[1])
+if v and v.err then v = unhash(KEYS[1], '<dd', 's', 'l') end
+local level, last = 0, now
+if v then level, last = struct.unpack('<dd', v) end
 if now > last then
   local e = now - last
   -- Over its capacity (after a charge) the bucket takes up to twice its drain time to empty.
@@ -162,7 +197,7 @@ if now > last then
 end
 local behind = last - now
 local need = cost * d
-local allowed, retry, delay = 0, 0, 0
+local allowed, retry, delay, before = 0, 0, 0, level
 if level + need <= cap then
   if shaper then delay = behind + cdiv(level, n) end
   level = level + need
@@ -175,35 +210,35 @@ else
   retry = behind + cdiv(level + need - cap, n)
 end
 local reset = behind + cdiv(level, n)
-if reset > 0 then
-  redis.call('HSET', KEYS[1], 's', level, 'l', last)
-  redis.call('PEXPIRE', KEYS[1], cdiv(reset, 1000))
-else
-  redis.call('DEL', KEYS[1])
+if level > before then
+  redis.call('SET', KEYS[1], struct.pack('<dd', level, last), 'PX', cdiv(reset, 1000))
 end
 return {allowed, math.max(0, fdiv(cap - level, d)), reset, retry, delay}
 )lua";
 inline const LuaScript kLeakyBucketScript{std::string(kLuaPrelude) + kLeakyBucketBody};
 
-// Sliding window counter. KEYS[1]: hash {w: window, c: current, p: previous}.
-// ARGV: now_us|'', limit, window_us, cost, charge. Returns {allowed, remaining, reset_us,
+// Sliding window counter. KEYS[1]: packed {window, current, previous}.
+// ARGV: now_us|'', limit, window_us, cost, flags. Returns {allowed, remaining, reset_us,
 // retry_us}.
 inline constexpr char kSlidingWindowCounterBody[] = R"lua(
-local limit, D, cost = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local charge = (tonumber(ARGV[5]) or 0) % 2 == 1
+local limit, D, cost = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
+local charge = (ARGV[5] or 0) % 2 == 1
 local w = fdiv(now, D)
-local st = redis.call('HMGET', KEYS[1], 'w', 'c', 'p')
-local sw, cur, prev = tonumber(st[1]), tonumber(st[2]) or 0, tonumber(st[3]) or 0
-if sw == nil then sw = w end
+local v = redis.pcall('GET', KEYS[1])
+if v and v.err then v = unhash(KEYS[1], '<ddd', 'w', 'c', 'p') end
+local sw, cur, prev = w, 0, 0
+if v then sw, cur, prev = struct.unpack('<ddd', v) end
+-- With hits in its current window the key expires a window after that one ends: a later write
+-- in the same window keeps the TTL.
+local kept = cur > 0
 if w > sw then
   if w == sw + 1 then prev = cur else prev = 0 end
-  cur = 0
-  sw = w
+  cur, sw, kept = 0, w, false
 end
 local offset = math.max(0, now - sw * D)
 local full = limit * D
 local estimate = cur * D + prev * (D - offset)
-local allowed, retry = 0, 0
+local allowed, retry, before = 0, 0, cur
 if estimate + cost * D <= full then
   cur = cur + cost
   estimate = estimate + cost * D
@@ -211,7 +246,6 @@ if estimate + cost * D <= full then
 else
   if charge then
     -- As the memory store, whose counts are 32-bit: at most 2^32 - 1 hits.
-    local before = cur
     cur = math.max(cur, math.min(cur + cost, 2 * limit, 4294967295))
     estimate = estimate + (cur - before) * D
     cost = math.min(cost, limit)
@@ -226,11 +260,12 @@ end
 local window_end = sw * D + D
 local reset = 0
 if cur > 0 then reset = window_end + D - now elseif prev > 0 then reset = window_end - now end
-if reset > 0 then
-  redis.call('HSET', KEYS[1], 'w', sw, 'c', cur, 'p', prev)
-  redis.call('PEXPIRE', KEYS[1], cdiv(reset, 1000))
-else
-  redis.call('DEL', KEYS[1])
+if cur > before then
+  if kept then
+    redis.call('SET', KEYS[1], struct.pack('<ddd', sw, cur, prev), 'KEEPTTL')
+  else
+    redis.call('SET', KEYS[1], struct.pack('<ddd', sw, cur, prev), 'PX', cdiv(reset, 1000))
+  end
 end
 return {allowed, math.max(0, fdiv(full - estimate, D)), reset, retry}
 )lua";

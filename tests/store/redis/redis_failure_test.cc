@@ -154,8 +154,8 @@ TEST(RedisFailure, ErrorRepliesAreDegradedDecisionsButDoNotOpenTheBreaker) {
   auto c = internal::RedisClient::Connect("127.0.0.1", server.port(), milliseconds(500),
                                           milliseconds(2000));
   ASSERT_TRUE(c.has_value());
-  // Someone else wrote a string where the limiter keeps a hash: every script on it fails.
-  ASSERT_TRUE((*c)->Command({"SET", RedisKeyFor("sluice", "errors", "broken"), "x"}).has_value());
+  // Someone else wrote a list where the limiter keeps a string: every script on it fails.
+  ASSERT_TRUE((*c)->Command({"RPUSH", RedisKeyFor("sluice", "errors", "broken"), "x"}).has_value());
   for (int i = 0; i < 20; ++i) {
     const Decision d = (*limiter)->Decide("broken", {}, 1);
     EXPECT_TRUE(d.degraded);

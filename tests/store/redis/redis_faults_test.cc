@@ -295,9 +295,14 @@ TEST(RedisRestart, ACommandThatMayHaveRunIsNotRetried) {
   EXPECT_FALSE(d.allowed) << "failed closed";
   server.Resume();
   // A connection made after the wake-up is served after what was already in Redis's sockets.
-  auto count = Client(server.port())->Command({"HGET", key, "c"});
+  // The window's hit count, the second of the key's packed numbers (redis_scripts.h).
+  auto count = Client(server.port())
+                   ->Command({"EVAL",
+                              "local w, c = struct.unpack('<dd', redis.call('GET', KEYS[1])) "
+                              "return c",
+                              "1", key});
   ASSERT_TRUE(count.has_value());
-  EXPECT_EQ(count->str, "2") << "the first decision and the timed-out one, which ran once";
+  EXPECT_EQ(count->integer, 2) << "the first decision and the timed-out one, which ran once";
 }
 
 // ---- item 6: events for the log ----
@@ -358,7 +363,8 @@ TEST(RedisEvents, ScriptErrorsAreToldAndRateLimited) {
   ASSERT_TRUE(store.has_value());
   auto limiter = (*store)->MakeLimiter(kHourly, "broken", false);
   ASSERT_TRUE(limiter.has_value());
-  ASSERT_TRUE(Client(server.port())->Command({"SET", RedisKeyFor("sluice", "broken", "k"), "x"}));
+  // A list where the limiter keeps a string: every script on it fails with WRONGTYPE.
+  ASSERT_TRUE(Client(server.port())->Command({"RPUSH", RedisKeyFor("sluice", "broken", "k"), "x"}));
   for (int i = 0; i < 50; ++i) EXPECT_TRUE((**limiter).Decide("k", {}, 1).degraded);
   int told = 0;
   for (const RedisEvent& e : events.All()) {
