@@ -27,16 +27,16 @@ namespace sluice::internal {
 // the packed string at their next write (docs/redis.md, "Keys").
 //
 // Shared by the scripts below. Lua numbers are doubles: every quantity is an integer below 2^53
-// (the Redis store validates its specs for that), and division goes through fdiv/cdiv, which
-// correct the rounding of a/b so results are the exact floor/ceiling. Time is microseconds.
-// `x + 0` turns an argument into a number as tonumber() does, without the function call.
+// (the Redis store validates its specs for that), so floor(a / b) and ceil(a / b) are exact for
+// the integer b >= 1 the scripts divide by: a/b = q + r/b with 0 < r < b is at least 1/b from
+// the integers either side, while rounding moves it by at most (a/b) * 2^-53 < 1/b when
+// |a| < 2^53, so it never lands on or across one. fdiv/cdiv (the same, as functions) are kept
+// for the refund script. Time is microseconds. `x + 0` turns an argument into a number as
+// tonumber() does, without the function call.
 inline constexpr char kLuaPrelude[] = R"lua(
-local function fdiv(a, b)
-  local q = math.floor(a / b)
-  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
-  return q
-end
-local function cdiv(a, b) return -fdiv(-a, b) end
+local floor, ceil = math.floor, math.ceil
+local function fdiv(a, b) return floor(a / b) end
+local function cdiv(a, b) return ceil(a / b) end
 -- A key an earlier sluice wrote as a hash: its fields packed as the scripts store them now, or
 -- false when one is missing (no state). Any other type fails HMGET with WRONGTYPE.
 local function unhash(key, format, ...)
@@ -62,7 +62,7 @@ end
 inline constexpr char kFixedWindowBody[] = R"lua(
 local limit, D, cost = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
 local charge = (ARGV[5] or 0) % 2 == 1
-local w = fdiv(now, D)
+local w = floor(now / D)
 local v = redis.pcall('GET', KEYS[1])
 if v and v.err then v = unhash(KEYS[1], '<dd', 'w', 'c') end
 local sw, count, kept = w, 0, false
@@ -85,7 +85,7 @@ if count > before then
     redis.call('SET', KEYS[1], struct.pack('<dd', sw, count), 'KEEPTTL')
   else
     -- A relative TTL: right under Redis's clock and under a passed-in test clock alike.
-    redis.call('SET', KEYS[1], struct.pack('<dd', sw, count), 'PX', cdiv(until_next, 1000))
+    redis.call('SET', KEYS[1], struct.pack('<dd', sw, count), 'PX', ceil(until_next / 1000))
   end
 end
 if allowed then return {1, limit - count, count > 0 and until_next or 0, 0} end
@@ -122,13 +122,13 @@ else
   else
     taken = 0
   end
-  retry = behind + cdiv(need - s, n)
+  retry = behind + ceil((need - s) / n)
 end
-local reset = behind + cdiv(cap - s, n)
+local reset = behind + ceil((cap - s) / n)
 if taken > 0 then
-  redis.call('SET', KEYS[1], struct.pack('<dd', s, last), 'PX', cdiv(reset, 1000))
+  redis.call('SET', KEYS[1], struct.pack('<dd', s, last), 'PX', ceil(reset / 1000))
 end
-return {allowed, math.max(0, fdiv(s, d)), reset, retry}
+return {allowed, math.max(0, floor(s / d)), reset, retry}
 )lua";
 inline const LuaScript kTokenBucketScript{std::string(kLuaPrelude) + kTokenBucketBody};
 
@@ -151,27 +151,27 @@ elseif ahead == 0 then backlog = frac end
 local need = cost * d
 if backlog + need <= cap then
   local after = backlog + need
-  local whole = fdiv(after, n)
-  local reset = cdiv(after, n)
+  local whole = floor(after / n)
+  local reset = ceil(after / n)
   if need > 0 then
     redis.call('SET', KEYS[1], struct.pack('<dd', now + whole, after - whole * n), 'PX',
-               cdiv(reset, 1000))
+               ceil(reset / 1000))
   end
-  return {1, fdiv(cap - after, d), reset, 0}
+  return {1, floor((cap - after) / d), reset, 0}
 end
 if charge then
   local after = math.min(backlog + need, 2 * cap)
   if after > backlog then
-    local whole = fdiv(after, n)
+    local whole = floor(after / n)
     redis.call('SET', KEYS[1], struct.pack('<dd', now + whole, after - whole * n), 'PX',
-               cdiv(cdiv(after, n), 1000))
+               ceil((ceil(after / n)) / 1000))
     backlog = after
   end
   need = math.min(need, cap)
 end
 local remaining = 0
-if backlog < cap then remaining = fdiv(cap - backlog, d) end
-return {0, remaining, cdiv(backlog, n), cdiv(backlog + need - cap, n)}
+if backlog < cap then remaining = floor((cap - backlog) / d) end
+return {0, remaining, ceil(backlog / n), ceil((backlog + need - cap) / n)}
 )lua";
 inline const LuaScript kGcraScript{std::string(kLuaPrelude) + kGcraBody};
 
@@ -199,7 +199,7 @@ local behind = last - now
 local need = cost * d
 local allowed, retry, delay, before = 0, 0, 0, level
 if level + need <= cap then
-  if shaper then delay = behind + cdiv(level, n) end
+  if shaper then delay = behind + ceil(level / n) end
   level = level + need
   allowed = 1
 else
@@ -207,13 +207,13 @@ else
     level = math.max(level, math.min(level + need, 2 * cap))
     need = math.min(need, cap)
   end
-  retry = behind + cdiv(level + need - cap, n)
+  retry = behind + ceil((level + need - cap) / n)
 end
-local reset = behind + cdiv(level, n)
+local reset = behind + ceil(level / n)
 if level > before then
-  redis.call('SET', KEYS[1], struct.pack('<dd', level, last), 'PX', cdiv(reset, 1000))
+  redis.call('SET', KEYS[1], struct.pack('<dd', level, last), 'PX', ceil(reset / 1000))
 end
-return {allowed, math.max(0, fdiv(cap - level, d)), reset, retry, delay}
+return {allowed, math.max(0, floor((cap - level) / d)), reset, retry, delay}
 )lua";
 inline const LuaScript kLeakyBucketScript{std::string(kLuaPrelude) + kLeakyBucketBody};
 
@@ -223,7 +223,7 @@ inline const LuaScript kLeakyBucketScript{std::string(kLuaPrelude) + kLeakyBucke
 inline constexpr char kSlidingWindowCounterBody[] = R"lua(
 local limit, D, cost = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
 local charge = (ARGV[5] or 0) % 2 == 1
-local w = fdiv(now, D)
+local w = floor(now / D)
 local v = redis.pcall('GET', KEYS[1])
 if v and v.err then v = unhash(KEYS[1], '<ddd', 'w', 'c', 'p') end
 local sw, cur, prev = w, 0, 0
@@ -252,9 +252,9 @@ else
   end
   local room = limit - cost - cur
   if room >= 0 then
-    retry = (D - fdiv(room * D, prev)) - offset
+    retry = (D - floor((room * D) / prev)) - offset
   else
-    retry = (D - offset) + (D - fdiv((limit - cost) * D, cur))
+    retry = (D - offset) + (D - floor(((limit - cost) * D) / cur))
   end
 end
 local window_end = sw * D + D
@@ -264,10 +264,10 @@ if cur > before then
   if kept then
     redis.call('SET', KEYS[1], struct.pack('<ddd', sw, cur, prev), 'KEEPTTL')
   else
-    redis.call('SET', KEYS[1], struct.pack('<ddd', sw, cur, prev), 'PX', cdiv(reset, 1000))
+    redis.call('SET', KEYS[1], struct.pack('<ddd', sw, cur, prev), 'PX', ceil(reset / 1000))
   end
 end
-return {allowed, math.max(0, fdiv(full - estimate, D)), reset, retry}
+return {allowed, math.max(0, floor((full - estimate) / D)), reset, retry}
 )lua";
 inline const LuaScript kSlidingWindowCounterScript{std::string(kLuaPrelude) +
                                                    kSlidingWindowCounterBody};
