@@ -12,7 +12,8 @@
 // store's own script with the store's own arguments:
 //   redis_load --print-script token_bucket   the exact Lua source the store loads (no newline
 //                                            added, so SCRIPT LOAD gives the store's SHA)
-//   redis_load --print-args token_bucket     ARGV after `now`, one per line (spec args, cost)
+//   redis_load --print-args token_bucket     ARGV after `now`, one per line (spec args, cost,
+//                                            flags), as the store sends them
 // scripts/run-redis-bench checks both against what the store really sends (SCRIPT EXISTS on the
 // SHA, and a MONITOR capture of one call).
 #include <algorithm>
@@ -347,7 +348,7 @@ int main(int argc, char** argv) {
   }
   if (o.print == "args") {
     for (const std::string& p : sluice::ParamsOf(sluice::SpecOf(o))) std::printf("%s\n", p.c_str());
-    std::printf("1\n");  // cost
+    std::printf("1\n0\n");  // cost, flags (a decision: redis_scripts.h)
     return 0;
   }
   return sluice::Run(o);
