@@ -16,7 +16,7 @@ namespace sluice::internal {
 // (LimitCheck::quota), which only the multi-limit script reads. Without it: a decision. The caller
 // sends a charge's cost clamped to twice the capacity (no key holds more).
 //
-// What a call costs Redis (BENCHMARKS.md, "Redis CPU per script") is mostly its commands and
+// What a call costs Redis (BENCHMARKS.md, "Exact mode, cheaper") is mostly its commands and
 // the script call itself, not its arithmetic, so every script here reads its key once (GET),
 // writes it at most once (SET with the TTL in the same command, KEEPTTL where the TTL already
 // set still holds), and writes nothing when nothing it stores changed: a refusal leaves the
