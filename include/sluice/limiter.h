@@ -51,6 +51,14 @@ struct StoreStats {
   uint64_t leases_expired = 0;
   uint64_t lease_returns = 0;
   int64_t lease_units_held = 0;
+  // A store with a batched layer (batched_store.h): decisions taken from this node's local
+  // views without asking the store behind it; hits taken here and not yet sent to it; and hits
+  // this node admitted that its syncs found beyond the shared limit (its over-admission, where
+  // the shared store's answer shows it: the bucket algorithms). keys and bytes include the views.
+  bool batched = false;
+  uint64_t local_decisions = 0;
+  uint64_t batched_pending_hits = 0;
+  uint64_t batched_over_admitted_hits = 0;
 };
 
 struct DecideRequest {

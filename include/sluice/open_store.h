@@ -4,7 +4,9 @@
 //
 // "memory" is the embedded memory store; "redis://[user:password@]host:port[/db]" one Redis
 // server; "redis+cluster://[user:password@]host:port[,host:port...]" a Redis Cluster. A Redis
-// store is opened behind an over-limit cache (over_limit_cache.h) unless local_cache_bytes is 0.
+// store is opened behind the leased layer (leased_store.h), the batched layer (batched_store.h:
+// it decides the limits made with `sync: batched` locally), each passing every other limit
+// through, and, unless local_cache_bytes is 0, an over-limit cache (over_limit_cache.h).
 #ifndef SLUICE_OPEN_STORE_H_
 #define SLUICE_OPEN_STORE_H_
 
@@ -12,6 +14,7 @@
 #include <memory>
 #include <string_view>
 
+#include "sluice/batched_store.h"
 #include "sluice/clock.h"
 #include "sluice/memory_store.h"
 #include "sluice/over_limit_cache.h"
@@ -37,8 +40,11 @@ struct OpenStoreOptions {
   size_t local_cache_bytes = size_t{64} << 20;
   // Redis: the leases of `sync: leased` limits (LeasedStoreOptions::max_bytes).
   size_t lease_bytes = size_t{16} << 20;
-  // Redis: the clock leases expire by; null: the store's own MonotonicClock. Must outlive it.
+  // Redis: the clock leases expire by and batched limits sync by; null: the store's own
+  // MonotonicClock. Must outlive it.
   const Clock* clock = nullptr;
+  // Redis: the memory the batched layer's views may take (BatchedStoreOptions::max_bytes).
+  size_t batched_bytes = size_t{16} << 20;
 };
 
 Result<std::shared_ptr<Store>> OpenStore(std::string_view address, const OpenStoreOptions& options);

@@ -2,11 +2,24 @@
 
 #include <utility>
 
+#include "sluice/batched_store.h"
+#include "sluice/clock.h"
 #include "sluice/leased_store.h"
 #include "sluice/over_limit_cache.h"
 #include "sluice/redis_store.h"
 
 namespace sluice {
+namespace {
+
+// `store` becomes `layer`, the store that wraps it, if it could be opened.
+template <typename T>
+Result<void> Wrap(std::shared_ptr<Store>& store, Result<std::shared_ptr<T>> layer) {
+  if (!layer) return std::unexpected(layer.error());
+  store = std::move(*layer);
+  return {};
+}
+
+}  // namespace
 
 Result<std::shared_ptr<Store>> OpenStore(std::string_view address,
                                          const OpenStoreOptions& options) {
@@ -27,12 +40,25 @@ Result<std::shared_ptr<Store>> OpenStore(std::string_view address,
   if (!options.redis_monitor) redis->monitor_interval = std::chrono::milliseconds(0);
   auto redis_store = OpenRedisStore(*redis);
   if (!redis_store) return std::unexpected(redis_store.error());
-  // Layers, each passing on the limits it does not serve: leased limits, then the over-limit
-  // cache (which keeps no facts for limits that do not ask Redis every time).
-  auto leased = OpenLeasedStore(std::move(*redis_store),
-                                {.max_bytes = options.lease_bytes, .clock = options.clock});
-  if (!leased) return std::unexpected(leased.error());
-  std::shared_ptr<Store> store = std::move(*leased);
+  // The batched layer's sync timer reads the caller's clock (not owned: it must outlive the
+  // store), or one of its own.
+  const std::shared_ptr<const Clock> clock =
+      options.clock != nullptr ? std::shared_ptr<const Clock>(std::shared_ptr<void>(), options.clock)
+                               : std::make_shared<MonotonicClock>();
+  // Layers, innermost first, each passing on the limits it does not serve: leased limits,
+  // batched limits, then the over-limit cache (which keeps no facts for limits that do not ask
+  // Redis every time).
+  std::shared_ptr<Store> store = std::move(*redis_store);
+  if (auto ok = Wrap(store, OpenLeasedStore(store, {.max_bytes = options.lease_bytes,
+                                                    .clock = options.clock}));
+      !ok) {
+    return std::unexpected(ok.error());
+  }
+  if (auto ok = Wrap(store, OpenBatchedStore(store, {.max_bytes = options.batched_bytes,
+                                                     .clock = clock}));
+      !ok) {
+    return std::unexpected(ok.error());
+  }
   if (options.local_cache_bytes == 0) return store;
   return OpenOverLimitCache(std::move(store), {.max_bytes = options.local_cache_bytes});
 }

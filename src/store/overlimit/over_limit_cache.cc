@@ -118,9 +118,9 @@ class CacheStore final : public Store, public std::enable_shared_from_this<Cache
   StoreStats Stats() const override {
     StoreStats s = inner_->Stats();
     s.over_limit_cache = true;
-    s.bytes = cache_.bytes();
-    s.max_bytes = cache_.max_bytes();
-    s.evictions = cache_.evictions();
+    s.bytes += cache_.bytes();  // the layers behind it may hold memory of their own
+    s.max_bytes += cache_.max_bytes();
+    s.evictions += cache_.evictions();
     s.cached_decisions = cached_.load(std::memory_order_relaxed);
     s.forwarded_decisions = forwarded_.load(std::memory_order_relaxed);
     return s;

@@ -1,0 +1,384 @@
+// The batched limiters (batched_limiter.h): per key a view -- the shared state as of the last
+// sync, read back from the inner store's answer (view_seed.h), plus this node's hits since --
+// decided with the pure algorithm, and the hits not yet sent.
+#include "store/batched/batched_limiter.h"
+
+#include <array>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "core/arith.h"
+#include "store/batched/batched_store_impl.h"
+#include "store/batched/view_seed.h"
+
+namespace sluice::internal {
+
+BatchedLimiter::BatchedLimiter(std::shared_ptr<BatchedStoreImpl> store,
+                               std::unique_ptr<Limiter> inner, Duration interval)
+    : WrappingLimiter(store.get(), std::move(inner)),
+      store_(std::move(store)),
+      interval_(interval) {}
+
+BatchedLimiter::~BatchedLimiter() = default;
+
+namespace {
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+template <typename Alg>
+class ViewLimiter final : public BatchedLimiter {
+ public:
+  using State = typename Alg::State;
+
+  ViewLimiter(std::shared_ptr<BatchedStoreImpl> store, std::unique_ptr<Limiter> inner, Alg alg,
+              const LimitSpec& spec, Duration interval)
+      : BatchedLimiter(std::move(store), std::move(inner), interval),
+        alg_(std::move(alg)),
+        scale_(spec) {}
+
+  // Sends what is pending before the views go (the derived part must still be alive).
+  ~ViewLimiter() override {
+    store().Unregister(this);
+    for (Shard& shard : shards_) {
+      for (const auto& [key, view] : shard.map) store().Release(EntryBytes(key));
+    }
+  }
+
+  Decision Decide(std::string_view key, Timestamp now, int64_t cost) override {
+    return Take(key, now, cost, /*charge=*/false);
+  }
+  Decision Charge(std::string_view key, Timestamp now, int64_t cost) override {
+    return Take(key, now, cost, /*charge=*/true);
+  }
+  void DecideAsync(std::string_view key, Timestamp now, int64_t cost,
+                   DecisionCallback done) override {
+    TakeAsync(key, now, cost, /*charge=*/false, std::move(done));
+  }
+  void ChargeAsync(std::string_view key, Timestamp now, int64_t cost,
+                   DecisionCallback done) override {
+    TakeAsync(key, now, cost, /*charge=*/true, std::move(done));
+  }
+
+  // What is still pending is given back here first (as if it had never been taken); the rest
+  // was sent already, and is given back in the inner store.
+  void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
+    if (cost <= 0) return;
+    int64_t rest = cost;
+    {
+      Shard& shard = ShardFor(key);
+      std::lock_guard lock(shard.mu);
+      auto it = shard.map.find(key);
+      if (it != shard.map.end()) {
+        View& v = it->second;
+        alg_.Refund(v.state, at, now, cost);
+        if (SameWindow(v, at)) {
+          const int64_t taken = std::min(v.pending, cost);
+          v.pending -= taken;
+          v.admitted = std::max<int64_t>(0, v.admitted - taken);
+          rest -= taken;
+        }
+      }
+    }
+    if (rest > 0) inner_->Refund(key, at, now, rest);
+  }
+
+  void Reset(std::string_view key) override {
+    {
+      Shard& shard = ShardFor(key);
+      std::lock_guard lock(shard.mu);
+      auto it = shard.map.find(key);
+      if (it != shard.map.end()) {
+        store().Release(EntryBytes(it->first));
+        shard.map.erase(it);
+      }
+    }
+    inner_->Reset(key);
+  }
+
+  StoreStats Stats() const override {
+    StoreStats s = inner_->Stats();
+    s.batched = true;
+    s.keys += views();
+    s.batched_pending_hits = pending_hits();
+    s.batched_over_admitted_hits = over_admitted();
+    return s;
+  }
+
+  bool HasView(std::string_view key) const override {
+    const Shard& shard = ShardFor(key);
+    std::lock_guard lock(shard.mu);
+    return shard.map.contains(key);
+  }
+
+  void Observe(std::string_view key, Timestamp now, int64_t cost, bool charge,
+               const Decision& answer) override {
+    if (answer.degraded || answer.reason == DecisionReason::kInvalidRequest) return;
+    Shard& shard = ShardFor(key);
+    std::lock_guard lock(shard.mu);
+    auto it = shard.map.find(key);
+    if (it != shard.map.end()) {
+      // The inner store took it; the view takes it too (not pending: it is not to be sent).
+      View& v = it->second;
+      if (charge) {
+        alg_.Charge(v.state, now, cost);
+      } else if (answer.allowed && cost > 0) {
+        alg_.Charge(v.state, now, cost);
+      }
+      v.used = true;
+      return;
+    }
+    const size_t bytes = EntryBytes(key);
+    if (!store().Reserve(bytes)) return;  // no room: this key stays exact
+    View v;
+    v.state = Read(answer, now, /*in_debt=*/!answer.allowed && (charge || cost == 0));
+    v.used = true;
+    shard.map.emplace(std::string(key), v);
+  }
+
+  void Collect(Timestamp now, std::vector<FlushItem>& items, BatchedFlush& result) override {
+    for (Shard& shard : shards_) {
+      std::lock_guard lock(shard.mu);
+      for (auto it = shard.map.begin(); it != shard.map.end();) {
+        View& v = it->second;
+        if (!v.used && v.pending == 0) {  // not used for a whole interval: the next use asks
+          store().Release(EntryBytes(it->first));
+          it = shard.map.erase(it);
+          ++result.views_dropped;
+          continue;
+        }
+        if (!SameWindow(v, now)) v.pending = v.admitted = 0;  // a window that ended: moot
+        items.push_back(FlushItem{this, it->first, v.pending, v.admitted});
+        v.in_flight = v.pending;
+        v.in_flight_admitted = v.admitted;
+        v.pending = v.admitted = 0;
+        v.used = false;
+        ++result.keys_sent;
+        ++it;
+      }
+    }
+  }
+
+  void Apply(const FlushItem& item, const Decision& answer, Timestamp at,
+             BatchedFlush& result) override {
+    Shard& shard = ShardFor(item.key);
+    std::lock_guard lock(shard.mu);
+    auto it = shard.map.find(item.key);
+    if (answer.degraded || answer.reason == DecisionReason::kInvalidRequest) {
+      // Not the shared store's answer: nothing was taken there. The hits are kept (at most what
+      // a key can hold) and sent with the next flush; the view goes on as it is.
+      result.hits_kept += static_cast<uint64_t>(item.hits);
+      if (it == shard.map.end()) return;
+      View& v = it->second;
+      v.pending = std::min(2 * alg_.capacity(), v.pending + v.in_flight);
+      v.admitted = std::min(v.pending, v.admitted + v.in_flight_admitted);
+      v.in_flight = v.in_flight_admitted = 0;
+      v.used = true;
+      return;
+    }
+    result.hits_sent += static_cast<uint64_t>(item.hits);
+    if (it == shard.map.end()) return;  // reset meanwhile
+    View& v = it->second;
+    State state = Read(answer, at, /*in_debt=*/!answer.allowed);
+    if (item.admitted > 0) CountOverAdmitted(std::min(item.admitted, Beyond(state, at)));
+    // The hits taken here since the send are not in the answer: they stay in the view.
+    if (v.pending > 0 && SameWindow(v, at)) alg_.Charge(state, at, v.pending);
+    v.state = state;
+    v.in_flight = v.in_flight_admitted = 0;
+  }
+
+  uint64_t views() const override {
+    uint64_t n = 0;
+    for (const Shard& shard : shards_) {
+      std::lock_guard lock(shard.mu);
+      n += shard.map.size();
+    }
+    return n;
+  }
+
+  uint64_t pending_hits() const override {
+    uint64_t n = 0;
+    for (const Shard& shard : shards_) {
+      std::lock_guard lock(shard.mu);
+      for (const auto& [key, v] : shard.map) n += static_cast<uint64_t>(v.pending + v.in_flight);
+    }
+    return n;
+  }
+
+ private:
+  struct View {
+    State state{};
+    int64_t pending = 0;    // hits taken here and not yet sent (at most 2 x capacity)
+    int64_t admitted = 0;   // of them, admissions (the rest: charges)
+    int64_t window = 0;     // fixed window: the window `pending` was counted in
+    int64_t in_flight = 0;  // sent by the flush under way
+    int64_t in_flight_admitted = 0;
+    bool used = false;  // decided on since the last flush
+  };
+  struct Shard {
+    mutable std::mutex mu;
+    std::unordered_map<std::string, View, StringHash, std::equal_to<>> map;
+  };
+  static constexpr size_t kShards = 16;
+
+  Shard& ShardFor(std::string_view key) { return shards_[StringHash{}(key) % kShards]; }
+  const Shard& ShardFor(std::string_view key) const { return shards_[StringHash{}(key) % kShards]; }
+
+  // A view's accounted size: the map's node (key string, view, next pointer, cached hash), a
+  // bucket pointer, and the key's own allocation when it is longer than the inline buffer.
+  static size_t EntryBytes(std::string_view key) {
+    constexpr size_t kNode = sizeof(std::pair<const std::string, View>) + 2 * sizeof(void*);
+    constexpr size_t kInline = 15;  // libstdc++'s short-string buffer
+    return kNode + sizeof(void*) + (key.size() > kInline ? key.size() + 1 : 0);
+  }
+
+  static constexpr bool kWindowed = std::is_same_v<Alg, FixedWindow>;
+
+  // Hits counted in a fixed window that has ended decide nothing any more, here or there.
+  bool SameWindow(const View& v, Timestamp t) const {
+    if constexpr (kWindowed) {
+      return v.pending == 0 || v.window == FloorDiv(ToNanos(t), scale_.period_ns);
+    } else {
+      return true;
+    }
+  }
+
+  State Read(const Decision& answer, Timestamp at, bool in_debt) const {
+    if constexpr (kWindowed) {
+      return ViewSeed<Alg>::Read(scale_, answer, at, in_debt);
+    } else {
+      return ViewSeed<Alg>::Read(scale_, answer, at);
+    }
+  }
+
+  int64_t Beyond(const State& state, Timestamp at) const {
+    if constexpr (kWindowed) {
+      return 0;  // the answer does not say by how much a window is beyond its limit
+    } else if constexpr (std::is_same_v<Alg, Gcra>) {
+      return ViewSeed<Alg>::Beyond(scale_, state, at);
+    } else {
+      return ViewSeed<Alg>::Beyond(scale_, state);
+    }
+  }
+
+  void AddPending(View& v, Timestamp now, int64_t hits, bool admitted) {
+    if (hits <= 0) return;
+    if constexpr (kWindowed) {
+      const int64_t w = FloorDiv(ToNanos(now), scale_.period_ns);
+      if (w != v.window) {
+        if (w < v.window) return;  // the clock stepped back: counted in the later window
+        v.pending = v.admitted = 0;
+        v.window = w;
+      }
+    }
+    const int64_t most = 2 * alg_.capacity();  // what a key can hold: more would be dropped there
+    const int64_t added = std::min(hits, most - v.pending);
+    if (added <= 0) return;
+    v.pending += added;
+    if (admitted) v.admitted += added;
+  }
+
+  Decision Take(std::string_view key, Timestamp now, int64_t cost, bool charge) {
+    store().SawTime(now);
+    if (cost >= 0) {
+      Shard& shard = ShardFor(key);
+      std::lock_guard lock(shard.mu);
+      auto it = shard.map.find(key);
+      if (it != shard.map.end()) {
+        store().CountLocal(1);
+        return TakeLocal(it->second, now, cost, charge);
+      }
+    }
+    const Decision d = charge ? inner_->Charge(key, now, cost) : inner_->Decide(key, now, cost);
+    store().CountForwarded(1);
+    Observe(key, now, cost, charge, d);
+    return d;
+  }
+
+  void TakeAsync(std::string_view key, Timestamp now, int64_t cost, bool charge,
+                 DecisionCallback done) {
+    store().SawTime(now);
+    if (cost >= 0) {
+      Decision d;
+      bool local = false;
+      {
+        Shard& shard = ShardFor(key);
+        std::lock_guard lock(shard.mu);
+        auto it = shard.map.find(key);
+        if (it != shard.map.end()) {
+          d = TakeLocal(it->second, now, cost, charge);
+          local = true;
+        }
+      }
+      if (local) {
+        store().CountLocal(1);
+        done(d);
+        return;
+      }
+    }
+    auto answered = [this, owned = std::string(key), now, cost, charge,
+                     done = std::move(done)](const Decision& d) {
+      store().CountForwarded(1);
+      Observe(owned, now, cost, charge, d);
+      done(d);
+    };
+    if (charge) {
+      inner_->ChargeAsync(key, now, cost, std::move(answered));
+    } else {
+      inner_->DecideAsync(key, now, cost, std::move(answered));
+    }
+  }
+
+  // The shard's lock held.
+  Decision TakeLocal(View& v, Timestamp now, int64_t cost, bool charge) {
+    v.used = true;
+    if (charge) {
+      const Decision d = alg_.Charge(v.state, now, cost);
+      AddPending(v, now, cost, /*admitted=*/false);
+      return d;
+    }
+    const Decision d = alg_.Decide(v.state, now, cost);
+    if (d.allowed) AddPending(v, now, cost, /*admitted=*/true);
+    return d;
+  }
+
+  const Alg alg_;
+  const ViewScale scale_;
+  std::array<Shard, kShards> shards_;
+};
+
+template <typename Alg>
+std::unique_ptr<BatchedLimiter> Make(std::shared_ptr<BatchedStoreImpl> store,
+                                     std::unique_ptr<Limiter> inner, const LimitSpec& spec,
+                                     Duration interval) {
+  auto alg = Alg::Create(spec);
+  if (!alg) return nullptr;  // the inner store accepted the spec: cannot happen
+  return std::make_unique<ViewLimiter<Alg>>(std::move(store), std::move(inner), std::move(*alg),
+                                            spec, interval);
+}
+
+}  // namespace
+
+std::unique_ptr<BatchedLimiter> MakeBatchedLimiter(std::shared_ptr<BatchedStoreImpl> store,
+                                                   std::unique_ptr<Limiter> inner,
+                                                   const LimitSpec& spec, Duration interval) {
+  switch (spec.algorithm) {
+    case Algorithm::kTokenBucket:
+      return Make<TokenBucket>(std::move(store), std::move(inner), spec, interval);
+    case Algorithm::kGcra:
+      return Make<Gcra>(std::move(store), std::move(inner), spec, interval);
+    case Algorithm::kLeakyBucket:
+      return Make<LeakyBucket>(std::move(store), std::move(inner), spec, interval);
+    case Algorithm::kFixedWindow:
+      return Make<FixedWindow>(std::move(store), std::move(inner), spec, interval);
+    default:
+      return nullptr;  // CheckBatchable refused it
+  }
+}
+
+}  // namespace sluice::internal

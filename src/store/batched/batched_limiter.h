@@ -1,0 +1,121 @@
+// The batched store's limiters: one that passes everything to the inner store's limiter (every
+// sync mode but batched), and one per batchable algorithm that decides from local views.
+// Internal to the batched store (include/sluice/batched_store.h).
+#ifndef SLUICE_STORE_BATCHED_BATCHED_LIMITER_H_
+#define SLUICE_STORE_BATCHED_BATCHED_LIMITER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/batched_store.h"
+#include "sluice/limiter.h"
+
+namespace sluice::internal {
+
+class BatchedStoreImpl;
+
+// What the store's side of a limiter needs: its inner limiter, and for a batched one the flush.
+class WrappingLimiter : public Limiter {
+ public:
+  WrappingLimiter(const Store* owner, std::unique_ptr<Limiter> inner)
+      : Limiter(owner), inner_(std::move(inner)) {}
+  Limiter* inner() const { return inner_.get(); }
+  virtual bool batched() const { return false; }
+  const LimitSpec& spec() const override { return inner_->spec(); }
+
+ protected:
+  const std::unique_ptr<Limiter> inner_;
+};
+
+// Every other sync mode: the inner store's limiter, unchanged.
+class PassLimiter final : public WrappingLimiter {
+ public:
+  using WrappingLimiter::WrappingLimiter;
+  Decision Decide(std::string_view key, Timestamp now, int64_t cost) override {
+    return inner_->Decide(key, now, cost);
+  }
+  Decision Charge(std::string_view key, Timestamp now, int64_t cost) override {
+    return inner_->Charge(key, now, cost);
+  }
+  void DecideAsync(std::string_view key, Timestamp now, int64_t cost,
+                   DecisionCallback done) override {
+    inner_->DecideAsync(key, now, cost, std::move(done));
+  }
+  void ChargeAsync(std::string_view key, Timestamp now, int64_t cost,
+                   DecisionCallback done) override {
+    inner_->ChargeAsync(key, now, cost, std::move(done));
+  }
+  void DecideBatch(std::span<const DecideRequest> requests, std::span<Decision> out) override {
+    inner_->DecideBatch(requests, out);
+  }
+  void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
+    inner_->Refund(key, at, now, cost);
+  }
+  void Reset(std::string_view key) override { inner_->Reset(key); }
+  StoreStats Stats() const override { return inner_->Stats(); }
+};
+
+// One key's unsent hits taken out of its view by a flush, and sent as one charge.
+struct FlushItem {
+  class BatchedLimiter* limiter = nullptr;
+  std::string key;
+  int64_t hits = 0;      // charged (0: only a refresh of the view)
+  int64_t admitted = 0;  // of them, admissions this node decided (the rest: charges)
+};
+
+// What every batched limiter offers the store, whatever its algorithm.
+class BatchedLimiter : public WrappingLimiter {
+ public:
+  BatchedLimiter(std::shared_ptr<BatchedStoreImpl> store, std::unique_ptr<Limiter> inner,
+                 Duration interval);
+  ~BatchedLimiter() override;
+  bool batched() const override { return true; }
+
+  Duration interval() const { return interval_; }
+  Timestamp next_due() const { return FromNanos(next_due_ns_.load(std::memory_order_relaxed)); }
+  void set_next_due(Timestamp t) { next_due_ns_.store(ToNanos(t), std::memory_order_relaxed); }
+
+  // Takes every view's unsent hits into `items` (a view used since the last flush with none:
+  // a refresh of cost 0), and drops the views unused since the last flush.
+  virtual void Collect(Timestamp now, std::vector<FlushItem>& items, BatchedFlush& result) = 0;
+  // The inner store's answer to one item, received at `at`: the view is read back from it, and
+  // the hits taken since are applied again; an answer that is not the store's (degraded) puts
+  // the hits back.
+  virtual void Apply(const FlushItem& item, const Decision& answer, Timestamp at,
+                     BatchedFlush& result) = 0;
+  // Whether a view is held for `key` (tests and DecideAll's choice).
+  virtual bool HasView(std::string_view key) const = 0;
+  // Applies an admission the inner store decided (DecideAll sent the request there whole) to the
+  // view, if there is one, so that it stays the shared state plus this node's hits.
+  virtual void Observe(std::string_view key, Timestamp now, int64_t cost, bool charge,
+                       const Decision& answer) = 0;
+  // Views held and the hits in them not yet sent.
+  virtual uint64_t views() const = 0;
+  virtual uint64_t pending_hits() const = 0;
+  uint64_t over_admitted() const { return over_admitted_.load(std::memory_order_relaxed); }
+
+ protected:
+  BatchedStoreImpl& store() const { return *store_; }
+  void CountOverAdmitted(int64_t hits) {
+    if (hits > 0) over_admitted_.fetch_add(static_cast<uint64_t>(hits), std::memory_order_relaxed);
+  }
+
+ private:
+  const std::shared_ptr<BatchedStoreImpl> store_;
+  const Duration interval_;
+  std::atomic<int64_t> next_due_ns_{0};
+  std::atomic<uint64_t> over_admitted_{0};
+};
+
+// A batched limiter for `spec` (CheckBatchable(spec) holds).
+std::unique_ptr<BatchedLimiter> MakeBatchedLimiter(std::shared_ptr<BatchedStoreImpl> store,
+                                                   std::unique_ptr<Limiter> inner,
+                                                   const LimitSpec& spec, Duration interval);
+
+}  // namespace sluice::internal
+
+#endif  // SLUICE_STORE_BATCHED_BATCHED_LIMITER_H_

@@ -1,0 +1,309 @@
+// The batched store (include/sluice/batched_store.h): routing of requests between the views and
+// the inner store, the flush, its timer.
+#include "sluice/batched_store.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "sluice/algorithm.h"
+#include "sluice/decide_all.h"
+#include "store/batched/batched_store_impl.h"
+
+namespace sluice {
+
+Result<void> CheckBatchable(const LimitSpec& spec) {
+  switch (spec.algorithm) {
+    case Algorithm::kTokenBucket:
+    case Algorithm::kGcra:
+    case Algorithm::kFixedWindow:
+      return {};
+    case Algorithm::kLeakyBucket:
+      if (!spec.shaper) return {};
+      return MakeError(
+          "sync mode batched: a leaky-bucket shaper delays each request by the queue ahead of it, "
+          "which only the shared store knows; use the meter (shaper: false) or sync: exact");
+    case Algorithm::kSlidingWindowLog:
+    case Algorithm::kSlidingWindowCounter:
+      break;
+  }
+  return MakeError(
+      "sync mode batched serves token_bucket, gcra, fixed_window and leaky_bucket "
+      "(meter); " +
+      std::string(AlgorithmName(spec.algorithm)) +
+      "'s state cannot be read back from the shared store's answer; use sync: exact");
+}
+
+Result<std::shared_ptr<BatchedStore>> OpenBatchedStore(std::shared_ptr<Store> inner,
+                                                       const BatchedStoreOptions& options) {
+  if (inner == nullptr) return MakeError("batched store: no store to wrap");
+  if (options.max_bytes < internal::BatchedStoreImpl::kLeastBytes) {
+    return MakeError("batched store: max_bytes below the least, 4096");
+  }
+  auto store = std::make_shared<internal::BatchedStoreImpl>(std::move(inner), options);
+  store->StartTimer();
+  return store;
+}
+
+namespace internal {
+
+BatchedStoreImpl::BatchedStoreImpl(std::shared_ptr<Store> inner, const BatchedStoreOptions& options)
+    : inner_(std::move(inner)), max_bytes_(options.max_bytes), clock_(options.clock) {}
+
+BatchedStoreImpl::~BatchedStoreImpl() {
+  if (timer_.joinable()) {
+    {
+      std::lock_guard lock(timer_mu_);
+      stop_ = true;
+    }
+    timer_cv_.notify_all();
+    timer_.join();
+  }
+  // Every batched limiter sent its hits when it went (it holds this store alive until then).
+}
+
+void BatchedStoreImpl::StartTimer() {
+  if (clock_ != nullptr) timer_ = std::thread([this] { RunTimer(); });
+}
+
+// Wakes when the earliest batched limiter is due (at least every second, to see new limiters).
+void BatchedStoreImpl::RunTimer() {
+  std::unique_lock lock(timer_mu_);
+  while (!stop_) {
+    Timestamp next = clock_->Now() + std::chrono::seconds(1);
+    {
+      std::lock_guard registry(registry_mu_);
+      for (const BatchedLimiter* l : limiters_) next = std::min(next, l->next_due());
+    }
+    const Duration wait = std::max(Duration(0), next - clock_->Now());
+    if (timer_cv_.wait_for(lock, wait, [this] { return stop_; })) break;
+    lock.unlock();
+    FlushDue(clock_->Now());
+    lock.lock();
+  }
+}
+
+Result<std::unique_ptr<Limiter>> BatchedStoreImpl::MakeLimiter(const LimitSpec& spec,
+                                                               const LimiterOptions& options) {
+  if (options.sync.mode == SyncMode::kBatched) {
+    if (auto ok = CheckBatchable(spec); !ok) return std::unexpected(ok.error());
+    if (options.sync.interval <= Duration(0)) {
+      return MakeError("sync mode batched: interval must be positive");
+    }
+  }
+  auto inner = inner_->MakeLimiter(spec, options);
+  if (!inner) return std::unexpected(inner.error());
+  if (options.sync.mode != SyncMode::kBatched) {
+    return std::make_unique<PassLimiter>(this, std::move(*inner));
+  }
+  auto limiter =
+      MakeBatchedLimiter(shared_from_this(), std::move(*inner), spec, options.sync.interval);
+  if (limiter == nullptr) return MakeError("sync mode batched: cannot decide this limit locally");
+  const int64_t last = last_now_ns_.load(std::memory_order_relaxed);
+  const Timestamp start = clock_ != nullptr ? clock_->Now() : FromNanos(last);
+  limiter->set_next_due(start + options.sync.interval);
+  {
+    std::lock_guard lock(registry_mu_);
+    limiters_.push_back(limiter.get());
+  }
+  timer_cv_.notify_all();
+  return std::unique_ptr<Limiter>(std::move(limiter));
+}
+
+WrappingLimiter* BatchedStoreImpl::Mine(const LimitCheck& c) const {
+  return c.limiter != nullptr && c.limiter->owner() == this
+             ? static_cast<WrappingLimiter*>(c.limiter)
+             : nullptr;
+}
+
+bool BatchedStoreImpl::AllLocal(std::span<const LimitCheck> checks) const {
+  if (checks.empty()) return false;
+  return std::all_of(checks.begin(), checks.end(), [this](const LimitCheck& c) {
+    const WrappingLimiter* mine = Mine(c);
+    return mine != nullptr && mine->batched() &&
+           static_cast<const BatchedLimiter*>(mine)->HasView(c.key);
+  });
+}
+
+std::vector<LimitCheck> BatchedStoreImpl::InnerChecks(std::span<const LimitCheck> checks) const {
+  std::vector<LimitCheck> inner(checks.begin(), checks.end());
+  for (LimitCheck& c : inner) {
+    const WrappingLimiter* mine = Mine(c);
+    c.limiter = mine != nullptr ? mine->inner() : nullptr;  // null: kInvalidRequest there
+  }
+  return inner;
+}
+
+void BatchedStoreImpl::ObserveAll(std::span<const LimitCheck> checks, Timestamp now,
+                                  std::span<const Decision> out) {
+  const bool refused = RequestRefused(checks, out);
+  for (size_t i = 0; i < checks.size(); ++i) {
+    WrappingLimiter* mine = Mine(checks[i]);
+    if (mine == nullptr || !mine->batched()) continue;
+    // An admission the inner store gave back (the request was refused) took nothing; its
+    // remaining says so but its reset_after does not: not read.
+    if (refused && out[i].allowed && !checks[i].charge) continue;
+    static_cast<BatchedLimiter*>(mine)->Observe(checks[i].key, now, checks[i].cost,
+                                                checks[i].charge, out[i]);
+  }
+}
+
+// A request whose every check has a view is decided here, all or nothing as decide_all.h does
+// it (local refunds). Anything else -- an exact limit among them, a key seen for the first time
+// -- goes to the inner store whole, which keeps all-or-nothing its job, and its answers seed the
+// views.
+void BatchedStoreImpl::DecideAll(std::span<const LimitCheck> checks, Timestamp now,
+                                 std::span<Decision> out) {
+  SawTime(now);
+  if (AllLocal(checks)) {
+    sluice::DecideAll(checks, now, out);
+    return;
+  }
+  const std::vector<LimitCheck> inner = InnerChecks(checks);
+  inner_->DecideAll(inner, now, out);
+  CountForwarded(checks.size());
+  ObserveAll(checks, now, out);
+}
+
+void BatchedStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
+                                      DecideAllCallback done) {
+  SawTime(now);
+  if (AllLocal(checks)) {
+    std::vector<Decision> out(checks.size());
+    sluice::DecideAll(checks, now, out);
+    done(out);
+    return;
+  }
+  // What ObserveAll needs once the answer comes: the checks with keys of their own.
+  struct Pending {
+    std::vector<std::string> keys;
+    std::vector<LimitCheck> checks;
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->keys.reserve(checks.size());
+  pending->checks.assign(checks.begin(), checks.end());
+  for (LimitCheck& c : pending->checks) c.key = pending->keys.emplace_back(c.key);
+  const std::vector<LimitCheck> inner = InnerChecks(checks);
+  auto self = shared_from_this();
+  inner_->DecideAllAsync(
+      inner, now, [self, pending, now, done = std::move(done)](std::span<const Decision> out) {
+        self->CountForwarded(pending->checks.size());
+        self->ObserveAll(pending->checks, now, out);
+        done(out);
+      });
+}
+
+StoreStats BatchedStoreImpl::Stats() const {
+  StoreStats s = inner_->Stats();
+  s.batched = true;
+  s.bytes += bytes_.load(std::memory_order_relaxed);
+  s.max_bytes += max_bytes_;
+  s.local_decisions = local_.load(std::memory_order_relaxed);
+  s.forwarded_decisions = forwarded_.load(std::memory_order_relaxed);
+  std::lock_guard lock(const_cast<std::mutex&>(registry_mu_));
+  for (const BatchedLimiter* l : limiters_) {
+    s.keys += l->views();
+    s.batched_pending_hits += l->pending_hits();
+    s.batched_over_admitted_hits += l->over_admitted();
+  }
+  return s;
+}
+
+bool BatchedStoreImpl::Reserve(size_t bytes) {
+  size_t now = bytes_.load(std::memory_order_relaxed);
+  do {
+    if (now + bytes > max_bytes_) {
+      views_refused_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+  } while (!bytes_.compare_exchange_weak(now, now + bytes, std::memory_order_relaxed));
+  return true;
+}
+
+void BatchedStoreImpl::SawTime(Timestamp now) {
+  const int64_t t = ToNanos(now);
+  int64_t seen = last_now_ns_.load(std::memory_order_relaxed);
+  while (t > seen && !last_now_ns_.compare_exchange_weak(seen, t, std::memory_order_relaxed)) {
+  }
+}
+
+Timestamp BatchedStoreImpl::AnswerTime(Timestamp sent) const {
+  return clock_ != nullptr ? std::max(sent, clock_->Now()) : sent;
+}
+
+void BatchedStoreImpl::Unregister(BatchedLimiter* limiter) {
+  std::lock_guard lock(registry_mu_);
+  std::erase(limiters_, limiter);
+  const Timestamp now =
+      clock_ != nullptr ? clock_->Now() : FromNanos(last_now_ns_.load(std::memory_order_relaxed));
+  BatchedLimiter* const one[1] = {limiter};
+  FlushLocked(one, now);
+}
+
+BatchedFlush BatchedStoreImpl::FlushDue(Timestamp now) {
+  std::lock_guard lock(registry_mu_);
+  std::vector<BatchedLimiter*> due;
+  for (BatchedLimiter* l : limiters_) {
+    if (l->next_due() > now) continue;
+    due.push_back(l);
+    l->set_next_due(now + l->interval());
+  }
+  return FlushLocked(due, now);
+}
+
+BatchedFlush BatchedStoreImpl::Flush(Timestamp now) {
+  SawTime(now);
+  std::lock_guard lock(registry_mu_);
+  for (BatchedLimiter* l : limiters_) l->set_next_due(now + l->interval());
+  return FlushLocked(limiters_, now);
+}
+
+// Every item is one charge; they go to the inner store in calls of kChecksPerCall checks (on
+// Redis: one script per call and hash slot), all sent before any answer is awaited, so they
+// share round trips.
+BatchedFlush BatchedStoreImpl::FlushLocked(std::span<BatchedLimiter* const> limiters,
+                                           Timestamp now) {
+  BatchedFlush result;
+  std::vector<FlushItem> items;
+  for (BatchedLimiter* l : limiters) l->Collect(now, items, result);
+  if (items.empty()) return result;
+
+  struct Wait {
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t calls_left = 0;
+    std::vector<Decision> out;
+  };
+  auto wait = std::make_shared<Wait>();
+  wait->out.resize(items.size());
+  wait->calls_left = (items.size() + kChecksPerCall - 1) / kChecksPerCall;
+  for (size_t begin = 0; begin < items.size(); begin += kChecksPerCall) {
+    const size_t end = std::min(items.size(), begin + kChecksPerCall);
+    std::vector<LimitCheck> checks;
+    checks.reserve(end - begin);
+    for (size_t i = begin; i < end; ++i) {
+      const FlushItem& item = items[i];
+      // A refresh asks at cost 0 (takes nothing); hits are charged, never refused.
+      checks.push_back(
+          LimitCheck{item.limiter->inner(), item.key, item.hits, /*charge=*/item.hits > 0});
+    }
+    inner_->DecideAllAsync(checks, now, [wait, begin](std::span<const Decision> out) {
+      std::lock_guard lock(wait->mu);
+      std::copy(out.begin(), out.end(), wait->out.begin() + static_cast<ptrdiff_t>(begin));
+      if (--wait->calls_left == 0) wait->cv.notify_all();
+    });
+  }
+  {
+    // Every call answers exactly once, within the inner store's own timeout.
+    std::unique_lock lock(wait->mu);
+    wait->cv.wait(lock, [&] { return wait->calls_left == 0; });
+  }
+  const Timestamp at = AnswerTime(now);
+  for (size_t i = 0; i < items.size(); ++i) {
+    items[i].limiter->Apply(items[i], wait->out[i], at, result);
+  }
+  return result;
+}
+
+}  // namespace internal
+}  // namespace sluice

@@ -1,0 +1,88 @@
+// The batched store itself: which requests are decided from views and which go to the inner
+// store whole, the flush that sends the views' hits, its timer, and the memory the views share.
+// Internal to the batched store (include/sluice/batched_store.h).
+#ifndef SLUICE_STORE_BATCHED_BATCHED_STORE_IMPL_H_
+#define SLUICE_STORE_BATCHED_BATCHED_STORE_IMPL_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "sluice/batched_store.h"
+#include "store/batched/batched_limiter.h"
+
+namespace sluice::internal {
+
+class BatchedStoreImpl final : public BatchedStore,
+                               public std::enable_shared_from_this<BatchedStoreImpl> {
+ public:
+  static constexpr size_t kLeastBytes = 4096;
+  static constexpr size_t kChecksPerCall = 128;  // charges per inner DecideAll of a flush
+
+  BatchedStoreImpl(std::shared_ptr<Store> inner, const BatchedStoreOptions& options);
+  ~BatchedStoreImpl() override;
+  // The flush timer, when the options gave a clock.
+  void StartTimer();
+
+  Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec,
+                                               const LimiterOptions& options) override;
+  void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
+                 std::span<Decision> out) override;
+  void DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
+                      DecideAllCallback done) override;
+  bool Ready() override { return inner_->Ready(); }
+  StoreStats Stats() const override;
+  size_t MaxTransientLimiters() const override { return inner_->MaxTransientLimiters(); }
+  BatchedFlush FlushDue(Timestamp now) override;
+  BatchedFlush Flush(Timestamp now) override;
+
+  // For the limiters.
+  bool Reserve(size_t bytes);  // false: the views' bound is reached
+  void Release(size_t bytes) { bytes_.fetch_sub(bytes, std::memory_order_relaxed); }
+  void CountLocal(size_t n) { local_.fetch_add(n, std::memory_order_relaxed); }
+  void CountForwarded(size_t n) { forwarded_.fetch_add(n, std::memory_order_relaxed); }
+  // The latest time a caller decided at: what a limiter's last flush uses without a clock.
+  void SawTime(Timestamp now);
+  // When an answer is received: the clock's now, never before `sent` (without a clock, `sent`).
+  Timestamp AnswerTime(Timestamp sent) const;
+  // A batched limiter going away: waits for a flush under way, then sends its own hits.
+  void Unregister(BatchedLimiter* limiter);
+
+ private:
+  // Sends the hits of `limiters` (the registry lock held) and applies the answers.
+  BatchedFlush FlushLocked(std::span<BatchedLimiter* const> limiters, Timestamp now);
+  // Every check is a batched limiter's, on a key it holds a view of: decided here.
+  bool AllLocal(std::span<const LimitCheck> checks) const;
+  WrappingLimiter* Mine(const LimitCheck& c) const;
+  std::vector<LimitCheck> InnerChecks(std::span<const LimitCheck> checks) const;
+  // The inner store decided the whole request: its answers update or seed the views.
+  void ObserveAll(std::span<const LimitCheck> checks, Timestamp now, std::span<const Decision> out);
+  void RunTimer();
+
+  const std::shared_ptr<Store> inner_;
+  const size_t max_bytes_;
+  const std::shared_ptr<const Clock> clock_;
+
+  std::mutex registry_mu_;  // held by a flush throughout, so flushes never overlap
+  std::vector<BatchedLimiter*> limiters_;
+
+  std::atomic<size_t> bytes_{0};
+  std::atomic<uint64_t> views_refused_{0};
+  std::atomic<uint64_t> local_{0};
+  std::atomic<uint64_t> forwarded_{0};
+  std::atomic<int64_t> last_now_ns_{0};
+
+  std::mutex timer_mu_;
+  std::condition_variable timer_cv_;
+  bool stop_ = false;
+  std::thread timer_;
+};
+
+}  // namespace sluice::internal
+
+#endif  // SLUICE_STORE_BATCHED_BATCHED_STORE_IMPL_H_
