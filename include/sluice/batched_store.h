@@ -37,7 +37,7 @@ struct BatchedStoreOptions {
   // is reached, a key without a view is decided by the inner store and gets none. At least 4096.
   size_t max_bytes = size_t{16} << 20;
   // The flush timer's clock. Null: no timer thread; the owner calls FlushDue or Flush (tests).
-  std::shared_ptr<const Clock> clock;
+  std::shared_ptr<const Clock> clock = nullptr;
 };
 
 // What one flush did.

@@ -314,13 +314,16 @@ std::string Metrics::Render() const {
                         "counter");
       AppendSample(out, "sluice_store_redis_evicted_keys_total", {}, {}, g.redis_evicted_keys);
     }
-    if (g.over_limit_cache) {
+    if (g.over_limit_cache || g.batched) {
       AppendHelpAndType(out, "sluice_decisions_by_source_total",
                         "Limit decisions by where they were taken: the over-limit cache "
-                        "(refusals answered from memory) or Redis.",
+                        "(refusals answered from memory), this node's leases and batched views "
+                        "(local), or Redis.",
                         "counter");
-      AppendSample(out, "sluice_decisions_by_source_total", {}, "source=\"cache\"",
-                   g.cached_decisions);
+      if (g.over_limit_cache) {
+        AppendSample(out, "sluice_decisions_by_source_total", {}, "source=\"cache\"",
+                     g.cached_decisions);
+      }
       AppendSample(out, "sluice_decisions_by_source_total", {}, "source=\"local\"",
                    g.local_decisions);
       AppendSample(out, "sluice_decisions_by_source_total", {}, "source=\"redis\"",
@@ -356,6 +359,18 @@ std::string Metrics::Render() const {
         AppendSample(out, "sluice_lease_units_held", labels_of(l), {},
                      static_cast<uint64_t>(std::max<int64_t>(0, l.units_held)));
       }
+    }
+    if (g.batched) {
+      AppendHelpAndType(out, "sluice_batched_pending_hits",
+                        "Hits batched limits took on this node and have not yet sent to Redis.",
+                        "gauge");
+      AppendSample(out, "sluice_batched_pending_hits", {}, {}, g.batched_pending_hits);
+      AppendHelpAndType(out, "sluice_batched_over_admitted_hits_total",
+                        "Hits batched limits admitted on this node that its syncs found the "
+                        "shared quota had no room for (bucket algorithms): their over-admission.",
+                        "counter");
+      AppendSample(out, "sluice_batched_over_admitted_hits_total", {}, {},
+                   g.batched_over_admitted_hits);
     }
   }
   // Only a store with a memory bound (the memory store, or Redis's over-limit cache) accounts

@@ -74,10 +74,17 @@ struct StoreGauges {
   bool over_limit_cache = false;
   uint64_t cached_decisions = 0;
   uint64_t forwarded_decisions = 0;
-  // Decisions leased limits answered from the units a node held (counted within
-  // forwarded_decisions, which is everything the cache passed on).
+  // Decisions taken on this node without asking Redis: leased limits' answers from the units it
+  // held and batched limits' answers from their views (counted within forwarded_decisions,
+  // which is everything the outermost layer passed on).
   uint64_t local_decisions = 0;
   std::vector<LeaseSeries> leases = {};  // one per leased limit of the running config
+  // A store with a batched layer (StoreStats::batched): hits taken here not yet sent to Redis,
+  // and hits admitted here that the syncs found the shared quota had no room for. Shown only
+  // then.
+  bool batched = false;
+  uint64_t batched_pending_hits = 0;
+  uint64_t batched_over_admitted_hits = 0;
 };
 
 // Why the service answered a descriptor without checking it (service/check_rules.h,

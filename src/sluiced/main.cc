@@ -320,7 +320,10 @@ int Run(const Flags& flags) {
                   s.over_limit_cache,
                   s.cached_decisions,
                   s.forwarded_decisions,
-                  s.leased_decisions};
+                  s.leased_decisions + s.local_decisions};
+    g.batched = s.batched;
+    g.batched_pending_hits = s.batched_pending_hits;
+    g.batched_over_admitted_hits = s.batched_over_admitted_hits;
     for (const auto& l : (*service)->LeasedLimitStats()) {
       g.leases.push_back({l.domain, l.metric_name, l.stats.leases_taken, l.stats.lease_returns,
                           l.stats.leases_expired, l.stats.lease_units_held});

@@ -193,6 +193,24 @@ TEST(Metrics, StoreErrorsReloadsAndGauges) {
   EXPECT_LINE(cached, "# TYPE sluice_decisions_by_source_total counter");
   EXPECT_LINE(cached, "sluice_decisions_by_source_total{source=\"cache\"} 900");
   EXPECT_LINE(cached, "sluice_decisions_by_source_total{source=\"redis\"} 100");
+  m.SetStoreGaugesSource([] {
+    StoreGauges g;
+    g.over_limit_cache = true;
+    g.cached_decisions = 900;
+    g.forwarded_decisions = 5100;  // everything the cache passed on, local ones included
+    g.batched = true;
+    g.local_decisions = 5000;
+    g.batched_pending_hits = 12;
+    g.batched_over_admitted_hits = 3;
+    return g;
+  });
+  const std::string batched = ValidRender(m);
+  EXPECT_LINE(batched, "sluice_decisions_by_source_total{source=\"cache\"} 900");
+  EXPECT_LINE(batched, "sluice_decisions_by_source_total{source=\"local\"} 5000");
+  EXPECT_LINE(batched, "sluice_decisions_by_source_total{source=\"redis\"} 100");
+  EXPECT_LINE(batched, "# TYPE sluice_batched_pending_hits gauge");
+  EXPECT_LINE(batched, "sluice_batched_pending_hits 12");
+  EXPECT_LINE(batched, "sluice_batched_over_admitted_hits_total 3");
   m.SetStoreGaugesSource(nullptr);
   EXPECT_EQ(ValidRender(m).find("sluice_store_keys"), std::string::npos);
 }

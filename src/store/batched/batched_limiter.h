@@ -31,25 +31,32 @@ class WrappingLimiter : public Limiter {
   const std::unique_ptr<Limiter> inner_;
 };
 
-// Every other sync mode: the inner store's limiter, unchanged.
+// Every other sync mode: the inner store's limiter, unchanged; its decisions are counted as the
+// inner store's (`forwarded`).
 class PassLimiter final : public WrappingLimiter {
  public:
-  using WrappingLimiter::WrappingLimiter;
+  PassLimiter(const Store* owner, std::unique_ptr<Limiter> inner, std::atomic<uint64_t>& forwarded)
+      : WrappingLimiter(owner, std::move(inner)), forwarded_(forwarded) {}
   Decision Decide(std::string_view key, Timestamp now, int64_t cost) override {
+    Count(1);
     return inner_->Decide(key, now, cost);
   }
   Decision Charge(std::string_view key, Timestamp now, int64_t cost) override {
+    Count(1);
     return inner_->Charge(key, now, cost);
   }
   void DecideAsync(std::string_view key, Timestamp now, int64_t cost,
                    DecisionCallback done) override {
+    Count(1);
     inner_->DecideAsync(key, now, cost, std::move(done));
   }
   void ChargeAsync(std::string_view key, Timestamp now, int64_t cost,
                    DecisionCallback done) override {
+    Count(1);
     inner_->ChargeAsync(key, now, cost, std::move(done));
   }
   void DecideBatch(std::span<const DecideRequest> requests, std::span<Decision> out) override {
+    Count(requests.size());
     inner_->DecideBatch(requests, out);
   }
   void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
@@ -57,6 +64,10 @@ class PassLimiter final : public WrappingLimiter {
   }
   void Reset(std::string_view key) override { inner_->Reset(key); }
   StoreStats Stats() const override { return inner_->Stats(); }
+
+ private:
+  void Count(size_t n) { forwarded_.fetch_add(n, std::memory_order_relaxed); }
+  std::atomic<uint64_t>& forwarded_;
 };
 
 // One key's unsent hits taken out of its view by a flush, and sent as one charge.

@@ -94,7 +94,7 @@ Result<std::unique_ptr<Limiter>> BatchedStoreImpl::MakeLimiter(const LimitSpec& 
   auto inner = inner_->MakeLimiter(spec, options);
   if (!inner) return std::unexpected(inner.error());
   if (options.sync.mode != SyncMode::kBatched) {
-    return std::make_unique<PassLimiter>(this, std::move(*inner));
+    return std::make_unique<PassLimiter>(this, std::move(*inner), forwarded_);
   }
   auto limiter =
       MakeBatchedLimiter(shared_from_this(), std::move(*inner), spec, options.sync.interval);
