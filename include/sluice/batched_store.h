@@ -33,8 +33,9 @@
 namespace sluice {
 
 struct BatchedStoreOptions {
-  // The accounted memory every view may take together (entries, their keys, the maps). When it
-  // is reached, a key without a view is decided by the inner store and gets none. At least 4096.
+  // The accounted memory every view may take together (entries, their keys). When it is
+  // reached, a key without a view is decided by the inner store and gets none (0: no views;
+  // batched limits are then exact). Views unused for an interval are dropped at the next sync.
   size_t max_bytes = size_t{16} << 20;
   // The flush timer's clock. Null: no timer thread; the owner calls FlushDue or Flush (tests).
   std::shared_ptr<const Clock> clock = nullptr;

@@ -413,6 +413,7 @@ Result<std::unique_ptr<RateLimitService>> RateLimitService::Create(
   OpenStoreOptions store_options;
   store_options.memory.max_bytes = options.memory_max_bytes;
   store_options.local_cache_bytes = options.local_cache_bytes;
+  store_options.batched_bytes = options.batched_bytes;
   store_options.redis_connections = options.redis_connections;
   store_options.redis_connect_timeout = std::chrono::milliseconds(options.redis_connect_timeout_ms);
   store_options.redis_command_timeout = std::chrono::milliseconds(options.redis_command_timeout_ms);

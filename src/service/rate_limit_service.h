@@ -38,6 +38,9 @@ struct ServiceOptions {
   size_t memory_max_bytes = size_t{512} << 20;
   // Redis: the over-limit cache's bound (sluice/over_limit_cache.h); 0: no cache.
   size_t local_cache_bytes = size_t{64} << 20;
+  // Redis: the batched limits' views' bound (sluice/batched_store.h); 0: no views (batched
+  // limits are then decided by Redis, exactly).
+  size_t batched_bytes = size_t{16} << 20;
   // Redis: pool, timeouts and breaker (the rest comes from the address). docs/redis.md.
   int redis_connections = 4;  // pipelined connections per Redis server
   int64_t redis_connect_timeout_ms = 200;

@@ -179,6 +179,10 @@ ServiceOptions ServiceOptionsFrom(const Flags& flags) {
   options.store = flags.store;
   options.memory_max_bytes = *sluice::util::ParseByteSize(flags.memory_max_bytes);    // checked
   options.local_cache_bytes = *sluice::util::ParseByteSize(flags.local_cache_bytes);  // checked
+  // With Redis, what --memory-max-bytes leaves after the over-limit cache bounds the batched
+  // limits' views (main() checked the cache fits in it).
+  options.batched_bytes =
+      options.memory_max_bytes - std::min(options.memory_max_bytes, options.local_cache_bytes);
   options.redis_connections = flags.redis_connections;
   options.redis_connect_timeout_ms = flags.redis_connect_timeout_ms;
   options.redis_command_timeout_ms = flags.redis_command_timeout_ms;
@@ -496,21 +500,22 @@ int main(int argc, char** argv) {
       ->envname("SLUICE_REDIS_BREAKER_OPEN_MS")
       ->check(CLI::Range(int64_t{1}, int64_t{3'600'000}))
       ->capture_default_str();
-  CLI::Option* memory_max_bytes =
-      app.add_option("--memory-max-bytes", flags.memory_max_bytes,
-                     "memory store: the bound for all counters, override limits' included "
-                     "(bytes, or with Ki, Mi, Gi)")
-          ->envname("SLUICE_MEMORY_MAX_BYTES")
-          ->check(CLI::Validator(
-              [](std::string& text) -> std::string {
-                constexpr uint64_t kLeast = uint64_t{1} << 20;
-                const auto bytes = sluice::util::ParseByteSize(text);
-                if (!bytes) return bytes.error();
-                if (*bytes < kLeast) return "'" + text + "' is below the least bound, 1Mi";
-                return "";
-              },
-              "BYTES"))
-          ->capture_default_str();
+
+  app.add_option("--memory-max-bytes", flags.memory_max_bytes,
+                 "memory store: the bound for all counters, override limits' included; "
+                 "Redis: for the over-limit cache and the batched limits' views together "
+                 "(bytes, or with Ki, Mi, Gi)")
+      ->envname("SLUICE_MEMORY_MAX_BYTES")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            constexpr uint64_t kLeast = uint64_t{1} << 20;
+            const auto bytes = sluice::util::ParseByteSize(text);
+            if (!bytes) return bytes.error();
+            if (*bytes < kLeast) return "'" + text + "' is below the least bound, 1Mi";
+            return "";
+          },
+          "BYTES"))
+      ->capture_default_str();
   CLI::Option* local_cache_bytes =
       app.add_option("--local-cache-bytes", flags.local_cache_bytes,
                      "Redis: the over-limit cache's memory bound, counted inside "
@@ -530,7 +535,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   // A setting must have its effect. The memory store has no cache in front of it; with Redis,
   // the counters are in Redis's memory and --memory-max-bytes bounds what sluiced keeps of
-  // them: the over-limit cache, which must fit in it.
+  // them: the over-limit cache, which must fit in it, and the batched limits' views, which get
+  // what the cache leaves.
   const bool redis = flags.store != "memory";
   if (!redis && local_cache_bytes->count() > 0) {
     std::fprintf(stderr,
@@ -541,14 +547,6 @@ int main(int argc, char** argv) {
   if (redis) {
     const uint64_t memory_max = *sluice::util::ParseByteSize(flags.memory_max_bytes);  // checked
     uint64_t cache = *sluice::util::ParseByteSize(flags.local_cache_bytes);            // checked
-    if (memory_max_bytes->count() > 0 && local_cache_bytes->count() > 0 && cache == 0) {
-      std::fprintf(stderr,
-                   "sluiced: --memory-max-bytes (SLUICE_MEMORY_MAX_BYTES) bounds the over-limit "
-                   "cache with --store %s, and --local-cache-bytes 0 turns it off; bound "
-                   "Redis's memory in Redis (docs/redis.md)\n",
-                   sluice::RedactRedisAddress(flags.store).c_str());
-      return 2;
-    }
     if (local_cache_bytes->count() == 0) cache = std::min(cache, memory_max);
     if (cache > memory_max) {
       std::fprintf(stderr,

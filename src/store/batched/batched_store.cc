@@ -37,9 +37,6 @@ Result<void> CheckBatchable(const LimitSpec& spec) {
 Result<std::shared_ptr<BatchedStore>> OpenBatchedStore(std::shared_ptr<Store> inner,
                                                        const BatchedStoreOptions& options) {
   if (inner == nullptr) return MakeError("batched store: no store to wrap");
-  if (options.max_bytes < internal::BatchedStoreImpl::kLeastBytes) {
-    return MakeError("batched store: max_bytes below the least, 4096");
-  }
   auto store = std::make_shared<internal::BatchedStoreImpl>(std::move(inner), options);
   store->StartTimer();
   return store;

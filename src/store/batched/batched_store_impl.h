@@ -21,7 +21,6 @@ namespace sluice::internal {
 class BatchedStoreImpl final : public BatchedStore,
                                public std::enable_shared_from_this<BatchedStoreImpl> {
  public:
-  static constexpr size_t kLeastBytes = 4096;
   static constexpr size_t kChecksPerCall = 128;  // charges per inner DecideAll of a flush
 
   BatchedStoreImpl(std::shared_ptr<Store> inner, const BatchedStoreOptions& options);
