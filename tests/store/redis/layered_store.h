@@ -1,6 +1,6 @@
-// A Redis store under test wrapped as sluiced opens it (OpenStore): the leased store, then the
-// over-limit cache. The store suite's limits are exact, so the leased layer passes them on; the
-// cache answers sure refusals. Every decision must still be the pure algorithm's.
+// A Redis store under test wrapped as sluiced opens it (OpenStore): the leased store, the
+// batched store, then the over-limit cache. The store suite's limits are exact, so the leased
+// and batched layers pass them on; the cache answers sure refusals. Every decision must still be the pure algorithm's.
 #ifndef SLUICE_TESTS_STORE_REDIS_LAYERED_STORE_H_
 #define SLUICE_TESTS_STORE_REDIS_LAYERED_STORE_H_
 
@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "sluice/batched_store.h"
 #include "sluice/leased_store.h"
 #include "sluice/over_limit_cache.h"
 #include "store/store_suite.h"
@@ -26,7 +27,10 @@ inline StoreUnderTest LayeredAsSluiced(StoreUnderTest store, std::string name) {
       auto leased = OpenLeasedStore(inner, {});
       EXPECT_TRUE(leased.has_value()) << (leased ? "" : leased.error().message);
       if (!leased) return nullptr;
-      auto cached = OpenOverLimitCache(*leased, {});
+      auto batched = OpenBatchedStore(*leased, {});
+      EXPECT_TRUE(batched.has_value()) << (batched ? "" : batched.error().message);
+      if (!batched) return nullptr;
+      auto cached = OpenOverLimitCache(*batched, {});
       EXPECT_TRUE(cached.has_value()) << (cached ? "" : cached.error().message);
       return cached ? *cached : nullptr;
     };
