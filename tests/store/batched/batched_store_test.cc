@@ -9,12 +9,15 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "sluice/clock.h"
 #include "sluice/fixed_window.h"
 #include "sluice/gcra.h"
 #include "sluice/leaky_bucket.h"
@@ -384,6 +387,73 @@ TEST(BatchedStore, ViewsStayWithinTheByteBound) {
   EXPECT_LE(s.bytes, 4096u);
   EXPECT_GT(s.keys, 0u);
   EXPECT_LT(s.keys, 200u) << "the keys beyond the bound are decided by Redis";
+}
+
+// The timer: with a clock, the store syncs by itself every interval. Threads decide a few keys
+// at once while it does; when the limiter goes, Redis has counted every admitted hit, none lost
+// and none twice (a fixed window wide enough to admit them all).
+TEST(BatchedStore, TheTimerSyncsWhileThreadsDecideAndNoHitIsLostOrCountedTwice) {
+  RedisStoreOptions o;
+  o.port = Server().port();
+  o.command_timeout = milliseconds(2000);
+  o.monitor_interval = milliseconds(0);
+  o.key_prefix = UniquePrefix("timer");
+  o.use_server_time = false;
+  auto redis = OpenRedisStore(o);
+  ASSERT_TRUE(redis.has_value());
+  // Test time, which a ticker moves on 1 ms per real millisecond (the timer waits in real time
+  // for what the clock says is left), inside one window whatever the wall clock says.
+  auto clock = std::make_shared<ManualClock>(kStart);
+  std::atomic<bool> ticking{true};
+  std::thread ticker([&] {
+    while (ticking.load()) {
+      clock->Advance(milliseconds(1));
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+  });
+  auto store = OpenBatchedStore(*redis, {.max_bytes = 1 << 20, .clock = clock});
+  ASSERT_TRUE(store.has_value());
+  const LimitSpec spec{Algorithm::kFixedWindow, 100'000, minutes(10), 0, false};
+  LimiterOptions lo = Batched("timer");
+  lo.sync.interval = milliseconds(5);
+  auto limiter = Make(**store, spec, lo);
+  ASSERT_NE(limiter, nullptr);
+  constexpr int kThreads = 4;
+  constexpr int kEach = 3000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        const std::string key = "k" + std::to_string((t + i) % 3);
+        if (i % 2 == 0) {
+          EXPECT_TRUE(limiter->Decide(key, clock->Now(), 1).allowed);
+        } else {
+          const LimitCheck check{limiter.get(), key, 1};
+          Decision d;
+          (*store)->DecideAll(std::span(&check, 1), clock->Now(), std::span(&d, 1));
+          EXPECT_TRUE(d.allowed);
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  // The timer sends what is pending without being asked: wait for it (bounded).
+  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
+  while ((*store)->Stats().batched_pending_hits > 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  ticking = false;
+  ticker.join();
+  EXPECT_EQ((*store)->Stats().batched_pending_hits, 0u) << "the timer synced";
+  EXPECT_GT((*store)->Stats().local_decisions, 0u);
+  limiter.reset();
+  auto exact = Make(**redis, spec, LimiterOptions{.id = "timer", .fail_open = false});
+  int64_t counted = 0;
+  for (int k = 0; k < 3; ++k) {
+    counted += 100'000 - exact->Decide("k" + std::to_string(k), clock->Now(), 0).remaining;
+  }
+  EXPECT_EQ(counted, kThreads * kEach);
 }
 
 }  // namespace
