@@ -54,8 +54,10 @@ class BatchedStore : public Store {
   // Syncs every batched limiter whose interval has passed since its last sync (the timer's
   // work, done at `now`).
   virtual BatchedFlush FlushDue(Timestamp now) = 0;
-  // Syncs every batched limiter now, due or not: tests drive time with this; the destructor and a
-  // batched limiter's destructor do the same for what is pending.
+  // Syncs every batched limiter now, due or not (tests drive time with this), and waits for the
+  // last sends of batched limiters that went: a limiter sends its unsent hits when it is
+  // destroyed, without waiting for the answer (it may go on the inner store's I/O thread); the
+  // store's destructor waits for those answers.
   virtual BatchedFlush Flush(Timestamp now) = 0;
 };
 

@@ -17,12 +17,23 @@
 namespace sluice::internal {
 
 BatchedLimiter::BatchedLimiter(std::shared_ptr<BatchedStoreImpl> store,
-                               std::unique_ptr<Limiter> inner, Duration interval)
+                               std::shared_ptr<Limiter> inner, std::shared_ptr<ViewTable> table)
     : WrappingLimiter(store.get(), std::move(inner)),
       store_(std::move(store)),
-      interval_(interval) {}
+      table_(std::move(table)) {}
 
-BatchedLimiter::~BatchedLimiter() = default;
+// The table's unsent hits are sent without waiting for the answer: a limiter may go on any
+// thread, a Redis connection's included, which must not wait for itself.
+BatchedLimiter::~BatchedLimiter() { store_->Retire(table_); }
+
+StoreStats BatchedLimiter::Stats() const {
+  StoreStats s = inner_->Stats();
+  s.batched = true;
+  s.keys += table_->views();
+  s.batched_pending_hits = table_->pending_hits();
+  s.batched_over_admitted_hits = table_->over_admitted();
+  return s;
+}
 
 namespace {
 
@@ -32,38 +43,13 @@ struct StringHash {
 };
 
 template <typename Alg>
-class ViewLimiter final : public BatchedLimiter {
+class Table final : public ViewTable, public std::enable_shared_from_this<Table<Alg>> {
  public:
   using State = typename Alg::State;
 
-  ViewLimiter(std::shared_ptr<BatchedStoreImpl> store, std::unique_ptr<Limiter> inner, Alg alg,
-              const LimitSpec& spec, Duration interval)
-      : BatchedLimiter(std::move(store), std::move(inner), interval),
-        alg_(std::move(alg)),
-        scale_(spec) {}
-
-  // Sends what is pending before the views go (the derived part must still be alive).
-  ~ViewLimiter() override {
-    store().Unregister(this);
-    for (Shard& shard : shards_) {
-      for (const auto& [key, view] : shard.map) store().Release(EntryBytes(key));
-    }
-  }
-
-  Decision Decide(std::string_view key, Timestamp now, int64_t cost) override {
-    return Take(key, now, cost, /*charge=*/false);
-  }
-  Decision Charge(std::string_view key, Timestamp now, int64_t cost) override {
-    return Take(key, now, cost, /*charge=*/true);
-  }
-  void DecideAsync(std::string_view key, Timestamp now, int64_t cost,
-                   DecisionCallback done) override {
-    TakeAsync(key, now, cost, /*charge=*/false, std::move(done));
-  }
-  void ChargeAsync(std::string_view key, Timestamp now, int64_t cost,
-                   DecisionCallback done) override {
-    TakeAsync(key, now, cost, /*charge=*/true, std::move(done));
-  }
+  Table(BatchedStoreImpl& store, std::shared_ptr<Limiter> inner, Alg alg, const LimitSpec& spec,
+        Duration interval)
+      : ViewTable(store, std::move(inner), interval), alg_(std::move(alg)), scale_(spec) {}
 
   // What is still pending is given back here first (as if it had never been taken); the rest
   // was sent already, and is given back in the inner store.
@@ -85,7 +71,7 @@ class ViewLimiter final : public BatchedLimiter {
         }
       }
     }
-    if (rest > 0) inner_->Refund(key, at, now, rest);
+    if (rest > 0) inner()->Refund(key, at, now, rest);
   }
 
   void Reset(std::string_view key) override {
@@ -98,16 +84,7 @@ class ViewLimiter final : public BatchedLimiter {
         shard.map.erase(it);
       }
     }
-    inner_->Reset(key);
-  }
-
-  StoreStats Stats() const override {
-    StoreStats s = inner_->Stats();
-    s.batched = true;
-    s.keys += views();
-    s.batched_pending_hits = pending_hits();
-    s.batched_over_admitted_hits = over_admitted();
-    return s;
+    inner()->Reset(key);
   }
 
   bool HasView(std::string_view key) const override {
@@ -121,6 +98,7 @@ class ViewLimiter final : public BatchedLimiter {
     if (answer.degraded || answer.reason == DecisionReason::kInvalidRequest) return;
     Shard& shard = ShardFor(key);
     std::lock_guard lock(shard.mu);
+    if (shard.retired) return;  // the limiter has gone
     auto it = shard.map.find(key);
     if (it != shard.map.end()) {
       // The inner store took it; the view takes it too (not pending: it is not to be sent).
@@ -141,19 +119,28 @@ class ViewLimiter final : public BatchedLimiter {
     shard.map.emplace(std::string(key), v);
   }
 
-  void Collect(Timestamp now, std::vector<FlushItem>& items, BatchedFlush& result) override {
+  void Collect(Timestamp now, bool last, std::vector<FlushItem>& items,
+               BatchedFlush& result) override {
     for (Shard& shard : shards_) {
       std::lock_guard lock(shard.mu);
+      if (shard.retired) continue;
+      shard.retired = last;
       for (auto it = shard.map.begin(); it != shard.map.end();) {
         View& v = it->second;
-        if (!v.used && v.pending == 0) {  // not used for a whole interval: the next use asks
+        if (!SameWindow(v, now)) v.pending = v.admitted = 0;  // a window that ended: moot
+        // Not used for a whole interval: the next use asks the inner store. The last sync
+        // sends the hits and drops every view.
+        if (last || (!v.used && v.pending == 0)) {
+          if (last && v.pending > 0) {
+            items.push_back(FlushItem{this->shared_from_this(), it->first, v.pending, v.admitted});
+            ++result.keys_sent;
+          }
           store().Release(EntryBytes(it->first));
           it = shard.map.erase(it);
           ++result.views_dropped;
           continue;
         }
-        if (!SameWindow(v, now)) v.pending = v.admitted = 0;  // a window that ended: moot
-        items.push_back(FlushItem{this, it->first, v.pending, v.admitted});
+        items.push_back(FlushItem{this->shared_from_this(), it->first, v.pending, v.admitted});
         v.in_flight = v.pending;
         v.in_flight_admitted = v.admitted;
         v.pending = v.admitted = 0;
@@ -168,7 +155,7 @@ class ViewLimiter final : public BatchedLimiter {
              BatchedFlush& result) override {
     Shard& shard = ShardFor(item.key);
     std::lock_guard lock(shard.mu);
-    auto it = shard.map.find(item.key);
+    auto it = shard.map.find(item.key);  // none once the limiter has gone (its views with it)
     if (answer.degraded || answer.reason == DecisionReason::kInvalidRequest) {
       // Not the shared store's answer: nothing was taken there. The hits are kept (at most what
       // a key can hold) and sent with the next flush; the view goes on as it is.
@@ -223,6 +210,7 @@ class ViewLimiter final : public BatchedLimiter {
   struct Shard {
     mutable std::mutex mu;
     std::unordered_map<std::string, View, StringHash, std::equal_to<>> map;
+    bool retired = false;  // the limiter has gone: no view is made any more
   };
   static constexpr size_t kShards = 16;
 
@@ -283,7 +271,7 @@ class ViewLimiter final : public BatchedLimiter {
     if (admitted) v.admitted += added;
   }
 
-  Decision Take(std::string_view key, Timestamp now, int64_t cost, bool charge) {
+  Decision Take(std::string_view key, Timestamp now, int64_t cost, bool charge) override {
     store().SawTime(now);
     if (cost >= 0) {
       Shard& shard = ShardFor(key);
@@ -294,14 +282,14 @@ class ViewLimiter final : public BatchedLimiter {
         return TakeLocal(it->second, now, cost, charge);
       }
     }
-    const Decision d = charge ? inner_->Charge(key, now, cost) : inner_->Decide(key, now, cost);
+    const Decision d = charge ? inner()->Charge(key, now, cost) : inner()->Decide(key, now, cost);
     store().CountForwarded(1);
     Observe(key, now, cost, charge, d);
     return d;
   }
 
   void TakeAsync(std::string_view key, Timestamp now, int64_t cost, bool charge,
-                 DecisionCallback done) {
+                 Limiter::DecisionCallback done) override {
     store().SawTime(now);
     if (cost >= 0) {
       Decision d;
@@ -321,16 +309,16 @@ class ViewLimiter final : public BatchedLimiter {
         return;
       }
     }
-    auto answered = [this, owned = std::string(key), now, cost, charge,
+    auto answered = [self = this->shared_from_this(), owned = std::string(key), now, cost, charge,
                      done = std::move(done)](const Decision& d) {
-      store().CountForwarded(1);
-      Observe(owned, now, cost, charge, d);
+      self->store().CountForwarded(1);
+      self->Observe(owned, now, cost, charge, d);
       done(d);
     };
     if (charge) {
-      inner_->ChargeAsync(key, now, cost, std::move(answered));
+      inner()->ChargeAsync(key, now, cost, std::move(answered));
     } else {
-      inner_->DecideAsync(key, now, cost, std::move(answered));
+      inner()->DecideAsync(key, now, cost, std::move(answered));
     }
   }
 
@@ -353,29 +341,26 @@ class ViewLimiter final : public BatchedLimiter {
 };
 
 template <typename Alg>
-std::unique_ptr<BatchedLimiter> Make(std::shared_ptr<BatchedStoreImpl> store,
-                                     std::unique_ptr<Limiter> inner, const LimitSpec& spec,
-                                     Duration interval) {
+std::shared_ptr<ViewTable> Make(BatchedStoreImpl& store, std::shared_ptr<Limiter> inner,
+                                const LimitSpec& spec, Duration interval) {
   auto alg = Alg::Create(spec);
   if (!alg) return nullptr;  // the inner store accepted the spec: cannot happen
-  return std::make_unique<ViewLimiter<Alg>>(std::move(store), std::move(inner), std::move(*alg),
-                                            spec, interval);
+  return std::make_shared<Table<Alg>>(store, std::move(inner), std::move(*alg), spec, interval);
 }
 
 }  // namespace
 
-std::unique_ptr<BatchedLimiter> MakeBatchedLimiter(std::shared_ptr<BatchedStoreImpl> store,
-                                                   std::unique_ptr<Limiter> inner,
-                                                   const LimitSpec& spec, Duration interval) {
+std::shared_ptr<ViewTable> MakeViewTable(BatchedStoreImpl& store, std::shared_ptr<Limiter> inner,
+                                         const LimitSpec& spec, Duration interval) {
   switch (spec.algorithm) {
     case Algorithm::kTokenBucket:
-      return Make<TokenBucket>(std::move(store), std::move(inner), spec, interval);
+      return Make<TokenBucket>(store, std::move(inner), spec, interval);
     case Algorithm::kGcra:
-      return Make<Gcra>(std::move(store), std::move(inner), spec, interval);
+      return Make<Gcra>(store, std::move(inner), spec, interval);
     case Algorithm::kLeakyBucket:
-      return Make<LeakyBucket>(std::move(store), std::move(inner), spec, interval);
+      return Make<LeakyBucket>(store, std::move(inner), spec, interval);
     case Algorithm::kFixedWindow:
-      return Make<FixedWindow>(std::move(store), std::move(inner), spec, interval);
+      return Make<FixedWindow>(store, std::move(inner), spec, interval);
     default:
       return nullptr;  // CheckBatchable refused it
   }

@@ -1,12 +1,13 @@
 // The batched store's limiters: one that passes everything to the inner store's limiter (every
-// sync mode but batched), and one per batchable algorithm that decides from local views.
-// Internal to the batched store (include/sluice/batched_store.h).
+// sync mode but batched), and one per batchable algorithm that decides from local views kept in
+// a ViewTable. Internal to the batched store (include/sluice/batched_store.h).
 #ifndef SLUICE_STORE_BATCHED_BATCHED_LIMITER_H_
 #define SLUICE_STORE_BATCHED_BATCHED_LIMITER_H_
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,24 +19,25 @@ namespace sluice::internal {
 
 class BatchedStoreImpl;
 
-// What the store's side of a limiter needs: its inner limiter, and for a batched one the flush.
+// A limiter of the batched store: the inner store's limiter it wraps (shared: a batched limit's
+// views keep it alive for their last send).
 class WrappingLimiter : public Limiter {
  public:
-  WrappingLimiter(const Store* owner, std::unique_ptr<Limiter> inner)
+  WrappingLimiter(const Store* owner, std::shared_ptr<Limiter> inner)
       : Limiter(owner), inner_(std::move(inner)) {}
   Limiter* inner() const { return inner_.get(); }
-  virtual bool batched() const { return false; }
+  virtual class ViewTable* table() const { return nullptr; }  // null: passes through
   const LimitSpec& spec() const override { return inner_->spec(); }
 
  protected:
-  const std::unique_ptr<Limiter> inner_;
+  const std::shared_ptr<Limiter> inner_;
 };
 
 // Every other sync mode: the inner store's limiter, unchanged; its decisions are counted as the
 // inner store's (`forwarded`).
 class PassLimiter final : public WrappingLimiter {
  public:
-  PassLimiter(const Store* owner, std::unique_ptr<Limiter> inner, std::atomic<uint64_t>& forwarded)
+  PassLimiter(const Store* owner, std::shared_ptr<Limiter> inner, std::atomic<uint64_t>& forwarded)
       : WrappingLimiter(owner, std::move(inner)), forwarded_(forwarded) {}
   Decision Decide(std::string_view key, Timestamp now, int64_t cost) override {
     Count(1);
@@ -70,62 +72,105 @@ class PassLimiter final : public WrappingLimiter {
   std::atomic<uint64_t>& forwarded_;
 };
 
-// One key's unsent hits taken out of its view by a flush, and sent as one charge.
+// One key's unsent hits taken out of its view by a sync, and sent as one charge.
 struct FlushItem {
-  class BatchedLimiter* limiter = nullptr;
+  std::shared_ptr<class ViewTable> table;
   std::string key;
   int64_t hits = 0;      // charged (0: only a refresh of the view)
   int64_t admitted = 0;  // of them, admissions this node decided (the rest: charges)
 };
 
-// What every batched limiter offers the store, whatever its algorithm.
-class BatchedLimiter : public WrappingLimiter {
+// The views of one batched limit, whatever its algorithm. Shared by its limiter, the syncs under
+// way and, once the limiter has gone, its last send, so none of them waits for another.
+class ViewTable {
  public:
-  BatchedLimiter(std::shared_ptr<BatchedStoreImpl> store, std::unique_ptr<Limiter> inner,
-                 Duration interval);
-  ~BatchedLimiter() override;
-  bool batched() const override { return true; }
+  ViewTable(BatchedStoreImpl& store, std::shared_ptr<Limiter> inner, Duration interval)
+      : store_(store), inner_(std::move(inner)), interval_(interval) {}
+  virtual ~ViewTable() = default;
 
+  Limiter* inner() const { return inner_.get(); }
   Duration interval() const { return interval_; }
   Timestamp next_due() const { return FromNanos(next_due_ns_.load(std::memory_order_relaxed)); }
   void set_next_due(Timestamp t) { next_due_ns_.store(ToNanos(t), std::memory_order_relaxed); }
 
-  // Takes every view's unsent hits into `items` (a view used since the last flush with none:
-  // a refresh of cost 0), and drops the views unused since the last flush.
-  virtual void Collect(Timestamp now, std::vector<FlushItem>& items, BatchedFlush& result) = 0;
+  // The limiter's operations (batched_limiter.cc says what each does to the views).
+  virtual Decision Take(std::string_view key, Timestamp now, int64_t cost, bool charge) = 0;
+  virtual void TakeAsync(std::string_view key, Timestamp now, int64_t cost, bool charge,
+                         Limiter::DecisionCallback done) = 0;
+  virtual void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) = 0;
+  virtual void Reset(std::string_view key) = 0;
+  // Whether a view is held for `key` (DecideAll's choice).
+  virtual bool HasView(std::string_view key) const = 0;
+  // The inner store decided for `key` (DecideAll sent the request there whole, or the key had no
+  // view): its admission or charge is applied to the view, or its answer seeds one.
+  virtual void Observe(std::string_view key, Timestamp now, int64_t cost, bool charge,
+                       const Decision& answer) = 0;
+
+  // Takes every view's unsent hits into `items` (a view used since the last sync with none: a
+  // refresh of cost 0), and drops the views unused since the last sync. `last`: the limiter
+  // has gone; only hits, and every view is dropped.
+  virtual void Collect(Timestamp now, bool last, std::vector<FlushItem>& items,
+                       BatchedFlush& result) = 0;
   // The inner store's answer to one item, received at `at`: the view is read back from it, and
   // the hits taken since are applied again; an answer that is not the store's (degraded) puts
   // the hits back.
   virtual void Apply(const FlushItem& item, const Decision& answer, Timestamp at,
                      BatchedFlush& result) = 0;
-  // Whether a view is held for `key` (tests and DecideAll's choice).
-  virtual bool HasView(std::string_view key) const = 0;
-  // Applies an admission the inner store decided (DecideAll sent the request there whole) to the
-  // view, if there is one, so that it stays the shared state plus this node's hits.
-  virtual void Observe(std::string_view key, Timestamp now, int64_t cost, bool charge,
-                       const Decision& answer) = 0;
-  // Views held and the hits in them not yet sent.
   virtual uint64_t views() const = 0;
   virtual uint64_t pending_hits() const = 0;
   uint64_t over_admitted() const { return over_admitted_.load(std::memory_order_relaxed); }
 
  protected:
-  BatchedStoreImpl& store() const { return *store_; }
+  BatchedStoreImpl& store() const { return store_; }
   void CountOverAdmitted(int64_t hits) {
     if (hits > 0) over_admitted_.fetch_add(static_cast<uint64_t>(hits), std::memory_order_relaxed);
   }
 
  private:
-  const std::shared_ptr<BatchedStoreImpl> store_;
+  BatchedStoreImpl& store_;  // outlives every table (its destructor waits for the last sends)
+  const std::shared_ptr<Limiter> inner_;
   const Duration interval_;
   std::atomic<int64_t> next_due_ns_{0};
   std::atomic<uint64_t> over_admitted_{0};
 };
 
-// A batched limiter for `spec` (CheckBatchable(spec) holds).
-std::unique_ptr<BatchedLimiter> MakeBatchedLimiter(std::shared_ptr<BatchedStoreImpl> store,
-                                                   std::unique_ptr<Limiter> inner,
-                                                   const LimitSpec& spec, Duration interval);
+// A table for `spec` (CheckBatchable(spec) holds); null if the algorithm cannot be batched.
+std::shared_ptr<ViewTable> MakeViewTable(BatchedStoreImpl& store, std::shared_ptr<Limiter> inner,
+                                         const LimitSpec& spec, Duration interval);
+
+// A batched limit's limiter: its table's operations; when it goes, the store sends what the
+// table still holds.
+class BatchedLimiter final : public WrappingLimiter {
+ public:
+  BatchedLimiter(std::shared_ptr<BatchedStoreImpl> store, std::shared_ptr<Limiter> inner,
+                 std::shared_ptr<ViewTable> table);
+  ~BatchedLimiter() override;
+  ViewTable* table() const override { return table_.get(); }
+
+  Decision Decide(std::string_view key, Timestamp now, int64_t cost) override {
+    return table_->Take(key, now, cost, /*charge=*/false);
+  }
+  Decision Charge(std::string_view key, Timestamp now, int64_t cost) override {
+    return table_->Take(key, now, cost, /*charge=*/true);
+  }
+  void DecideAsync(std::string_view key, Timestamp now, int64_t cost,
+                   DecisionCallback done) override {
+    table_->TakeAsync(key, now, cost, /*charge=*/false, std::move(done));
+  }
+  void ChargeAsync(std::string_view key, Timestamp now, int64_t cost,
+                   DecisionCallback done) override {
+    table_->TakeAsync(key, now, cost, /*charge=*/true, std::move(done));
+  }
+  void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
+    table_->Refund(key, at, now, cost);
+  }
+  void Reset(std::string_view key) override { table_->Reset(key); }
+  StoreStats Stats() const override;
+
+ private:
+  const std::shared_ptr<BatchedStoreImpl> store_;
+  const std::shared_ptr<ViewTable> table_;
+};
 
 }  // namespace sluice::internal
 

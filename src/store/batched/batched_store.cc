@@ -56,7 +56,11 @@ BatchedStoreImpl::~BatchedStoreImpl() {
     timer_cv_.notify_all();
     timer_.join();
   }
-  // Every batched limiter sent its hits when it went (it holds this store alive until then).
+  // Every batched limiter sent its hits when it went (it holds this store alive until then);
+  // the answers may still be on their way: the inner store answers every call, within its own
+  // timeout. Waited for, so that the inner store is not left to go on its own I/O thread.
+  std::unique_lock lock(retiring_->mu);
+  retiring_->cv.wait(lock, [this] { return retiring_->calls == 0; });
 }
 
 void BatchedStoreImpl::StartTimer() {
@@ -70,7 +74,7 @@ void BatchedStoreImpl::RunTimer() {
     Timestamp next = clock_->Now() + std::chrono::seconds(1);
     {
       std::lock_guard registry(registry_mu_);
-      for (const BatchedLimiter* l : limiters_) next = std::min(next, l->next_due());
+      for (const auto& t : tables_) next = std::min(next, t->next_due());
     }
     const Duration wait = std::max(Duration(0), next - clock_->Now());
     if (timer_cv_.wait_for(lock, wait, [this] { return stop_; })) break;
@@ -93,18 +97,19 @@ Result<std::unique_ptr<Limiter>> BatchedStoreImpl::MakeLimiter(const LimitSpec& 
   if (options.sync.mode != SyncMode::kBatched) {
     return std::make_unique<PassLimiter>(this, std::move(*inner), forwarded_);
   }
-  auto limiter =
-      MakeBatchedLimiter(shared_from_this(), std::move(*inner), spec, options.sync.interval);
-  if (limiter == nullptr) return MakeError("sync mode batched: cannot decide this limit locally");
+  std::shared_ptr<Limiter> shared_inner = std::move(*inner);
+  auto table = MakeViewTable(*this, shared_inner, spec, options.sync.interval);
+  if (table == nullptr) return MakeError("sync mode batched: cannot decide this limit locally");
   const int64_t last = last_now_ns_.load(std::memory_order_relaxed);
   const Timestamp start = clock_ != nullptr ? clock_->Now() : FromNanos(last);
-  limiter->set_next_due(start + options.sync.interval);
+  table->set_next_due(start + options.sync.interval);
   {
     std::lock_guard lock(registry_mu_);
-    limiters_.push_back(limiter.get());
+    tables_.push_back(table);
   }
   timer_cv_.notify_all();
-  return std::unique_ptr<Limiter>(std::move(limiter));
+  return std::make_unique<BatchedLimiter>(shared_from_this(), std::move(shared_inner),
+                                          std::move(table));
 }
 
 WrappingLimiter* BatchedStoreImpl::Mine(const LimitCheck& c) const {
@@ -117,8 +122,7 @@ bool BatchedStoreImpl::AllLocal(std::span<const LimitCheck> checks) const {
   if (checks.empty()) return false;
   return std::all_of(checks.begin(), checks.end(), [this](const LimitCheck& c) {
     const WrappingLimiter* mine = Mine(c);
-    return mine != nullptr && mine->batched() &&
-           static_cast<const BatchedLimiter*>(mine)->HasView(c.key);
+    return mine != nullptr && mine->table() != nullptr && mine->table()->HasView(c.key);
   });
 }
 
@@ -136,12 +140,11 @@ void BatchedStoreImpl::ObserveAll(std::span<const LimitCheck> checks, Timestamp 
   const bool refused = RequestRefused(checks, out);
   for (size_t i = 0; i < checks.size(); ++i) {
     WrappingLimiter* mine = Mine(checks[i]);
-    if (mine == nullptr || !mine->batched()) continue;
+    if (mine == nullptr || mine->table() == nullptr) continue;
     // An admission the inner store gave back (the request was refused) took nothing; its
     // remaining says so but its reset_after does not: not read.
     if (refused && out[i].allowed && !checks[i].charge) continue;
-    static_cast<BatchedLimiter*>(mine)->Observe(checks[i].key, now, checks[i].cost,
-                                                checks[i].charge, out[i]);
+    mine->table()->Observe(checks[i].key, now, checks[i].cost, checks[i].charge, out[i]);
   }
 }
 
@@ -197,12 +200,13 @@ StoreStats BatchedStoreImpl::Stats() const {
   s.max_bytes += max_bytes_;
   s.local_decisions = local_.load(std::memory_order_relaxed);
   s.forwarded_decisions = forwarded_.load(std::memory_order_relaxed);
-  std::lock_guard lock(const_cast<std::mutex&>(registry_mu_));
-  for (const BatchedLimiter* l : limiters_) {
-    s.keys += l->views();
-    s.batched_pending_hits += l->pending_hits();
-    s.batched_over_admitted_hits += l->over_admitted();
+  std::lock_guard lock(registry_mu_);
+  for (const auto& t : tables_) {
+    s.keys += t->views();
+    s.batched_pending_hits += t->pending_hits();
+    s.batched_over_admitted_hits += t->over_admitted();
   }
+  s.batched_over_admitted_hits += retired_over_admitted_.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -228,41 +232,99 @@ Timestamp BatchedStoreImpl::AnswerTime(Timestamp sent) const {
   return clock_ != nullptr ? std::max(sent, clock_->Now()) : sent;
 }
 
-void BatchedStoreImpl::Unregister(BatchedLimiter* limiter) {
-  std::lock_guard lock(registry_mu_);
-  std::erase(limiters_, limiter);
+void BatchedStoreImpl::Retire(const std::shared_ptr<ViewTable>& table) {
+  {
+    std::lock_guard lock(registry_mu_);
+    std::erase(tables_, table);
+  }
+  retired_over_admitted_.fetch_add(table->over_admitted(), std::memory_order_relaxed);
   const Timestamp now =
       clock_ != nullptr ? clock_->Now() : FromNanos(last_now_ns_.load(std::memory_order_relaxed));
-  BatchedLimiter* const one[1] = {limiter};
-  FlushLocked(one, now);
+  BatchedFlush result;
+  // The items (and through them the table and its inner limiter) live until the last answer,
+  // and go before the store learns it is the last: the inner store must not be left to go on
+  // its own I/O thread.
+  struct Send {
+    std::mutex mu;
+    std::vector<FlushItem> items;
+    size_t calls = 0;
+  };
+  auto send = std::make_shared<Send>();
+  table->Collect(now, /*last=*/true, send->items, result);
+  if (send->items.empty()) return;
+  send->calls = (send->items.size() + kChecksPerCall - 1) / kChecksPerCall;
+  {
+    std::lock_guard lock(retiring_->mu);
+    retiring_->calls += send->calls;
+  }
+  const std::vector<FlushItem> items = send->items;  // the calls' keys, read before Send returns
+  this->Send(items, now, [send, retiring = retiring_](size_t, std::span<const Decision>) {
+    {
+      std::lock_guard lock(send->mu);
+      if (--send->calls == 0) send->items.clear();
+    }
+    std::lock_guard lock(retiring->mu);
+    if (--retiring->calls == 0) retiring->cv.notify_all();
+  });
 }
 
 BatchedFlush BatchedStoreImpl::FlushDue(Timestamp now) {
-  std::lock_guard lock(registry_mu_);
-  std::vector<BatchedLimiter*> due;
-  for (BatchedLimiter* l : limiters_) {
-    if (l->next_due() > now) continue;
-    due.push_back(l);
-    l->set_next_due(now + l->interval());
+  std::lock_guard flush(flush_mu_);
+  std::vector<std::shared_ptr<ViewTable>> due;
+  {
+    std::lock_guard lock(registry_mu_);
+    for (const auto& t : tables_) {
+      if (t->next_due() > now) continue;
+      due.push_back(t);
+      t->set_next_due(now + t->interval());
+    }
   }
-  return FlushLocked(due, now);
+  return FlushTables(due, now);
 }
 
+// Also waits for the last sends of limiters that went: what a test reads from Redis afterwards
+// includes them.
 BatchedFlush BatchedStoreImpl::Flush(Timestamp now) {
   SawTime(now);
-  std::lock_guard lock(registry_mu_);
-  for (BatchedLimiter* l : limiters_) l->set_next_due(now + l->interval());
-  return FlushLocked(limiters_, now);
+  std::lock_guard flush(flush_mu_);
+  std::vector<std::shared_ptr<ViewTable>> all;
+  {
+    std::lock_guard lock(registry_mu_);
+    for (const auto& t : tables_) t->set_next_due(now + t->interval());
+    all = tables_;
+  }
+  BatchedFlush result = FlushTables(all, now);
+  std::unique_lock lock(retiring_->mu);
+  retiring_->cv.wait(lock, [this] { return retiring_->calls == 0; });
+  return result;
+}
+
+void BatchedStoreImpl::Send(
+    const std::vector<FlushItem>& items, Timestamp now,
+    const std::function<void(size_t, std::span<const Decision>)>& answered) {
+  for (size_t begin = 0; begin < items.size(); begin += kChecksPerCall) {
+    const size_t end = std::min(items.size(), begin + kChecksPerCall);
+    std::vector<LimitCheck> checks;
+    checks.reserve(end - begin);
+    for (size_t i = begin; i < end; ++i) {
+      const FlushItem& item = items[i];
+      // A refresh asks at cost 0 (takes nothing); hits are charged, never refused.
+      checks.push_back(
+          LimitCheck{item.table->inner(), item.key, item.hits, /*charge=*/item.hits > 0});
+    }
+    inner_->DecideAllAsync(
+        checks, now, [answered, begin](std::span<const Decision> out) { answered(begin, out); });
+  }
 }
 
 // Every item is one charge; they go to the inner store in calls of kChecksPerCall checks (on
 // Redis: one script per call and hash slot), all sent before any answer is awaited, so they
 // share round trips.
-BatchedFlush BatchedStoreImpl::FlushLocked(std::span<BatchedLimiter* const> limiters,
+BatchedFlush BatchedStoreImpl::FlushTables(std::span<const std::shared_ptr<ViewTable>> tables,
                                            Timestamp now) {
   BatchedFlush result;
   std::vector<FlushItem> items;
-  for (BatchedLimiter* l : limiters) l->Collect(now, items, result);
+  for (const auto& t : tables) t->Collect(now, /*last=*/false, items, result);
   if (items.empty()) return result;
 
   struct Wait {
@@ -274,22 +336,11 @@ BatchedFlush BatchedStoreImpl::FlushLocked(std::span<BatchedLimiter* const> limi
   auto wait = std::make_shared<Wait>();
   wait->out.resize(items.size());
   wait->calls_left = (items.size() + kChecksPerCall - 1) / kChecksPerCall;
-  for (size_t begin = 0; begin < items.size(); begin += kChecksPerCall) {
-    const size_t end = std::min(items.size(), begin + kChecksPerCall);
-    std::vector<LimitCheck> checks;
-    checks.reserve(end - begin);
-    for (size_t i = begin; i < end; ++i) {
-      const FlushItem& item = items[i];
-      // A refresh asks at cost 0 (takes nothing); hits are charged, never refused.
-      checks.push_back(
-          LimitCheck{item.limiter->inner(), item.key, item.hits, /*charge=*/item.hits > 0});
-    }
-    inner_->DecideAllAsync(checks, now, [wait, begin](std::span<const Decision> out) {
-      std::lock_guard lock(wait->mu);
-      std::copy(out.begin(), out.end(), wait->out.begin() + static_cast<ptrdiff_t>(begin));
-      if (--wait->calls_left == 0) wait->cv.notify_all();
-    });
-  }
+  Send(items, now, [wait](size_t begin, std::span<const Decision> out) {
+    std::lock_guard lock(wait->mu);
+    std::copy(out.begin(), out.end(), wait->out.begin() + static_cast<ptrdiff_t>(begin));
+    if (--wait->calls_left == 0) wait->cv.notify_all();
+  });
   {
     // Every call answers exactly once, within the inner store's own timeout.
     std::unique_lock lock(wait->mu);
@@ -297,7 +348,7 @@ BatchedFlush BatchedStoreImpl::FlushLocked(std::span<BatchedLimiter* const> limi
   }
   const Timestamp at = AnswerTime(now);
   for (size_t i = 0; i < items.size(); ++i) {
-    items[i].limiter->Apply(items[i], wait->out[i], at, result);
+    items[i].table->Apply(items[i], wait->out[i], at, result);
   }
   return result;
 }

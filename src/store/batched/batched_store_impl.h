@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -49,12 +50,17 @@ class BatchedStoreImpl final : public BatchedStore,
   void SawTime(Timestamp now);
   // When an answer is received: the clock's now, never before `sent` (without a clock, `sent`).
   Timestamp AnswerTime(Timestamp sent) const;
-  // A batched limiter going away: waits for a flush under way, then sends its own hits.
-  void Unregister(BatchedLimiter* limiter);
+  // A batched limiter has gone: its table is synced no more, and what it holds is sent without
+  // waiting for the answer (the store's destructor waits for such sends, for a while).
+  void Retire(const std::shared_ptr<ViewTable>& table);
 
  private:
-  // Sends the hits of `limiters` (the registry lock held) and applies the answers.
-  BatchedFlush FlushLocked(std::span<BatchedLimiter* const> limiters, Timestamp now);
+  // Syncs `tables` (flush_mu_ held): sends their hits, waits for the answers, applies them.
+  BatchedFlush FlushTables(std::span<const std::shared_ptr<ViewTable>> tables, Timestamp now);
+  // Sends `items` in calls of kChecksPerCall checks; `answered` gets each call's first item's
+  // index and its decisions.
+  void Send(const std::vector<FlushItem>& items, Timestamp now,
+            const std::function<void(size_t, std::span<const Decision>)>& answered);
   // Every check is a batched limiter's, on a key it holds a view of: decided here.
   bool AllLocal(std::span<const LimitCheck> checks) const;
   WrappingLimiter* Mine(const LimitCheck& c) const;
@@ -67,14 +73,23 @@ class BatchedStoreImpl final : public BatchedStore,
   const size_t max_bytes_;
   const std::shared_ptr<const Clock> clock_;
 
-  std::mutex registry_mu_;  // held by a flush throughout, so flushes never overlap
-  std::vector<BatchedLimiter*> limiters_;
+  std::mutex flush_mu_;             // held by a sync throughout: syncs never overlap
+  mutable std::mutex registry_mu_;  // the tables synced
+  std::vector<std::shared_ptr<ViewTable>> tables_;
+  // The last sends of limiters that went, not yet answered.
+  struct Retiring {
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t calls = 0;
+  };
+  const std::shared_ptr<Retiring> retiring_ = std::make_shared<Retiring>();
 
   std::atomic<size_t> bytes_{0};
   std::atomic<uint64_t> views_refused_{0};
   std::atomic<uint64_t> local_{0};
   std::atomic<uint64_t> forwarded_{0};
   std::atomic<int64_t> last_now_ns_{0};
+  std::atomic<uint64_t> retired_over_admitted_{0};  // counted by limiters that went
 
   std::mutex timer_mu_;
   std::condition_variable timer_cv_;

@@ -366,7 +366,8 @@ TEST(BatchedStore, ALimiterThatGoesSendsItsHitsAndUnusedViewsAreDropped) {
   EXPECT_EQ(second.views_dropped, 2u);
   EXPECT_EQ(node.batched->Stats().keys, 0u);
   for (int i = 0; i < 5; ++i) limiter->Decide("k0", kStart + milliseconds(300), 1);
-  limiter.reset();
+  limiter.reset();                                  // sends without waiting for the answer
+  node.batched->Flush(kStart + milliseconds(300));  // which a flush waits for
   auto exact = Make(*node.redis, spec, LimiterOptions{.id = "gone", .fail_open = false});
   EXPECT_EQ(exact->Decide("k0", kStart + milliseconds(400), 0).remaining, 100 - 10);
 }
@@ -448,6 +449,7 @@ TEST(BatchedStore, TheTimerSyncsWhileThreadsDecideAndNoHitIsLostOrCountedTwice) 
   EXPECT_EQ((*store)->Stats().batched_pending_hits, 0u) << "the timer synced";
   EXPECT_GT((*store)->Stats().local_decisions, 0u);
   limiter.reset();
+  (*store)->Flush(clock->Now());  // waits for the limiter's last send
   auto exact = Make(**redis, spec, LimiterOptions{.id = "timer", .fail_open = false});
   int64_t counted = 0;
   for (int k = 0; k < 3; ++k) {
