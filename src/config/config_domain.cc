@@ -367,7 +367,9 @@ class DomainParser {
 
   // `sync: exact|leased|batched`, or `sync: {mode: leased, lease_ttl: 2s}` /
   // `{mode: batched, interval: 100ms}`. A lease is quota taken ahead of use, which only an
-  // algorithm whose admissions are units taken from one count can give (docs/redis.md).
+  // algorithm whose admissions are units taken from one count can give; a batched node reads
+  // that count back from Redis's answers, which a sliding window's state cannot be read from
+  // (docs/redis.md). Neither can serve a shaper, whose delay depends on the shared queue.
   Result<QuotaSync> ParseSync(const YAML::Node& node, const Limit& limit) {
     QuotaSync sync;
     YAML::Node mode_node = node;
@@ -393,21 +395,23 @@ class DomainParser {
                      "unknown sync mode '" + *mode + "' (expected exact, leased or batched)");
     }
     const std::string name = LimitName(limit);
-    if (sync.mode == SyncMode::kLeased) {
+    if (sync.mode != SyncMode::kExact) {
+      const bool leased = sync.mode == SyncMode::kLeased;
       const Algorithm a = limit.spec.algorithm;
       if (a == Algorithm::kSlidingWindowLog || a == Algorithm::kSlidingWindowCounter) {
         return ErrorAt(file_, mode_node,
-                       name +
-                           ": sync mode leased needs token_bucket, gcra, fixed_window or "
-                           "leaky_bucket, not " +
+                       name + ": sync mode " + *mode +
+                           " needs token_bucket, gcra, fixed_window or leaky_bucket, not " +
                            std::string(AlgorithmName(a)) +
-                           " (a sliding window cannot lend hits ahead of time)");
+                           (leased ? " (a sliding window cannot lend hits ahead of time)"
+                                   : " (a sliding window's state cannot be read back from "
+                                     "Redis's answers)"));
       }
       if (limit.spec.shaper) {
         return ErrorAt(file_, mode_node,
-                       name +
-                           ": sync mode leased cannot serve shaper: true (a shaper's delay "
-                           "depends on every node's queue)");
+                       name + ": sync mode " + *mode +
+                           " cannot serve shaper: true (a shaper's delay depends on every "
+                           "node's queue)");
       }
     }
     if (!fields) return sync;

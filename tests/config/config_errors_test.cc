@@ -77,6 +77,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "leaky_bucket, not sliding_window_log"},
         BadCase{"bad_sync_leased_shaper.yaml", 10,
                 "rate_limit 'shaped': sync mode leased cannot serve shaper: true"},
+        // Batched reads a window's count back from Redis's answers: a sliding window has none.
+        BadCase{"bad_sync_batched_sliding_counter.yaml", 9,
+                "rate_limit 'counted': sync mode batched needs token_bucket, gcra, fixed_window "
+                "or leaky_bucket, not sliding_window_counter"},
         BadCase{"bad_sync_unknown.yaml", 8,
                 "unknown sync mode 'lazy' (expected exact, leased or batched)"},
         BadCase{"bad_sync_ttl_on_batched.yaml", 8, "lease_ttl applies only to sync mode leased"},

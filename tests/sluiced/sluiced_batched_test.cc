@@ -5,6 +5,7 @@
 // commandstats (a handful of scripts, not one per decision).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -130,7 +131,9 @@ TEST_F(SluicedBatched, ThreeNodesOnOneKeyAdmitWithinTheBoundAndRedisCountsEveryH
     }
     EXPECT_EQ(Metric(n->port(), "sluice_batched_pending_hits "), "0");
   }
-  EXPECT_EQ(RedisCount(), total) << "every admitted hit reached Redis, once";
+  // Every admitted hit was charged to Redis, once -- up to what a key can hold, twice its limit
+  // (a charge beyond it is dropped, docs/algorithms.md "Charges and debt").
+  EXPECT_EQ(RedisCount(), std::min(total, 2 * kLimit)) << "admitted " << total;
   const int64_t calls = EvalshaCalls();
   EXPECT_LT(calls, kNodes * kEach / 10) << "a few scripts per node per interval, not one per "
                                            "decision ("

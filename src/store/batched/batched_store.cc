@@ -198,8 +198,10 @@ StoreStats BatchedStoreImpl::Stats() const {
   s.batched = true;
   s.bytes += bytes_.load(std::memory_order_relaxed);
   s.max_bytes += max_bytes_;
+  // As the over-limit cache counts them: everything passed on, local decisions included (the
+  // metrics take those out of Redis's share).
   s.local_decisions = local_.load(std::memory_order_relaxed);
-  s.forwarded_decisions = forwarded_.load(std::memory_order_relaxed);
+  s.forwarded_decisions = s.local_decisions + forwarded_.load(std::memory_order_relaxed);
   std::lock_guard lock(registry_mu_);
   for (const auto& t : tables_) {
     s.keys += t->views();

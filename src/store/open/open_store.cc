@@ -43,19 +43,20 @@ Result<std::shared_ptr<Store>> OpenStore(std::string_view address,
   // The batched layer's sync timer reads the caller's clock (not owned: it must outlive the
   // store), or one of its own.
   const std::shared_ptr<const Clock> clock =
-      options.clock != nullptr ? std::shared_ptr<const Clock>(std::shared_ptr<void>(), options.clock)
-                               : std::make_shared<MonotonicClock>();
+      options.clock != nullptr
+          ? std::shared_ptr<const Clock>(std::shared_ptr<void>(), options.clock)
+          : std::make_shared<MonotonicClock>();
   // Layers, innermost first, each passing on the limits it does not serve: leased limits,
   // batched limits, then the over-limit cache (which keeps no facts for limits that do not ask
   // Redis every time).
   std::shared_ptr<Store> store = std::move(*redis_store);
-  if (auto ok = Wrap(store, OpenLeasedStore(store, {.max_bytes = options.lease_bytes,
-                                                    .clock = options.clock}));
+  if (auto ok = Wrap(store, OpenLeasedStore(
+                                store, {.max_bytes = options.lease_bytes, .clock = options.clock}));
       !ok) {
     return std::unexpected(ok.error());
   }
-  if (auto ok = Wrap(store, OpenBatchedStore(store, {.max_bytes = options.batched_bytes,
-                                                     .clock = clock}));
+  if (auto ok = Wrap(store,
+                     OpenBatchedStore(store, {.max_bytes = options.batched_bytes, .clock = clock}));
       !ok) {
     return std::unexpected(ok.error());
   }
