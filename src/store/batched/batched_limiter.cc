@@ -60,7 +60,7 @@ class Table final : public ViewTable, public std::enable_shared_from_this<Table<
       Shard& shard = ShardFor(key);
       std::lock_guard lock(shard.mu);
       auto it = shard.map.find(key);
-      if (it != shard.map.end()) {
+      if (it != shard.map.end() && it->second.seeded) {
         View& v = it->second;
         alg_.Refund(v.state, at, now, cost);
         if (SameWindow(v, at)) {
@@ -90,33 +90,56 @@ class Table final : public ViewTable, public std::enable_shared_from_this<Table<
   bool HasView(std::string_view key) const override {
     const Shard& shard = ShardFor(key);
     std::lock_guard lock(shard.mu);
-    return shard.map.contains(key);
+    auto it = shard.map.find(key);
+    return it != shard.map.end() && it->second.seeded;
   }
 
-  void Observe(std::string_view key, Timestamp now, int64_t cost, bool charge,
-               const Decision& answer) override {
-    if (answer.degraded || answer.reason == DecisionReason::kInvalidRequest) return;
+  // A request for `key` goes to the inner store: until its answer comes, local decisions count
+  // its cost as taken (the inner store may take it at any moment), so that none spends the same
+  // quota; a key without a view gets a placeholder that the first answer seeds.
+  bool Track(std::string_view key, int64_t cost) override {
+    if (cost < 0) return false;
     Shard& shard = ShardFor(key);
     std::lock_guard lock(shard.mu);
-    if (shard.retired) return;  // the limiter has gone
+    if (shard.retired) return false;
     auto it = shard.map.find(key);
-    if (it != shard.map.end()) {
-      // The inner store took it; the view takes it too (not pending: it is not to be sent).
-      View& v = it->second;
-      if (charge) {
-        alg_.Charge(v.state, now, cost);
-      } else if (answer.allowed && cost > 0) {
-        alg_.Charge(v.state, now, cost);
-      }
-      v.used = true;
+    if (it == shard.map.end()) {
+      if (!store().Reserve(EntryBytes(key))) return false;  // no room: this key stays exact
+      it = shard.map.emplace(std::string(key), View{}).first;
+    }
+    View& v = it->second;
+    v.outstanding += cost;
+    v.used = true;
+    return true;
+  }
+
+  // The answer to a tracked request. A placeholder is seeded from it; a seeded view takes the
+  // cost if the inner store kept it. An answer computed before the one that seeded the view (or
+  // before a sync's) is then counted twice: the strict side, until the next sync reads the
+  // shared state back.
+  void Observe(std::string_view key, Timestamp now, int64_t cost, bool charge,
+               const Decision& answer, bool taken) override {
+    Shard& shard = ShardFor(key);
+    std::lock_guard lock(shard.mu);
+    auto it = shard.map.find(key);
+    if (it == shard.map.end()) return;  // reset or dropped meanwhile, or the limiter has gone
+    View& v = it->second;
+    v.outstanding = std::max<int64_t>(0, v.outstanding - cost);
+    const bool usable = !answer.degraded && answer.reason != DecisionReason::kInvalidRequest;
+    if (v.seeded) {
+      if (taken && cost > 0) alg_.Charge(v.state, now, cost);
       return;
     }
-    const size_t bytes = EntryBytes(key);
-    if (!store().Reserve(bytes)) return;  // no room: this key stays exact
-    View v;
+    if (!usable || (answer.allowed && !taken)) {
+      // Nothing to read the shared state from (an admission given back says nothing about it).
+      if (v.outstanding == 0 && v.pending == 0) {
+        store().Release(EntryBytes(it->first));
+        shard.map.erase(it);
+      }
+      return;
+    }
     v.state = Read(answer, now, /*in_debt=*/!answer.allowed && (charge || cost == 0));
-    v.used = true;
-    shard.map.emplace(std::string(key), v);
+    v.seeded = true;
   }
 
   void Collect(Timestamp now, bool last, std::vector<FlushItem>& items,
@@ -127,6 +150,10 @@ class Table final : public ViewTable, public std::enable_shared_from_this<Table<
       shard.retired = last;
       for (auto it = shard.map.begin(); it != shard.map.end();) {
         View& v = it->second;
+        if (!v.seeded && !last) {  // a placeholder: its first answer is on the way
+          ++it;
+          continue;
+        }
         if (!SameWindow(v, now)) v.pending = v.admitted = 0;  // a window that ended: moot
         // Not used for a whole interval: the next use asks the inner store. The last sync
         // sends the hits and drops every view.
@@ -205,7 +232,9 @@ class Table final : public ViewTable, public std::enable_shared_from_this<Table<
     int64_t window = 0;     // fixed window: the window `pending` was counted in
     int64_t in_flight = 0;  // sent by the flush under way
     int64_t in_flight_admitted = 0;
-    bool used = false;  // decided on since the last flush
+    int64_t outstanding = 0;  // cost of requests sent to the inner store, not yet answered
+    bool seeded = false;      // read back from an answer (before: a placeholder)
+    bool used = false;        // decided on since the last flush
   };
   struct Shard {
     mutable std::mutex mu;
@@ -277,14 +306,15 @@ class Table final : public ViewTable, public std::enable_shared_from_this<Table<
       Shard& shard = ShardFor(key);
       std::lock_guard lock(shard.mu);
       auto it = shard.map.find(key);
-      if (it != shard.map.end()) {
+      if (it != shard.map.end() && it->second.seeded) {
         store().CountLocal(1);
         return TakeLocal(it->second, now, cost, charge);
       }
     }
+    const bool tracked = Track(key, cost);
     const Decision d = charge ? inner()->Charge(key, now, cost) : inner()->Decide(key, now, cost);
     store().CountForwarded(1);
-    Observe(key, now, cost, charge, d);
+    if (tracked) Observe(key, now, cost, charge, d, Taken(d, charge));
     return d;
   }
 
@@ -298,7 +328,7 @@ class Table final : public ViewTable, public std::enable_shared_from_this<Table<
         Shard& shard = ShardFor(key);
         std::lock_guard lock(shard.mu);
         auto it = shard.map.find(key);
-        if (it != shard.map.end()) {
+        if (it != shard.map.end() && it->second.seeded) {
           d = TakeLocal(it->second, now, cost, charge);
           local = true;
         }
@@ -309,10 +339,11 @@ class Table final : public ViewTable, public std::enable_shared_from_this<Table<
         return;
       }
     }
+    const bool tracked = Track(key, cost);
     auto answered = [self = this->shared_from_this(), owned = std::string(key), now, cost, charge,
-                     done = std::move(done)](const Decision& d) {
+                     tracked, done = std::move(done)](const Decision& d) {
       self->store().CountForwarded(1);
-      self->Observe(owned, now, cost, charge, d);
+      if (tracked) self->Observe(owned, now, cost, charge, d, Taken(d, charge));
       done(d);
     };
     if (charge) {
@@ -322,9 +353,16 @@ class Table final : public ViewTable, public std::enable_shared_from_this<Table<
     }
   }
 
+  // Whether the inner store kept the cost of a single request it answered.
+  static bool Taken(const Decision& d, bool charge) {
+    if (d.degraded || d.reason == DecisionReason::kInvalidRequest) return false;
+    return charge || d.allowed;
+  }
+
   // The shard's lock held.
   Decision TakeLocal(View& v, Timestamp now, int64_t cost, bool charge) {
     v.used = true;
+    if (v.outstanding > 0) return TakeBehindOutstanding(v, now, cost, charge);
     if (charge) {
       const Decision d = alg_.Charge(v.state, now, cost);
       AddPending(v, now, cost, /*admitted=*/false);
@@ -332,6 +370,19 @@ class Table final : public ViewTable, public std::enable_shared_from_this<Table<
     }
     const Decision d = alg_.Decide(v.state, now, cost);
     if (d.allowed) AddPending(v, now, cost, /*admitted=*/true);
+    return d;
+  }
+
+  // Requests are on their way to the inner store: decided against a copy of the view with
+  // their cost taken, and only what is decided here is applied to the view itself.
+  Decision TakeBehindOutstanding(View& v, Timestamp now, int64_t cost, bool charge) {
+    State with = v.state;
+    alg_.Charge(with, now, v.outstanding);
+    const Decision d = charge ? alg_.Charge(with, now, cost) : alg_.Decide(with, now, cost);
+    if (charge || d.allowed) {
+      alg_.Charge(v.state, now, cost);
+      AddPending(v, now, cost, /*admitted=*/!charge);
+    }
     return d;
   }
 

@@ -99,12 +99,17 @@ class ViewTable {
                          Limiter::DecisionCallback done) = 0;
   virtual void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) = 0;
   virtual void Reset(std::string_view key) = 0;
-  // Whether a view is held for `key` (DecideAll's choice).
+  // Whether a view (seeded) is held for `key` (DecideAll's choice).
   virtual bool HasView(std::string_view key) const = 0;
-  // The inner store decided for `key` (DecideAll sent the request there whole, or the key had no
-  // view): its admission or charge is applied to the view, or its answer seeds one.
+  // A request of `cost` for `key` is sent to the inner store (DecideAll sends a request there
+  // whole, or the key had no view): the view counts it as taken until Observe, or a placeholder
+  // is made for the answer to seed. False: not tracked (no room, or the limiter has gone);
+  // Observe must then not be called.
+  virtual bool Track(std::string_view key, int64_t cost) = 0;
+  // The inner store's answer to a tracked request, and whether it kept the cost (`taken`): a
+  // cost it did not keep is given back to the view, and a placeholder is seeded from the answer.
   virtual void Observe(std::string_view key, Timestamp now, int64_t cost, bool charge,
-                       const Decision& answer) = 0;
+                       const Decision& answer, bool taken) = 0;
 
   // Takes every view's unsent hits into `items` (a view used since the last sync with none: a
   // refresh of cost 0), and drops the views unused since the last sync. `last`: the limiter

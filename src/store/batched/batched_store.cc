@@ -135,16 +135,28 @@ std::vector<LimitCheck> BatchedStoreImpl::InnerChecks(std::span<const LimitCheck
   return inner;
 }
 
-void BatchedStoreImpl::ObserveAll(std::span<const LimitCheck> checks, Timestamp now,
-                                  std::span<const Decision> out) {
-  const bool refused = RequestRefused(checks, out);
+std::vector<bool> BatchedStoreImpl::TrackAll(std::span<const LimitCheck> checks) {
+  std::vector<bool> tracked(checks.size(), false);
   for (size_t i = 0; i < checks.size(); ++i) {
     WrappingLimiter* mine = Mine(checks[i]);
     if (mine == nullptr || mine->table() == nullptr) continue;
-    // An admission the inner store gave back (the request was refused) took nothing; its
-    // remaining says so but its reset_after does not: not read.
-    if (refused && out[i].allowed && !checks[i].charge) continue;
-    mine->table()->Observe(checks[i].key, now, checks[i].cost, checks[i].charge, out[i]);
+    tracked[i] = mine->table()->Track(checks[i].key, checks[i].cost);
+  }
+  return tracked;
+}
+
+// A check's cost was kept when it was a charge, or an admission of a request that was not
+// refused (a refused one gives its admissions back); never when the store could not answer.
+void BatchedStoreImpl::ObserveAll(std::span<const LimitCheck> checks, Timestamp now,
+                                  std::span<const Decision> out, const std::vector<bool>& tracked) {
+  const bool refused = RequestRefused(checks, out);
+  for (size_t i = 0; i < checks.size(); ++i) {
+    if (!tracked[i]) continue;
+    const Decision& d = out[i];
+    const bool answered = !d.degraded && d.reason != DecisionReason::kInvalidRequest;
+    const bool taken = answered && (checks[i].charge || (d.allowed && !refused));
+    Mine(checks[i])->table()->Observe(checks[i].key, now, checks[i].cost, checks[i].charge, d,
+                                      taken);
   }
 }
 
@@ -160,9 +172,10 @@ void BatchedStoreImpl::DecideAll(std::span<const LimitCheck> checks, Timestamp n
     return;
   }
   const std::vector<LimitCheck> inner = InnerChecks(checks);
+  const std::vector<bool> tracked = TrackAll(checks);
   inner_->DecideAll(inner, now, out);
   CountForwarded(checks.size());
-  ObserveAll(checks, now, out);
+  ObserveAll(checks, now, out, tracked);
 }
 
 void BatchedStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
@@ -185,12 +198,13 @@ void BatchedStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timest
   for (LimitCheck& c : pending->checks) c.key = pending->keys.emplace_back(c.key);
   const std::vector<LimitCheck> inner = InnerChecks(checks);
   auto self = shared_from_this();
-  inner_->DecideAllAsync(
-      inner, now, [self, pending, now, done = std::move(done)](std::span<const Decision> out) {
-        self->CountForwarded(pending->checks.size());
-        self->ObserveAll(pending->checks, now, out);
-        done(out);
-      });
+  inner_->DecideAllAsync(inner, now,
+                         [self, pending, now, tracked = TrackAll(checks),
+                          done = std::move(done)](std::span<const Decision> out) {
+                           self->CountForwarded(pending->checks.size());
+                           self->ObserveAll(pending->checks, now, out, tracked);
+                           done(out);
+                         });
 }
 
 StoreStats BatchedStoreImpl::Stats() const {

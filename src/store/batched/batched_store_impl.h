@@ -65,8 +65,12 @@ class BatchedStoreImpl final : public BatchedStore,
   bool AllLocal(std::span<const LimitCheck> checks) const;
   WrappingLimiter* Mine(const LimitCheck& c) const;
   std::vector<LimitCheck> InnerChecks(std::span<const LimitCheck> checks) const;
-  // The inner store decided the whole request: its answers update or seed the views.
-  void ObserveAll(std::span<const LimitCheck> checks, Timestamp now, std::span<const Decision> out);
+  // The whole request goes to the inner store: each batched check's view counts its cost as
+  // taken until the answer (ViewTable::Track); whether each was tracked.
+  std::vector<bool> TrackAll(std::span<const LimitCheck> checks);
+  // The inner store decided the whole request: its answers settle and seed the views.
+  void ObserveAll(std::span<const LimitCheck> checks, Timestamp now, std::span<const Decision> out,
+                  const std::vector<bool>& tracked);
   void RunTimer();
 
   const std::shared_ptr<Store> inner_;

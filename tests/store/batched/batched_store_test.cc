@@ -458,5 +458,59 @@ TEST(BatchedStore, TheTimerSyncsWhileThreadsDecideAndNoHitIsLostOrCountedTwice) 
   EXPECT_EQ(counted, kThreads * kEach);
 }
 
+// Requests for a key go to Redis while its view is not seeded yet, many at once; answers come
+// back in any order on Redis's connection threads. Until each answer is in, local decisions
+// count its cost as taken: one node admits what Redis alone would (10 a minute here; the run
+// takes far less than the 6 s a token takes to come back).
+TEST(BatchedStore, OneNodeDoesNotOverAdmitWhileRequestsAreOnTheirWayToRedis) {
+  RedisStoreOptions o;
+  o.port = Server().port();
+  o.command_timeout = milliseconds(2000);
+  o.monitor_interval = milliseconds(0);
+  o.key_prefix = UniquePrefix("inflight");
+  auto redis = OpenRedisStore(o);  // Redis's clock
+  ASSERT_TRUE(redis.has_value());
+  auto clock = std::make_shared<MonotonicClock>();
+  auto store = OpenBatchedStore(*redis, {.max_bytes = 1 << 20, .clock = clock});
+  ASSERT_TRUE(store.has_value());
+  const LimitSpec spec{Algorithm::kTokenBucket, 10, minutes(1), 10, false};
+  auto limiter = Make(**store, spec, Batched("inflight"));
+  ASSERT_NE(limiter, nullptr);
+  std::atomic<int> admitted{0};
+  std::atomic<int> answered{0};
+  constexpr int kEach = 2000;
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        auto count = [&](bool allowed) {
+          if (allowed) ++admitted;
+          ++answered;
+        };
+        if (t == 0) {
+          const LimitCheck check{limiter.get(), "k", 1};
+          (*store)->DecideAllAsync(
+              std::span(&check, 1), clock->Now(),
+              [&, count](std::span<const Decision> out) { count(out[0].allowed); });
+        } else {
+          limiter->DecideAsync("k", clock->Now(), 1,
+                               [&, count](const Decision& d) { count(d.allowed); });
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
+  while (answered.load() < 2 * kEach && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(answered.load(), 2 * kEach);
+  const auto took = std::chrono::steady_clock::now() - started;
+  ASSERT_LT(took, seconds(6)) << "a token came back: the count below would not hold";
+  EXPECT_EQ(admitted.load(), 10);
+  EXPECT_GT((*store)->Stats().local_decisions, 0u);
+}
+
 }  // namespace
 }  // namespace sluice
