@@ -50,9 +50,11 @@ void ApplyDefaultSync(Domain& domain, const QuotaSync& sync, internal::Warnings&
     const Algorithm a = limit.spec.algorithm;
     const bool can_lease = a != Algorithm::kSlidingWindowLog &&
                            a != Algorithm::kSlidingWindowCounter && !limit.spec.shaper;
-    if (sync.mode == SyncMode::kLeased && !can_lease) {
-      warnings.push_back(limit.origin + ": --default-sync leased does not apply to this " +
-                         std::string(AlgorithmName(a)) + (limit.spec.shaper ? " shaper" : "") +
+    if (!can_lease) {  // nor can such a limit be batched (its state cannot be read back)
+      warnings.push_back(limit.origin + ": --default-sync " +
+                         (sync.mode == SyncMode::kLeased ? "leased" : "batched") +
+                         " does not apply to this " + std::string(AlgorithmName(a)) +
+                         (limit.spec.shaper ? " shaper" : "") +
                          " limit, which stays exact (set its sync: to say so)");
       continue;
     }

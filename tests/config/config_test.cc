@@ -363,8 +363,8 @@ TEST(Extensions, SyncModesLoad) {
   EXPECT_EQ(batched->sync.lease_ttl, milliseconds(2000)) << "untouched outside its mode";
 }
 
-// --default-sync: rules that set no sync get it, except where their algorithm cannot lease
-// (warned, naming the rule); rules that set one keep theirs.
+// --default-sync: rules that set no sync get it, except where their algorithm cannot lease or
+// be batched (warned, naming the rule); rules that set one keep theirs.
 TEST(LoadOptions, DefaultSyncAppliesToRulesThatSetNone) {
   LoadOptions options;
   options.default_sync.mode = SyncMode::kLeased;
@@ -378,6 +378,16 @@ TEST(LoadOptions, DefaultSyncAppliesToRulesThatSetNone) {
   EXPECT_EQ(LimitFor(c, "shared", {{"sliding_unset", "x"}})->sync.mode, SyncMode::kExact);
   EXPECT_NE(WarningAt(c, file, 21,
                       "--default-sync leased does not apply to this "
+                      "sliding_window_log limit"),
+            "");
+  // Batched reads a count back from Redis's answers, which a sliding window has none of.
+  options.default_sync.mode = SyncMode::kBatched;
+  auto batched = LoadConfig(file, options);
+  ASSERT_TRUE(batched.has_value()) << batched.error().message;
+  EXPECT_EQ(LimitFor(**batched, "shared", {{"unset", "x"}})->sync.mode, SyncMode::kBatched);
+  EXPECT_EQ(LimitFor(**batched, "shared", {{"sliding_unset", "x"}})->sync.mode, SyncMode::kExact);
+  EXPECT_NE(WarningAt(**batched, file, 21,
+                      "--default-sync batched does not apply to this "
                       "sliding_window_log limit"),
             "");
 }
