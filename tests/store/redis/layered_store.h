@@ -1,6 +1,7 @@
 // A Redis store under test wrapped as sluiced opens it (OpenStore): the leased store, the
 // batched store, then the over-limit cache. The store suite's limits are exact, so the leased
-// and batched layers pass them on; the cache answers sure refusals. Every decision must still be the pure algorithm's.
+// and batched layers pass them on; the cache answers sure refusals. Every decision must still be
+// the pure algorithm's.
 #ifndef SLUICE_TESTS_STORE_REDIS_LAYERED_STORE_H_
 #define SLUICE_TESTS_STORE_REDIS_LAYERED_STORE_H_
 
