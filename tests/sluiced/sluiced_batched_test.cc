@@ -66,8 +66,11 @@ class SluicedBatched : public ::testing::Test {
     auto c = Redis();
     auto keys = c->Command({"KEYS", "sluice:*"});
     if (!keys || keys->elements.size() != 1) return -1;
-    auto count = c->Command({"HGET", keys->elements[0].str, "c"});
-    return count && !count->str.empty() ? std::stoll(count->str) : -1;
+    // A fixed window's state is {window index, hits}, two packed doubles (docs/redis.md, Keys).
+    auto count =
+        c->Command({"EVAL", "return select(2, struct.unpack('<dd', redis.call('GET', KEYS[1])))",
+                    "1", keys->elements[0].str});
+    return count ? count->integer : -1;
   }
 
   int64_t EvalshaCalls() {
