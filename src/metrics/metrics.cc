@@ -371,6 +371,20 @@ std::string Metrics::Render() const {
                         "counter");
       AppendSample(out, "sluice_batched_over_admitted_hits_total", {}, {},
                    g.batched_over_admitted_hits);
+      if (!g.batched_limits.empty()) {
+        AppendHelpAndType(out, "sluice_batched_limit_over_admitted_hits_total",
+                          "sluice_batched_over_admitted_hits_total for each batched limit of "
+                          "the running config.",
+                          "counter");
+        for (const BatchedSeries& b : g.batched_limits) {
+          std::string labels;
+          AppendLabel(labels, "domain", b.domain);
+          labels.push_back(',');
+          AppendLabel(labels, "limit", b.limit);
+          AppendSample(out, "sluice_batched_limit_over_admitted_hits_total", labels, {},
+                       b.over_admitted);
+        }
+      }
     }
   }
   // Only a store with a memory bound (the memory store, or Redis's over-limit cache) accounts

@@ -59,6 +59,14 @@ struct LeaseSeries {
   int64_t units_held = 0;
 };
 
+// One batched limit's hits its syncs found beyond the shared quota
+// (sluice_batched_limit_over_admitted_hits_total).
+struct BatchedSeries {
+  std::string domain;
+  std::string limit;
+  uint64_t over_admitted = 0;
+};
+
 struct StoreGauges {
   uint64_t keys = 0;
   uint64_t evictions = 0;
@@ -78,7 +86,9 @@ struct StoreGauges {
   // held and batched limits' answers from their views (counted within forwarded_decisions,
   // which is everything the outermost layer passed on).
   uint64_t local_decisions = 0;
-  std::vector<LeaseSeries> leases = {};  // one per leased limit of the running config
+  std::vector<LeaseSeries> leases = {};
+  std::vector<BatchedSeries> batched_limits =
+      {};  // one per batched limit of the config  // one per leased limit of the running config
   // A store with a batched layer (StoreStats::batched): hits taken here not yet sent to Redis,
   // and hits admitted here that the syncs found the shared quota had no room for. Shown only
   // then.

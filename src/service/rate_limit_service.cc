@@ -67,15 +67,15 @@ class Service final : public RateLimitService {
 
   StoreStats StoreTotals() const override { return store_->Stats(); }
 
-  std::vector<LimitStats> LeasedLimitStats() const override {
+  std::vector<LimitStats> SyncedLimitStats() const override {
     std::vector<LimitStats> out;
     const std::shared_ptr<const LimiterSet> set = current_.load();
     if (set == nullptr) return out;
     for (const auto& [name, domain] : set->config()->domains()) {
       for (const Limit& limit : domain.limits) {
-        if (limit.sync.mode != SyncMode::kLeased) continue;
+        if (limit.sync.mode == SyncMode::kExact) continue;
         if (const Limiter* l = set->Configured(limit.id)) {
-          out.push_back({domain.name, limit.metric_name, l->Stats()});
+          out.push_back({domain.name, limit.metric_name, limit.sync.mode, l->Stats()});
         }
       }
     }

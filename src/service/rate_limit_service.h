@@ -101,14 +101,16 @@ class RateLimitService {
   // keys held, evictions, errors), for the store gauges in /metrics.
   virtual StoreStats StoreTotals() const = 0;
 
-  // Every configured limit with `sync: leased`, with its limiter's Stats() (leases taken,
-  // expired, returned, units held), for the lease series in /metrics.
+  // Every configured limit with `sync: leased` or `batched`, with its limiter's Stats() (leases
+  // taken, expired, returned, units held; a batched limit's over-admitted hits), for the
+  // per-limit series in /metrics.
   struct LimitStats {
     std::string domain;
     std::string metric_name;
+    SyncMode mode = SyncMode::kExact;
     StoreStats stats;
   };
-  virtual std::vector<LimitStats> LeasedLimitStats() const { return {}; }
+  virtual std::vector<LimitStats> SyncedLimitStats() const { return {}; }
 
   // Ready to serve: not draining, a config is loaded and Store::Ready() (a PING for Redis). The
   // one readiness rule: HTTP /readyz and gRPC's grpc.health.v1.Health both answer from it.

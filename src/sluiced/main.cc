@@ -328,9 +328,13 @@ int Run(const Flags& flags) {
     g.batched = s.batched;
     g.batched_pending_hits = s.batched_pending_hits;
     g.batched_over_admitted_hits = s.batched_over_admitted_hits;
-    for (const auto& l : (*service)->LeasedLimitStats()) {
-      g.leases.push_back({l.domain, l.metric_name, l.stats.leases_taken, l.stats.lease_returns,
-                          l.stats.leases_expired, l.stats.lease_units_held});
+    for (const auto& l : (*service)->SyncedLimitStats()) {
+      if (l.mode == sluice::SyncMode::kLeased) {
+        g.leases.push_back({l.domain, l.metric_name, l.stats.leases_taken, l.stats.lease_returns,
+                            l.stats.leases_expired, l.stats.lease_units_held});
+      } else {
+        g.batched_limits.push_back({l.domain, l.metric_name, l.stats.batched_over_admitted_hits});
+      }
     }
     return g;
   });

@@ -202,6 +202,7 @@ TEST(Metrics, StoreErrorsReloadsAndGauges) {
     g.local_decisions = 5000;
     g.batched_pending_hits = 12;
     g.batched_over_admitted_hits = 3;
+    g.batched_limits.push_back({"api", "api.per_ip", 2});
     return g;
   });
   const std::string batched = ValidRender(m);
@@ -211,6 +212,9 @@ TEST(Metrics, StoreErrorsReloadsAndGauges) {
   EXPECT_LINE(batched, "# TYPE sluice_batched_pending_hits gauge");
   EXPECT_LINE(batched, "sluice_batched_pending_hits 12");
   EXPECT_LINE(batched, "sluice_batched_over_admitted_hits_total 3");
+  EXPECT_LINE(
+      batched,
+      "sluice_batched_limit_over_admitted_hits_total{domain=\"api\",limit=\"api.per_ip\"} 2");
   m.SetStoreGaugesSource(nullptr);
   EXPECT_EQ(ValidRender(m).find("sluice_store_keys"), std::string::npos);
 }

@@ -142,6 +142,11 @@ TEST_F(SluicedBatched, ThreeNodesOnOneKeyAdmitWithinTheBoundAndRedisCountsEveryH
                                            "decision ("
                                         << calls << " for " << kNodes * kEach << ")";
   EXPECT_NE(Metric(nodes[0]->port(), "sluice_decisions_by_source_total{source=\"local\"} "), "0");
+  // The limit's own series (a fixed window's syncs find no debt to count: docs/redis.md).
+  EXPECT_EQ(
+      Metric(nodes[0]->port(),
+             "sluice_batched_limit_over_admitted_hits_total{domain=\"test\",limit=\"test.user\"} "),
+      "0");
 }
 
 }  // namespace
