@@ -9,6 +9,7 @@
 #include "sluice/algorithm.h"
 #include "sluice/decide_all.h"
 #include "store/batched/batched_store_impl.h"
+#include "store/owned_checks.h"
 
 namespace sluice {
 
@@ -187,15 +188,8 @@ void BatchedStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timest
     done(out);
     return;
   }
-  // What ObserveAll needs once the answer comes: the checks with keys of their own.
-  struct Pending {
-    std::vector<std::string> keys;
-    std::vector<LimitCheck> checks;
-  };
-  auto pending = std::make_shared<Pending>();
-  pending->keys.reserve(checks.size());
-  pending->checks.assign(checks.begin(), checks.end());
-  for (LimitCheck& c : pending->checks) c.key = pending->keys.emplace_back(c.key);
+  // What the answer's handler reads: the checks with keys of their own.
+  auto pending = std::make_shared<internal::OwnedChecks>(checks);
   const std::vector<LimitCheck> inner = InnerChecks(checks);
   auto self = shared_from_this();
   inner_->DecideAllAsync(inner, now,

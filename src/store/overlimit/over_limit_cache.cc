@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "store/overlimit/refusal_cache.h"
+#include "store/owned_checks.h"
 
 namespace sluice {
 namespace {
@@ -93,16 +94,8 @@ class CacheStore final : public Store, public std::enable_shared_from_this<Cache
       return;
     }
     const uint64_t generation = this->generation();
-    // What LearnAll needs once the answer comes: the checks with keys of their own (the
-    // caller's may be gone by then).
-    struct Pending {
-      std::vector<std::string> keys;
-      std::vector<LimitCheck> checks;
-    };
-    auto pending = std::make_shared<Pending>();
-    pending->keys.reserve(checks.size());
-    pending->checks.assign(checks.begin(), checks.end());
-    for (LimitCheck& c : pending->checks) c.key = pending->keys.emplace_back(c.key);
+    // What the answer's handler reads: the checks with keys of their own.
+    auto pending = std::make_shared<internal::OwnedChecks>(checks);
     std::vector<LimitCheck> inner = InnerChecks(checks);
     auto self = shared_from_this();
     inner_->DecideAllAsync(
