@@ -10,6 +10,8 @@
 
 namespace sluice {
 
+struct LimitSpec;
+
 // How the nodes sharing a limit's counters (sluiced processes on one Redis) keep them in step.
 // docs/redis.md, "Three ways to share a limit", says what each guarantees and costs.
 enum class SyncMode : uint8_t {
@@ -25,6 +27,12 @@ struct QuotaSync {
   Duration interval = std::chrono::milliseconds(100);  // kBatched: how often hits are sent
   bool operator==(const QuotaSync&) const = default;
 };
+
+// Whether a limit can be leased or batched: its admissions must be units taken from one count
+// (token bucket, GCRA, fixed window, leaky-bucket meter). A sliding window can neither lend hits
+// ahead of time nor have its state read back from Redis's answers, and a shaper's delay depends
+// on every node's queue. The one place this rule is decided; each caller words its own error.
+bool SharedSyncCanServe(const LimitSpec& spec);
 
 }  // namespace sluice
 

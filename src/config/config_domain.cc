@@ -395,24 +395,21 @@ class DomainParser {
                      "unknown sync mode '" + *mode + "' (expected exact, leased or batched)");
     }
     const std::string name = LimitName(limit);
-    if (sync.mode != SyncMode::kExact) {
-      const bool leased = sync.mode == SyncMode::kLeased;
-      const Algorithm a = limit.spec.algorithm;
-      if (a == Algorithm::kSlidingWindowLog || a == Algorithm::kSlidingWindowCounter) {
-        return ErrorAt(file_, mode_node,
-                       name + ": sync mode " + *mode +
-                           " needs token_bucket, gcra, fixed_window or leaky_bucket, not " +
-                           std::string(AlgorithmName(a)) +
-                           (leased ? " (a sliding window cannot lend hits ahead of time)"
-                                   : " (a sliding window's state cannot be read back from "
-                                     "Redis's answers)"));
-      }
+    if (sync.mode != SyncMode::kExact && !SharedSyncCanServe(limit.spec)) {
       if (limit.spec.shaper) {
         return ErrorAt(file_, mode_node,
                        name + ": sync mode " + *mode +
                            " cannot serve shaper: true (a shaper's delay depends on every "
                            "node's queue)");
       }
+      return ErrorAt(file_, mode_node,
+                     name + ": sync mode " + *mode +
+                         " needs token_bucket, gcra, fixed_window or leaky_bucket, not " +
+                         std::string(AlgorithmName(limit.spec.algorithm)) +
+                         (sync.mode == SyncMode::kLeased
+                              ? " (a sliding window cannot lend hits ahead of time)"
+                              : " (a sliding window's state cannot be read back from "
+                                "Redis's answers)"));
     }
     if (!fields) return sync;
     struct TimeField {

@@ -48,9 +48,7 @@ void ApplyDefaultSync(Domain& domain, const QuotaSync& sync, internal::Warnings&
   for (Limit& limit : domain.limits) {
     if (limit.kind != LimitKind::kLimited || limit.sync_configured) continue;
     const Algorithm a = limit.spec.algorithm;
-    const bool can_lease = a != Algorithm::kSlidingWindowLog &&
-                           a != Algorithm::kSlidingWindowCounter && !limit.spec.shaper;
-    if (!can_lease) {  // nor can such a limit be batched (its state cannot be read back)
+    if (!SharedSyncCanServe(limit.spec)) {
       warnings.push_back(limit.origin + ": --default-sync " +
                          (sync.mode == SyncMode::kLeased ? "leased" : "batched") +
                          " does not apply to this " + std::string(AlgorithmName(a)) +

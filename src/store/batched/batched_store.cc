@@ -14,19 +14,11 @@
 namespace sluice {
 
 Result<void> CheckBatchable(const LimitSpec& spec) {
-  switch (spec.algorithm) {
-    case Algorithm::kTokenBucket:
-    case Algorithm::kGcra:
-    case Algorithm::kFixedWindow:
-      return {};
-    case Algorithm::kLeakyBucket:
-      if (!spec.shaper) return {};
-      return MakeError(
-          "sync mode batched: a leaky-bucket shaper delays each request by the queue ahead of it, "
-          "which only the shared store knows; use the meter (shaper: false) or sync: exact");
-    case Algorithm::kSlidingWindowLog:
-    case Algorithm::kSlidingWindowCounter:
-      break;
+  if (SharedSyncCanServe(spec)) return {};
+  if (spec.shaper) {
+    return MakeError(
+        "sync mode batched: a leaky-bucket shaper delays each request by the queue ahead of it, "
+        "which only the shared store knows; use the meter (shaper: false) or sync: exact");
   }
   return MakeError(
       "sync mode batched serves token_bucket, gcra, fixed_window and leaky_bucket "

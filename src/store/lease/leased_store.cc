@@ -182,12 +182,11 @@ class LeasedStoreImpl final : public LeasedStore {
   Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec,
                                                const LimiterOptions& options) override {
     if (options.sync.mode == SyncMode::kLeased) {
-      const Algorithm a = spec.algorithm;
-      if (a == Algorithm::kSlidingWindowLog || a == Algorithm::kSlidingWindowCounter ||
-          spec.shaper) {
+      if (!SharedSyncCanServe(spec)) {
         return MakeError("limit '" + options.id + "': sync mode leased needs token_bucket, gcra, " +
                          "fixed_window or leaky_bucket without shaper, not " +
-                         std::string(AlgorithmName(a)) + (spec.shaper ? " shaper" : ""));
+                         std::string(AlgorithmName(spec.algorithm)) +
+                         (spec.shaper ? " shaper" : ""));
       }
     }
     auto inner = inner_->MakeLimiter(spec, options);

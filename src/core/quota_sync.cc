@@ -1,0 +1,22 @@
+#include "sluice/quota_sync.h"
+
+#include "sluice/limit_spec.h"
+
+namespace sluice {
+
+bool SharedSyncCanServe(const LimitSpec& spec) {
+  switch (spec.algorithm) {
+    case Algorithm::kTokenBucket:
+    case Algorithm::kGcra:
+    case Algorithm::kFixedWindow:
+      return true;
+    case Algorithm::kLeakyBucket:
+      return !spec.shaper;
+    case Algorithm::kSlidingWindowLog:
+    case Algorithm::kSlidingWindowCounter:
+      return false;
+  }
+  return false;
+}
+
+}  // namespace sluice
