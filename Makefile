@@ -2,7 +2,7 @@
 JOBS ?= $(shell nproc)
 CTEST = ctest --output-on-failure -j $(JOBS)
 
-.PHONY: all build deps run demo test test-release test-asan test-tsan test-chaos chaos \
+.PHONY: all build deps package run demo test test-release test-asan test-tsan test-chaos chaos \
   build-sluiced bench fuzz format lint clean
 
 all: build
@@ -13,6 +13,11 @@ deps:
 build: deps
 	@cmake --preset release >/dev/null
 	@cmake --build build -j $(JOBS)
+
+# The Debian package, build/package/sluice_<version>_<arch>.deb, made from the release build
+# (docs/install.md). `cmake --install build --prefix DIR` installs the libraries and headers.
+package: build
+	cd build && cpack -G DEB
 
 # Build, then serve examples/sluice.yaml: HTTP on 127.0.0.1:8080, Envoy gRPC on :8081. Ctrl-C
 # stops it (SIGINT: requests in flight finish). docs/server.md is the manual.

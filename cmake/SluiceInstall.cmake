@@ -96,6 +96,15 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/sluice.pc
 
 install(TARGETS sluiced sluice RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
 
+# The service: Debian's places, whatever the prefix.
+install(FILES packaging/sluice.yaml DESTINATION /etc/sluice COMPONENT service EXCLUDE_FROM_ALL)
+# 0600: it may hold the Redis password (SLUICE_STORE).
+install(FILES packaging/sluiced.default DESTINATION /etc/default RENAME sluiced
+  PERMISSIONS OWNER_READ OWNER_WRITE
+  COMPONENT service EXCLUDE_FROM_ALL)
+install(FILES packaging/sluiced.service DESTINATION /lib/systemd/system
+  COMPONENT service EXCLUDE_FROM_ALL)
+
 # The manuals the unit's Documentation= points at.
-install(FILES docs/server.md docs/configuration.md
+install(FILES docs/server.md docs/configuration.md docs/install.md
   DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
