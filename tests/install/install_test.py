@@ -63,7 +63,7 @@ add_executable(redis_consumer redis_consumer.cc)
 target_link_libraries(redis_consumer PRIVATE sluice::redis)
 """
 
-TIMEOUT = 120
+TIMEOUT = 300  # per command: a compile on a loaded 2-core machine can take a minute
 
 
 def fail(message):
