@@ -1,6 +1,5 @@
-// The sluice command line: `sluice demo`, `sluice replay`.
+// The sluice command line: `sluice demo`, `sluice replay`, `sluice recommend`.
 #include <fmt/format.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -11,7 +10,10 @@
 #include <memory>
 #include <string>
 
+#include "cli/config_replay.h"
 #include "cli/demo.h"
+#include "cli/input_file.h"
+#include "cli/recommend_command.h"
 #include "cli/replay.h"
 #include "sluice/duration.h"
 #include "sluice/memory_store.h"
@@ -23,8 +25,10 @@ constexpr int kUsageError = 2;   // bad flags or a malformed trace line
 constexpr int kOutputError = 1;  // the output could not be written
 
 struct ReplayFlags {
+  std::string config;
   std::string algorithm;
   int64_t limit = 0;
+  bool limit_given = false;
   std::string per;
   int64_t burst = 0;
   bool shaper = false;
@@ -38,8 +42,40 @@ int Fail(const std::string& message) {
   return kUsageError;
 }
 
+// `replay --config`: JSONL /v1/check bodies through the config's limits.
+int RunConfigReplay(const ReplayFlags& f) {
+  using namespace sluice;
+  if (!f.algorithm.empty() || f.limit_given || !f.per.empty() || f.burst != 0 || f.shaper ||
+      f.store != "memory") {
+    return Fail(
+        "--config takes its limits from the config: no --algorithm, --limit, --per, "
+        "--burst, --shaper or --store");
+  }
+  if (f.output != "jsonl" && f.output != "summary") {
+    return Fail("--output must be jsonl or summary, not '" + f.output + "'");
+  }
+  auto config = server::LoadConfig(f.config);
+  if (!config) return Fail("--config: " + config.error().message);
+  auto in = cli::OpenInput(f.input);
+  if (!in) return Fail(in.error().message);
+  auto replay = cli::ReplayConfig(
+      *config, in->get(),
+      f.output == "jsonl" ? cli::ConfigReplayOutput::kJsonl : cli::ConfigReplayOutput::kSummary,
+      stdout);
+  if (!replay) {
+    const bool bad_input = replay.error().message.rfind("line ", 0) == 0;
+    fmt::print(stderr, "sluice replay: {}\n", replay.error().message);
+    return bad_input ? kUsageError : kOutputError;
+  }
+  return 0;
+}
+
 int RunReplay(const ReplayFlags& f) {
   using namespace sluice;
+  if (!f.config.empty()) return RunConfigReplay(f);
+  if (f.algorithm.empty() || !f.limit_given || f.per.empty()) {
+    return Fail("--algorithm, --limit and --per are required (or --config)");
+  }
   const auto algorithm = ParseAlgorithm(f.algorithm);
   if (!algorithm) {
     return Fail("unknown --algorithm '" + f.algorithm +
@@ -72,18 +108,9 @@ int RunReplay(const ReplayFlags& f) {
   }
   if (!limiter) return Fail(limiter.error().message);
 
-  std::FILE* in = stdin;
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(nullptr, &std::fclose);
-  if (f.input != "-") {
-    file.reset(std::fopen(f.input.c_str(), "rb"));
-    if (!file) return Fail("cannot open --input '" + f.input + "': " + std::strerror(errno));
-    struct stat st {};
-    if (fstat(fileno(file.get()), &st) == 0 && S_ISDIR(st.st_mode)) {
-      return Fail("cannot open --input '" + f.input + "': it is a directory");
-    }
-    in = file.get();
-  }
-  cli::TraceReader reader(in);
+  auto in = cli::OpenInput(f.input);
+  if (!in) return Fail(in.error().message);
+  cli::TraceReader reader(in->get());
   const auto output = f.output == "jsonl" ? cli::ReplayOutput::kJsonl : cli::ReplayOutput::kSummary;
   auto result = cli::Replay(reader, **limiter, output, stdout);
   if (!result) {
@@ -111,21 +138,33 @@ int main(int argc, char** argv) {
       app.add_subcommand("demo", "Show each algorithm on the design note's worked example");
 
   ReplayFlags f;
-  auto* replay =
-      app.add_subcommand("replay", "Replay a CSV trace (t_ms,key[,cost]) through an algorithm");
-  replay
-      ->add_option("--algorithm", f.algorithm,
-                   "token_bucket, leaky_bucket, fixed_window, "
-                   "sliding_window_log, sliding_window_counter or gcra")
-      ->required();
-  replay->add_option("--limit", f.limit, "N requests ...")->required();
-  replay->add_option("--per", f.per, "... per DURATION (250ms, 1s, 1m, 1h, 1d)")->required();
+  auto* replay = app.add_subcommand(
+      "replay",
+      "Replay a CSV trace (t_ms,key[,cost]) through an algorithm, or a JSONL trace of /v1/check "
+      "bodies ({\"t_ms\":...,\"check\":{...}}) through a config's limits");
+  replay->add_option("--config", f.config,
+                     "sluiced's config (a file or a directory of *.yaml): the input is JSONL "
+                     "/v1/check bodies, reported per limit");
+  replay->add_option("--algorithm", f.algorithm,
+                     "token_bucket, leaky_bucket, fixed_window, "
+                     "sliding_window_log, sliding_window_counter or gcra");
+  replay->add_option("--limit", f.limit, "N requests ...");
+  replay->add_option("--per", f.per, "... per DURATION (250ms, 1s, 1m, 1h, 1d)");
   replay->add_option("--burst", f.burst, "bucket capacity / leaky queue size (default: --limit)");
   replay->add_flag("--shaper", f.shaper, "leaky_bucket: delay instead of only rejecting");
   replay->add_option("--input", f.input, "trace file, or - for stdin")->required();
-  replay->add_option("--output", f.output, "jsonl (default) or summary");
+  replay->add_option("--output", f.output,
+                     "jsonl (default; with --config each line's /v1/check answer) or summary "
+                     "(with --config: per limit)");
   replay->add_option("--store", f.store,
                      "memory (default) or redis://[user:password@]host:port[/db]");
+
+  sluice::cli::RecommendFlags rf;
+  auto* recommend = app.add_subcommand(
+      "recommend",
+      "Suggest a limit from traffic: each identity's peak per window, their percentiles, a limit "
+      "and burst, and what candidate limits would reject (replayed)");
+  sluice::cli::AddRecommendFlags(*recommend, rf);
 
   try {
     app.parse(argc, argv);
@@ -136,6 +175,10 @@ int main(int argc, char** argv) {
     return kUsageError;
   }
   if (*demo) return sluice::cli::RunDemo(stdout);
-  if (*replay) return RunReplay(f);
+  if (*replay) {
+    f.limit_given = replay->count("--limit") > 0;
+    return RunReplay(f);
+  }
+  if (*recommend) return sluice::cli::RunRecommend(rf, *recommend);
   return kUsageError;
 }
