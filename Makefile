@@ -3,7 +3,7 @@ JOBS ?= $(shell nproc)
 CTEST = ctest --output-on-failure -j $(JOBS)
 
 .PHONY: all build deps package run demo test test-release test-asan test-tsan test-chaos chaos \
-  build-sluiced bench fuzz format lint clean
+  build-sluiced bench fuzz format lint clean plots
 
 all: build
 
@@ -18,6 +18,13 @@ build: deps
 # (docs/install.md). `cmake --install build --prefix DIR` installs the libraries and headers.
 package: build
 	cd build && cpack -G DEB
+
+# docs/images/*.png (and the data they are drawn from, docs/images/data) from sluice's own output:
+# the boundary problem, the sliding counter's accuracy, a recommend distribution, the retry
+# storm. Needs Debian's python3-matplotlib (installed here only). docs/recommend.md.
+plots: build
+	SLUICE_PLOTS_DEPS=1 scripts/install-deps
+	scripts/plots
 
 # Build, then serve examples/sluice.yaml: HTTP on 127.0.0.1:8080, Envoy gRPC on :8081. Ctrl-C
 # stops it (SIGINT: requests in flight finish). docs/server.md is the manual.
