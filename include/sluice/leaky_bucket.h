@@ -4,7 +4,9 @@
 //
 // As a meter (default) it only admits or rejects. As a shaper (spec.shaper) an admitted request
 // also gets delay = level / r, taken before adding it: releases come out exactly 1/r apart
-// (rounded up to the nanosecond, never early). The level is exact, as in TokenBucket.
+// (rounded up to the nanosecond, never early). A shaper with spec.max_delay refuses a request
+// whose delay would exceed it (retry_after: when the queue has drained to it), taking nothing.
+// The level is exact, as in TokenBucket.
 #ifndef SLUICE_LEAKY_BUCKET_H_
 #define SLUICE_LEAKY_BUCKET_H_
 
@@ -41,14 +43,16 @@ class LeakyBucket {
   bool shaper() const { return shaper_; }
 
  private:
-  LeakyBucket(int64_t capacity, int64_t n, int64_t d, bool shaper);
+  static constexpr int64_t kUnbounded = INT64_MAX;
+  LeakyBucket(int64_t capacity, int64_t n, int64_t d, bool shaper, int64_t max_delay_ns);
   void Drain(State& state, int64_t t) const;
 
   int64_t capacity_;
   int64_t n_;
   int64_t d_;
   int64_t capacity_scaled_;
-  int64_t drain_ns_;  // time to drain a full queue
+  int64_t drain_ns_;      // time to drain a full queue
+  int64_t max_delay_ns_;  // shaper: longest delay admitted; kUnbounded: the queue decides
   bool shaper_;
 };
 

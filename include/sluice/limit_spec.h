@@ -2,7 +2,9 @@
 //
 //   token_bucket, gcra:   refill rate limit/period, capacity burst (default limit).
 //   leaky_bucket:         leak rate limit/period, queue size burst (default limit);
-//                         shaper=true delays admitted requests instead of only metering.
+//                         shaper=true delays admitted requests instead of only metering;
+//                         max_delay bounds that delay (a request that would wait longer is
+//                         refused and takes nothing).
 //   fixed_window, sliding_window_log, sliding_window_counter:
 //                         at most limit hits per window of length period; burst must be unset.
 #ifndef SLUICE_LIMIT_SPEC_H_
@@ -23,9 +25,13 @@ struct LimitSpec {
   Duration period{0};   // the window, or the time in which `limit` tokens refill/leak
   int64_t burst = 0;    // capacity / queue size; 0 means "same as limit"
   bool shaper = false;  // leaky bucket only
+  // Shaper only: the longest delay an admitted request may get. Duration::max() (the default):
+  // what the queue allows, just under burst/rate. At most burst/rate (ValidateLimitSpec).
+  Duration max_delay = Duration::max();
 
   // The capacity actually used: burst if set, else limit.
   int64_t Capacity() const { return burst > 0 ? burst : limit; }
+  bool HasMaxDelay() const { return max_delay != Duration::max(); }
 
   bool operator==(const LimitSpec&) const = default;
 };

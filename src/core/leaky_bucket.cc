@@ -15,15 +15,17 @@ Result<LeakyBucket> LeakyBucket::Create(const LimitSpec& spec) {
     return std::unexpected(valid.error());
   }
   const auto rate = internal::Reduce(spec.limit, spec.period.count());
-  return LeakyBucket(spec.Capacity(), rate.n, rate.d, spec.shaper);
+  const int64_t max_delay_ns = spec.HasMaxDelay() ? spec.max_delay.count() : kUnbounded;
+  return LeakyBucket(spec.Capacity(), rate.n, rate.d, spec.shaper, max_delay_ns);
 }
 
-LeakyBucket::LeakyBucket(int64_t capacity, int64_t n, int64_t d, bool shaper)
+LeakyBucket::LeakyBucket(int64_t capacity, int64_t n, int64_t d, bool shaper, int64_t max_delay_ns)
     : capacity_(capacity),
       n_(n),
       d_(d),
       capacity_scaled_(capacity * d),
       drain_ns_(CeilDiv(capacity * d, n)),
+      max_delay_ns_(max_delay_ns),
       shaper_(shaper) {}
 
 void LeakyBucket::Drain(State& s, int64_t t) const {
@@ -48,14 +50,20 @@ Decision LeakyBucket::Decide(State& s, Timestamp now, int64_t cost) const {
     d = internal::Rejected(DecisionReason::kCostExceedsCapacity, capacity_);
   } else {
     const int64_t need = cost * d_;
-    if (s.scaled_level + need <= capacity_scaled_) {
-      if (shaper_) d.delay = Duration(behind + CeilDiv(s.scaled_level, n_));
+    // A shaper's request waits for the queue ahead of it to drain.
+    const int64_t wait = behind + CeilDiv(s.scaled_level, n_);
+    const bool fits = s.scaled_level + need <= capacity_scaled_;
+    if (fits && (!shaper_ || wait <= max_delay_ns_)) {
+      if (shaper_) d.delay = Duration(wait);
       s.scaled_level += need;
       d.allowed = true;
       d.reason = DecisionReason::kAdmitted;
     } else {
       d.reason = DecisionReason::kOverLimit;
-      d.retry_after = Duration(behind + CeilDiv(s.scaled_level + need - capacity_scaled_, n_));
+      int64_t retry = fits ? 0 : behind + CeilDiv(s.scaled_level + need - capacity_scaled_, n_);
+      // Over max_delay: it passes once the wait has drained down to max_delay.
+      if (shaper_ && wait > max_delay_ns_) retry = std::max(retry, wait - max_delay_ns_);
+      d.retry_after = Duration(retry);
     }
   }
   d.remaining = std::max<int64_t>(0, (capacity_scaled_ - s.scaled_level) / d_);

@@ -36,6 +36,9 @@ Result<LimitSpec> ValidateLimitSpec(const LimitSpec& spec) {
   if (spec.shaper && spec.algorithm != Algorithm::kLeakyBucket) {
     return MakeError("shaper applies only to leaky_bucket, not " + name);
   }
+  if (spec.HasMaxDelay() && !spec.shaper) {
+    return MakeError("max_delay applies only to a leaky_bucket shaper (shaper: true)");
+  }
   if (HasBurst(spec.algorithm)) {
     const auto rate = internal::Reduce(spec.limit, spec.period.count());
     const __int128 scaled = static_cast<__int128>(spec.Capacity()) * rate.d;
@@ -45,6 +48,16 @@ Result<LimitSpec> ValidateLimitSpec(const LimitSpec& spec) {
                        " is outside the exact range (capacity x period/gcd(limit, period) "
                        "must stay below 2^61 ns); lower the burst or use a rate that divides "
                        "the period evenly");
+    }
+    if (spec.HasMaxDelay()) {
+      // No admitted request waits as long as a full queue takes to drain: a longer bound would
+      // be accepted and change nothing.
+      const Duration full_queue(internal::CeilDiv(static_cast<int64_t>(scaled), rate.n));
+      if (spec.max_delay < Duration(0) || spec.max_delay > full_queue) {
+        return MakeError("max_delay must be from 0s to burst/rate = " + FormatDuration(full_queue) +
+                         ", the most a full queue imposes (got " + FormatDuration(spec.max_delay) +
+                         "); raise burst for longer delays");
+      }
     }
     return spec;
   }
@@ -93,6 +106,7 @@ std::string DescribeLimitSpec(const LimitSpec& spec) {
                     "/" + FormatDuration(spec.period);
   if (spec.burst > 0) out += " burst " + std::to_string(spec.burst);
   if (spec.shaper) out += " shaper";
+  if (spec.HasMaxDelay()) out += " max_delay " + FormatDuration(spec.max_delay);
   return out;
 }
 

@@ -40,6 +40,24 @@ TEST(LimitSpec, BurstAndShaperOnlyWhereTheyMeanSomething) {
   EXPECT_EQ(ErrorOf({Algorithm::kLeakyBucket, 5, seconds(1), 10, true}), "");
 }
 
+TEST(LimitSpec, MaxDelayOnlyOnAShaperAndWithinWhatAFullQueueImposes) {
+  auto with_max_delay = [](bool shaper, Duration max_delay) {
+    LimitSpec spec{Algorithm::kLeakyBucket, 10, seconds(1), 20, shaper};
+    spec.max_delay = max_delay;
+    return ErrorOf(spec);
+  };
+  using std::chrono::milliseconds;
+  EXPECT_NE(with_max_delay(false, seconds(1)).find("shaper"), std::string::npos);
+  EXPECT_NE(with_max_delay(true, milliseconds(-1)).find("max_delay"), std::string::npos);
+  // 20 queued at 10/s: a full queue drains in 2s.
+  EXPECT_NE(with_max_delay(true, milliseconds(2001)).find("2s"), std::string::npos);
+  EXPECT_EQ(with_max_delay(true, seconds(2)), "");
+  EXPECT_EQ(with_max_delay(true, seconds(0)), "");
+  LimitSpec token{Algorithm::kTokenBucket, 10, seconds(1), 20, false};
+  token.max_delay = seconds(1);
+  EXPECT_NE(ErrorOf(token).find("max_delay"), std::string::npos);
+}
+
 TEST(LimitSpec, OverflowProneValuesAreRefused) {
   // 7 per day does not divide the day: d = 86400e9 ns, so a capacity of 10^5 overflows 2^61.
   EXPECT_NE(ErrorOf({Algorithm::kTokenBucket, 7, std::chrono::hours(24), 100'000, false})

@@ -622,6 +622,8 @@ TEST_P(StoreSuite, DecidesAsThePureAlgorithm) {
       {Algorithm::kGcra, 3, seconds(1), 5, false},
       {Algorithm::kLeakyBucket, 10, seconds(1), 20, false},
       {Algorithm::kLeakyBucket, 3, seconds(1), 5, true},  // shaper: delays must match too
+      // A shaper that refuses what would wait over 1.5s though the queue holds 3s.
+      {Algorithm::kLeakyBucket, 3, seconds(1), 9, true, milliseconds(1500)},
       {Algorithm::kFixedWindow, 10, seconds(1), 0, false},
       {Algorithm::kFixedWindow, 7, milliseconds(250), 0, false},
       {Algorithm::kSlidingWindowCounter, 10, seconds(1), 0, false},

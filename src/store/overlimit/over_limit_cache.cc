@@ -61,6 +61,9 @@ class CachedLimiter final : public Limiter {
   // limits decide in a layer below from what one node holds: their refusals are not facts
   // about the shared quota, and they cost Redis nothing to repeat, so none is remembered.
   const bool exact_;
+  // A shaper with max_delay also refuses while its queue has room (the wait is too long), and
+  // its remaining then grows before the refusal ends: such refusals are not facts to keep.
+  const bool bounded_shaper_;
 };
 
 class CacheStore final : public Store, public std::enable_shared_from_this<CacheStore> {
@@ -193,7 +196,8 @@ CachedLimiter::CachedLimiter(std::shared_ptr<CacheStore> store, std::unique_ptr<
       inner_(std::move(inner)),
       serial_(serial),
       fixed_window_(inner_->spec().algorithm == Algorithm::kFixedWindow),
-      exact_(exact) {}
+      exact_(exact),
+      bounded_shaper_(inner_->spec().shaper && inner_->spec().HasMaxDelay()) {}
 
 std::optional<Decision> CachedLimiter::Find(std::string_view key, Timestamp now,
                                             int64_t cost) const {
@@ -204,6 +208,7 @@ std::optional<Decision> CachedLimiter::Find(std::string_view key, Timestamp now,
 void CachedLimiter::Learn(std::string_view key, Timestamp now, int64_t cost, const Decision& d,
                           uint64_t generation, bool learn_refusal) const {
   if (!exact_ || d.degraded || d.reason == DecisionReason::kInvalidRequest) return;
+  if (bounded_shaper_ && !d.allowed) return;
   if (d.allowed) {
     if (cost > 0) store_->cache().Drop(serial_, key);
     return;

@@ -176,11 +176,12 @@ return {0, remaining, ceil(backlog / n), ceil((backlog + need - cap) / n)}
 inline const LuaScript kGcraScript{std::string(kLuaPrelude) + kGcraBody};
 
 // Leaky bucket. KEYS[1]: packed {queued hits * d, last leak (us)}, expiring when empty again.
-// ARGV: now_us|'', capacity*d, n, d, shaper 0|1, cost, flags.
+// ARGV: now_us|'', capacity*d, n, d, shaper 0|1, max_delay_us (-1: none), cost, flags.
 // Returns {allowed, remaining, reset_us, retry_us, delay_us}.
 inline constexpr char kLeakyBucketBody[] = R"lua(
 local cap, n, d = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
-local shaper, cost, charge = ARGV[5] == '1', ARGV[6] + 0, (ARGV[7] or 0) % 2 == 1
+local shaper, max_wait = ARGV[5] == '1', ARGV[6] + 0
+local cost, charge = ARGV[7] + 0, (ARGV[8] or 0) % 2 == 1
 local v = redis.pcall('GET', KEYS[1])
 if v and v.err then v = unhash(KEYS[1], '<dd', 's', 'l') end
 local level, last = 0, now
@@ -198,7 +199,8 @@ end
 local behind = last - now
 local need = cost * d
 local allowed, retry, delay, before = 0, 0, 0, level
-if level + need <= cap then
+local bounded = shaper and max_wait >= 0
+if level + need <= cap and not (bounded and behind + ceil(level / n) > max_wait) then
   if shaper then delay = behind + ceil(level / n) end
   level = level + need
   allowed = 1
@@ -207,7 +209,8 @@ else
     level = math.max(level, math.min(level + need, 2 * cap))
     need = math.min(need, cap)
   end
-  retry = behind + ceil((level + need - cap) / n)
+  if level + need > cap then retry = behind + ceil((level + need - cap) / n) end
+  if bounded then retry = math.max(retry, behind + ceil(level / n) - max_wait) end
 end
 local reset = behind + ceil(level / n)
 if level > before then

@@ -498,7 +498,16 @@ Result<ScriptCall> ScriptFor(const LimitSpec& spec) {
       ScriptCall call;
       call.params = {std::to_string(static_cast<int64_t>(cap)), std::to_string(rate.n),
                      std::to_string(rate.d)};
-      if (spec.algorithm == Algorithm::kLeakyBucket) call.params.push_back(spec.shaper ? "1" : "0");
+      if (spec.algorithm == Algorithm::kLeakyBucket) {
+        call.params.push_back(spec.shaper ? "1" : "0");
+        if (spec.HasMaxDelay() && spec.max_delay.count() % kNanosPerMicro != 0) {
+          return MakeError(
+              "the redis store counts in microseconds: max_delay must be a whole "
+              "number of us");
+        }
+        call.params.push_back(
+            spec.HasMaxDelay() ? std::to_string(spec.max_delay.count() / kNanosPerMicro) : "-1");
+      }
       call.script = spec.algorithm == Algorithm::kTokenBucket ? &internal::kTokenBucketScript
                     : spec.algorithm == Algorithm::kGcra      ? &internal::kGcraScript
                                                               : &internal::kLeakyBucketScript;
