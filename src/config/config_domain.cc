@@ -213,11 +213,11 @@ class DomainParser {
   }
 
   Result<Limit> ParseRateLimit(const YAML::Node& node, bool shadow_mode) {
-    auto fields =
-        Fields::Of(file_, node, "rate_limit",
-                   {"unit", "requests_per_unit", "name", "replaces", "unlimited", "algorithm",
-                    "burst", "shaper", "mode", "failure_mode", "over_limit_hits", "sync"},
-                   &warnings_);
+    auto fields = Fields::Of(
+        file_, node, "rate_limit",
+        {"unit", "requests_per_unit", "name", "replaces", "unlimited", "algorithm", "burst",
+         "shaper", "max_delay", "mode", "failure_mode", "over_limit_hits", "sync"},
+        &warnings_);
     if (!fields) return std::unexpected(fields.error());
     Limit limit;
     if (const auto n = fields->Get("name")) {
@@ -272,7 +272,7 @@ class DomainParser {
     }
     limit.requests_per_unit = rpu.value_or(0);
     if (limit.requests_per_unit == 0) {
-      for (std::string_view f : {"algorithm", "burst", "shaper", "sync"}) {
+      for (std::string_view f : {"algorithm", "burst", "shaper", "max_delay", "sync"}) {
         if (fields->Present(f)) {
           return ErrorAt(file_, fields->KeyOf(f),
                          "requests_per_unit: 0 blocks every request; '" + std::string(f) +
@@ -289,7 +289,7 @@ class DomainParser {
   // a unit it does not know are ignored there, so they load here with a warning. sluice's own
   // algorithm parameters mean nothing without a limit and stay errors.
   Result<Limit> ParseUnlimited(const Fields& fields, Limit limit) {
-    for (std::string_view f : {"algorithm", "burst", "shaper", "sync"}) {
+    for (std::string_view f : {"algorithm", "burst", "shaper", "max_delay", "sync"}) {
       if (fields.Present(f)) {
         return ErrorAt(file_, fields.KeyOf(f),
                        "an unlimited rate_limit takes no '" + std::string(f) + "'");
@@ -313,7 +313,8 @@ class DomainParser {
     return limit;
   }
 
-  // algorithm, burst, shaper, then ValidateLimitSpec for the exact-arithmetic ranges.
+  // algorithm, burst, shaper, max_delay, then ValidateLimitSpec for the exact-arithmetic ranges
+  // (and max_delay's: at most what a full queue imposes).
   Result<Limit> ParseSpec(const Fields& fields, const YAML::Node& node, Limit limit) {
     LimitSpec spec;
     spec.algorithm = default_algorithm_;
@@ -353,8 +354,27 @@ class DomainParser {
       }
       spec.shaper = *shaper;
     }
+    if (const auto m = fields.Get("max_delay")) {
+      if (!spec.shaper) {
+        return ErrorAt(file_, fields.KeyOf("max_delay"),
+                       "max_delay applies only to a leaky_bucket shaper (shaper: true)");
+      }
+      auto text = ReadString(file_, *m, "max_delay", kMaxNameBytes);
+      if (!text) return std::unexpected(text.error());
+      auto d = ParseDuration(*text);
+      if (!d) return ErrorAt(file_, *m, "max_delay: " + d.error().message);
+      spec.max_delay = *d;
+    }
     auto valid = ValidateLimitSpec(spec);
-    if (!valid) return ErrorAt(file_, node, "rate_limit: " + valid.error().message);
+    if (!valid) {
+      // An error only max_delay causes is shown at max_delay.
+      LimitSpec unbounded = spec;
+      unbounded.max_delay = Duration::max();
+      const auto max_delay = fields.Get("max_delay");
+      const bool at_max_delay = max_delay && ValidateLimitSpec(unbounded).has_value();
+      return ErrorAt(file_, at_max_delay ? *max_delay : node,
+                     "rate_limit: " + valid.error().message);
+    }
     limit.spec = *valid;
     if (const auto s = fields.Get("sync")) {
       auto sync = ParseSync(*s, limit);

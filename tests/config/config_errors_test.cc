@@ -61,6 +61,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"bad_burst_on_window.yaml", 8, "not sliding_window_counter"},
         BadCase{"bad_burst_zero.yaml", 7, "burst must be positive (got 0)"},
         BadCase{"bad_shaper_on_token_bucket.yaml", 7, "shaper applies only to leaky_bucket"},
+        BadCase{"bad_max_delay_on_meter.yaml", 8,
+                "max_delay applies only to a leaky_bucket shaper (shaper: true)"},
+        BadCase{"bad_max_delay_duration.yaml", 9, "max_delay: invalid duration 'half a second'"},
+        BadCase{"bad_max_delay_over_queue.yaml", 11,
+                "max_delay must be from 0s to burst/rate = 2s, the most a full queue imposes "
+                "(got 3s)"},
         BadCase{"bad_spec_out_of_range.yaml", 5, "sliding_window_log keeps one 4-byte timestamp"},
         BadCase{"bad_unlimited_with_unit.yaml", 6, "an unlimited rate_limit takes no 'unit'"},
         BadCase{"bad_blocked_with_burst.yaml", 7, "requests_per_unit: 0 blocks every request"},

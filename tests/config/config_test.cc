@@ -183,6 +183,8 @@ TEST(Extensions, EveryAlgorithmUnitAndMode) {
   EXPECT_EQ(l[2].spec.algorithm, Algorithm::kLeakyBucket);
   EXPECT_TRUE(l[2].spec.shaper);
   EXPECT_EQ(l[2].spec.burst, 20);
+  EXPECT_EQ(l[2].spec.max_delay, seconds(2));
+  EXPECT_EQ(l[1].spec.max_delay, Duration::max()) << "unset: what the queue allows";
 
   EXPECT_EQ(l[3].spec.algorithm, Algorithm::kGcra);
   EXPECT_EQ(l[3].spec.period, hours(1));
