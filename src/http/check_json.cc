@@ -240,6 +240,8 @@ std::string RenderCheckResponse(const CheckResponse& response) {
   out.reserve(64 + 280 * response.statuses.size());
   out += "{\"overall\":";
   out += response.overall == Code::kOk ? "\"OK\"" : "\"OVER_LIMIT\"";
+  out += ",\"delay_ms\":";
+  util::AppendJsonInt(out, CeilMillis(response.delay));
   out += ",\"statuses\":[";
   bool first = true;
   for (const DescriptorStatus& s : response.statuses) {

@@ -82,6 +82,9 @@ struct DescriptorStatus {
   int64_t remaining = 0;    // hits that could still pass now
   Duration reset_after{0};  // until the limit is fully replenished
   Duration retry_after{0};  // when over: earliest time this many hits could pass
+  // An enforced leaky-bucket shaper that admitted: how long to hold the request before it goes
+  // on (its place in the queue). 0 otherwise; shadow and soft limits never delay.
+  Duration delay{0};
   Mode mode = Mode::kEnforce;
   bool over_limit = false;       // the limiter said no (in any mode)
   bool soft_over_limit = false;  // mode soft and over: allowed, flagged
@@ -92,6 +95,10 @@ struct DescriptorStatus {
 
 struct CheckResponse {
   Code overall = Code::kOk;
+  // When OK: hold the request this long before passing it on -- the longest delay of its
+  // enforced shapers (each has placed the request in its queue; it leaves when the slowest
+  // releases it). 0 when over the limit (it took nothing) and for a charge.
+  Duration delay{0};
   std::vector<DescriptorStatus> statuses;  // one per request descriptor, in order
   std::shared_ptr<const Config> config;    // keeps the limits the statuses point to alive
 };

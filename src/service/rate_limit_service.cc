@@ -205,6 +205,7 @@ void Apply(DescriptorStatus& s, const Decision& d) {
   if (!d.allowed && d.retry_after == kNever && s.reset_after <= Duration(0) && s.limit != nullptr) {
     s.reset_after = UnitDuration(s.limit->unit);
   }
+  s.delay = d.allowed && s.mode == Mode::kEnforce ? d.delay : Duration(0);
   s.degraded = d.degraded;
   s.over_limit = !d.allowed;
   if (!d.allowed) {
@@ -333,6 +334,12 @@ CheckResponse Service::Finish(Checking& c) {
     for (DescriptorStatus& s : c.response.statuses) s.code = Code::kOk;
   }
   c.response.overall = c.rejected ? Code::kOverLimit : Code::kOk;
+  // A refused request was given back to every queue it entered: it waits for none. A charge is
+  // for work already done: nothing to hold.
+  for (DescriptorStatus& s : c.response.statuses) {
+    if (c.rejected || c.charge) s.delay = Duration(0);
+    c.response.delay = std::max(c.response.delay, s.delay);
+  }
   for (const DescriptorStatus& s : c.response.statuses) Record(c.domain, s);
   if (metrics_ != nullptr) metrics_->RecordDuration(clock_->Now() - c.started);
   return std::move(c.response);

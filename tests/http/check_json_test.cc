@@ -141,7 +141,7 @@ TEST(CheckJson, RendersEveryStatusField) {
   response.statuses = {over, none};
   EXPECT_EQ(
       RenderCheckResponse(response),
-      R"({"overall":"OVER_LIMIT","statuses":[)"
+      R"({"overall":"OVER_LIMIT","delay_ms":0,"statuses":[)"
       R"({"code":"OVER_LIMIT","limit":{"name":"per_key","requests_per_unit":10,"unit":"minute",)"
       R"("algorithm":"gcra","burst":20},"remaining":0,"reset_after_ms":1500,)"
       R"("retry_after_ms":3,"mode":"enforce","soft_over_limit":false,)"
