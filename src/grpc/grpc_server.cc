@@ -9,8 +9,16 @@
 // handler answers a request it cannot parse INTERNAL, which says the server failed; a malformed
 // request is the caller's fault, INVALID_ARGUMENT. Connections are accepted by a
 // ConnectionGate, which caps them, and handed to gRPC; every other limit is a channel argument.
+//
+// A shaper's OK answer is held for the request's delay (CheckResponse::delay) by a grpc::Alarm
+// on the call's completion queue: the alarm's tag is the call, so the queue's thread sends the
+// answer when it fires, and holding costs no thread -- a thousand held calls are a thousand
+// timers. The delay counts from when the check was asked, so a store's round trip is not added
+// to it. Shutdown answers every held call at once (its request was admitted; the caller must
+// not wait past the server's end).
 #include "grpc/grpc_server.h"
 
+#include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/server_posix.h>
 #include <spdlog/spdlog.h>
@@ -23,6 +31,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -41,6 +50,8 @@ namespace rls = envoy::service::ratelimit::v3;
 using RawService =
     rls::RateLimitService::WithRawMethod_ShouldRateLimit<rls::RateLimitService::Service>;
 
+class Call;
+
 // What every call needs; lives in the Impl, longer than any call.
 struct Shared {
   RawService async;
@@ -51,6 +62,11 @@ struct Shared {
   ConnectionGate* gate = nullptr;
   std::atomic<uint64_t> cuts{0};
   std::atomic<int64_t> last_cut_log{0};  // steady_clock ticks
+  // The calls holding an answer (a shaper's delay), which Shutdown releases at once; from then
+  // on, `release_holds` is set and no answer is held.
+  std::mutex held_mu;
+  std::unordered_set<Call*> held;
+  bool release_holds = false;
 
   // One line per 10 s at most: an attacker reconnecting must not flood the log.
   void LogCut() {
@@ -81,6 +97,16 @@ class Call {
   // The queue returned this call's tag: a new call arrived (ok) or the server is shutting down
   // (!ok); or the answer went out (or the call was cancelled).
   void Proceed(bool ok) {
+    if (holding_.load(std::memory_order_acquire)) {
+      // The alarm fired, or was cancelled by Shutdown (!ok): the answer goes out now.
+      holding_.store(false, std::memory_order_relaxed);
+      {
+        const std::lock_guard<std::mutex> lock(shared_->held_mu);
+        shared_->held.erase(this);
+      }
+      responder_.Finish(held_answer_, grpc::Status::OK, this);
+      return;
+    }
     if (answered_ || !ok) {
       if (connection_ >= 0) shared_->calls->Leave(connection_);
       delete this;
@@ -112,6 +138,7 @@ class Call {
     }
     Result<CheckRequest> request = FromEnvoyRequest(parsed);
     if (!request) return Fail(request.error());
+    asked_ = gpr_now(GPR_CLOCK_MONOTONIC);  // a shaper's delay counts from here
     // The service answers on this thread (the memory store, an invalid request, an unknown
     // domain), or later on the store's I/O thread (Redis) while this queue's thread goes back
     // to taking calls: many checks in flight per thread, not one. Finish may be called from any
@@ -130,9 +157,31 @@ class Call {
     const grpc::Status serialized =
         grpc::SerializationTraits<rls::RateLimitResponse>::Serialize(response, &bytes, &own_buffer);
     if (!serialized.ok()) return Finish(serialized);  // our failure: INTERNAL
+    if (decision.overall == Code::kOk && decision.delay > Duration(0)) {
+      return Hold(std::move(bytes), decision.delay);
+    }
     responder_.Finish(bytes, grpc::Status::OK, this);
   }
 
+  // Sends `answer` `delay` after the check was asked, from this call's queue. May run on any
+  // thread (a Redis store's I/O thread).
+  void Hold(grpc::ByteBuffer answer, Duration delay) {
+    held_answer_ = std::move(answer);
+    const std::lock_guard<std::mutex> lock(shared_->held_mu);
+    if (shared_->release_holds) {
+      responder_.Finish(held_answer_, grpc::Status::OK, this);
+      return;
+    }
+    holding_.store(true, std::memory_order_release);  // held_answer_ is written
+    shared_->held.insert(this);
+    alarm_.Set(cq_, gpr_time_add(asked_, gpr_time_from_nanos(delay.count(), GPR_TIMESPAN)), this);
+  }
+
+ public:
+  // Shutdown: the held answer goes out now (the alarm fires at once). Under shared_->held_mu.
+  void ReleaseHold() { alarm_.Cancel(); }
+
+ private:
   // The service's errors are the caller's (sizes, empty entries, ...), as are ours.
   void Fail(const Error& error) {
     Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, error.message));
@@ -147,6 +196,12 @@ class Call {
   grpc::ServerAsyncResponseWriter<grpc::ByteBuffer> responder_;
   bool answered_ = false;
   int connection_ = -1;  // counted in shared_->calls once answered_
+  gpr_timespec asked_{};
+  // A held answer: the alarm's firing (this call's tag) sends it. holding_ is set (maybe on a
+  // store's thread) before the alarm, and read on the queue's thread once the alarm fires.
+  grpc::Alarm alarm_;
+  grpc::ByteBuffer held_answer_;
+  std::atomic<bool> holding_{false};
 };
 
 void Serve(grpc::ServerCompletionQueue* cq) {
@@ -256,6 +311,12 @@ void GrpcServer::Shutdown() {
   impl_->shut_down = true;
   impl_->gate->Stop();  // no connection is handed over from here on
   impl_->shared.stopping.store(true, std::memory_order_release);
+  {
+    // Held answers go out now, so that the calls end before the grace does.
+    const std::lock_guard<std::mutex> holds(impl_->shared.held_mu);
+    impl_->shared.release_holds = true;
+    for (Call* call : impl_->shared.held) call->ReleaseHold();
+  }
   // Health watchers are told NOT_SERVING and their calls ended, so that they do not hold the
   // server's shutdown below until the grace runs out.
   impl_->health->Shutdown();
