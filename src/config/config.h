@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "config/descriptor_tree.h"
+#include "config/forward_auth.h"
 #include "config/limit_unit.h"
 #include "sluice/limit_spec.h"
 #include "sluice/quota_sync.h"
@@ -95,6 +96,10 @@ struct Domain {
   // identity value -> plan name (a key of `plans`), from plan_source.
   std::unordered_map<std::string, std::string, Hash, std::equal_to<>> identity_plans;
   std::string plan_source;  // the resolved plan file path, or empty
+
+  // How the forward-auth endpoint turns a request into this domain's descriptors; unset: the
+  // domain does not serve it.
+  std::optional<ForwardAuth> forward_auth;
 
   // The plan for an identity: its assigned plan, else "default". Requires plans.
   const std::string& PlanFor(std::string_view identity) const;

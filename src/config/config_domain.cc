@@ -610,9 +610,9 @@ Result<ParsedDomain> ParseDomain(const std::string& file, const YAML::Node& root
   if (auto ok = RequireIdentifyingKey(file, root, "a domain file", "domain"); !ok) {
     return std::unexpected(ok.error());
   }
-  auto fields =
-      Fields::Of(file, root, "a domain file",
-                 {"domain", "descriptors", "plans", "plan_key", "plan_source"}, &warnings);
+  auto fields = Fields::Of(
+      file, root, "a domain file",
+      {"domain", "descriptors", "plans", "plan_key", "plan_source", "forward_auth"}, &warnings);
   if (!fields) return std::unexpected(fields.error());
   ParsedDomain parsed;
   Domain& domain = parsed.domain;
@@ -636,6 +636,13 @@ Result<ParsedDomain> ParseDomain(const std::string& file, const YAML::Node& root
     return std::unexpected(ok.error());
   }
   parser.CheckReplaces();
+
+  if (const auto fa = fields->Get("forward_auth")) {
+    auto parsed_fa = ParseForwardAuth(file, *fa);
+    if (!parsed_fa) return std::unexpected(parsed_fa.error());
+    parsed_fa->origin = Where(file, fields->KeyOf("forward_auth"));
+    domain.forward_auth = std::move(*parsed_fa);
+  }
 
   if (const auto source = fields->Get("plan_source")) {
     auto src = ReadString(file, *source, "plan_source", kMaxValueBytes);

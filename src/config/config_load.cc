@@ -141,6 +141,11 @@ Result<void> MergeDomain(Domain& into, Domain added) {
     return MakeError(where + " has plans, and so has its definition at " + into.origin +
                      "; define a domain's plans in one file");
   }
+  if (added.forward_auth && into.forward_auth) {
+    return MakeError(where + " has forward_auth (" + added.forward_auth->origin +
+                     "), and so has its definition at " + into.origin +
+                     "; define a domain's forward_auth in one file");
+  }
   const auto offset = static_cast<int32_t>(into.limits.size());
   if (auto conflict = into.descriptors.Graft(added.descriptors, offset)) {
     return MakeError(where + ": the rule " + *conflict + " is also defined at the top of " +
@@ -155,6 +160,7 @@ Result<void> MergeDomain(Domain& into, Domain added) {
     into.identity_plans = std::move(added.identity_plans);
     into.plan_source = std::move(added.plan_source);
   }
+  if (added.forward_auth) into.forward_auth = std::move(added.forward_auth);
   for (Limit& l : added.limits) into.limits.push_back(std::move(l));
   return {};
 }

@@ -23,6 +23,9 @@ Result<ParsedDomain> ParseDomain(const std::string& file, const YAML::Node& root
                                  Warnings& warnings,
                                  Algorithm default_algorithm = Algorithm::kTokenBucket);
 
+// The `forward_auth:` section of a domain file (config/forward_auth.h).
+Result<ForwardAuth> ParseForwardAuth(const std::string& file, const YAML::Node& node);
+
 // The plan_source path in `root`, if root is a mapping that has a well-formed one; used to
 // tell plan files apart from domain files in a directory. Errors are left to ParseDomain.
 std::optional<std::string> PeekPlanSource(const YAML::Node& root);

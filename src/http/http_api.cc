@@ -1,15 +1,12 @@
 #include "http/http_api.h"
 
-#include <atomic>
 #include <charconv>
-#include <condition_variable>
-#include <mutex>
-#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "http/admin_json.h"
+#include "http/async_check.h"
 #include "http/check_json.h"
 #include "http/http_query.h"
 #include "util/ascii.h"
@@ -64,27 +61,6 @@ Result<CounterQuery> ParseCounterQuery(std::string_view query) {
   }
   return q;
 }
-
-// One check between HttpApi::Check and the service's answer. The answer comes before
-// CheckAsync returns (the memory store: it is then the handler's own reply, with no deferral
-// and no thread hop) or after, from another thread (Redis: then it is sent through the
-// deferral). Which of the two happened is decided under `mu`: the answer stores its reply
-// unless the handler has already deferred, in which case it sends it; the handler returns the
-// stored reply, or defers. Both hold a reference, and the last to let go deletes it. Owned by a
-// count rather than a shared_ptr so that the service's callback (two pointers) fits in
-// std::function's own buffer: one allocation per check.
-struct PendingCheck {
-  std::mutex mu;
-  std::condition_variable answered;  // for a request without a deferral (tests)
-  std::optional<HttpReply> reply;    // the answer, while the handler has not taken it
-  HttpReplyCallback send;            // set once the handler deferred
-  bool deferred = false;
-  std::atomic<int> refs{2};  // the handler's and the answer's
-
-  void Release() {
-    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
-  }
-};
 
 }  // namespace
 
@@ -157,40 +133,11 @@ HttpReply HttpApi::Check(const HttpRequestView& request) const {
   }
   auto parsed = ParseCheckRequest(request.body);
   if (!parsed) return ErrorReply(400, parsed.error().message);
-  auto* pending = new PendingCheck;
-  service_->CheckAsync(*parsed, [this, pending](Result<CheckResponse> response) {
-    HttpReply reply = CheckReply(response);
-    std::unique_lock<std::mutex> lock(pending->mu);
-    if (pending->deferred) {
-      const HttpReplyCallback send = std::move(pending->send);
-      lock.unlock();
-      pending->Release();
-      send(std::move(reply));
-      return;
-    }
-    pending->reply = std::move(reply);
-    pending->answered.notify_one();
-    lock.unlock();
-    pending->Release();
-  });
-  std::unique_lock<std::mutex> lock(pending->mu);
-  if (!pending->reply && request.deferral != nullptr) {
-    // The store is still working: this I/O thread must not wait for it.
-    pending->send = request.deferral->Defer();
-    pending->deferred = true;
-    lock.unlock();
-    pending->Release();
-    return DeferredReply();
-  }
-  pending->answered.wait(lock, [pending] { return pending->reply.has_value(); });
-  HttpReply reply = std::move(*pending->reply);
-  lock.unlock();
-  pending->Release();
-  return reply;
+  return AnswerCheck(*service_, *parsed, request, *this);
 }
 
 // The body and the status are HTTP's; the headers are the service's (ratelimit_headers.h).
-HttpReply HttpApi::CheckReply(const Result<CheckResponse>& response) const {
+HttpReply HttpApi::Reply(const Result<CheckResponse>& response) const {
   if (!response) return ErrorReply(400, response.error().message);
   HttpReply reply;
   reply.status = response->overall == Code::kOk ? 200 : 429;

@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <string>
 
+#include "http/async_check.h"
 #include "http/check_json.h"
 #include "http/http_message.h"
 #include "metrics/metrics.h"
@@ -45,7 +46,7 @@ struct HttpApiOptions {
   size_t max_top = 1000;  // the largest n /v1/top accepts
 };
 
-class HttpApi {
+class HttpApi final : private CheckReplier {
  public:
   // `service` and `metrics` must outlive the HttpApi.
   HttpApi(RateLimitService* service, Metrics* metrics, HttpApiOptions options);
@@ -54,7 +55,7 @@ class HttpApi {
 
  private:
   HttpReply Check(const HttpRequestView& request) const;
-  HttpReply CheckReply(const Result<CheckResponse>& response) const;
+  HttpReply Reply(const Result<CheckResponse>& response) const override;  // CheckReplier
   HttpReply Limits() const;
   HttpReply State(const HttpRequestView& request, bool reset) const;
   HttpReply Top(const HttpRequestView& request) const;

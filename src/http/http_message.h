@@ -43,6 +43,12 @@ struct HttpRequestView {
   std::string_view authorization;  // the Authorization header, empty when absent
   std::string_view body;
   HttpDeferral* deferral = nullptr;  // null: the reply must be returned at once
+  // Every header line, each ending in CRLF, as the parser checked them (http_headers.h reads
+  // them); the HTTP API needs none but Authorization, the forward-auth endpoint several.
+  std::string_view header_lines = {};
+  // The connection's peer address, "127.0.0.1" or "::1" (IPv4-mapped IPv6 shown as IPv4);
+  // empty when not known (unit tests).
+  std::string_view peer = {};
 };
 
 // A reply {"error":"<message>"} with `status`.

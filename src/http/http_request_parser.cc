@@ -270,6 +270,7 @@ ParseOutcome HttpRequestParser::Complete(std::string_view data, std::string_view
   r.request.method = data.substr(head_->method_at, head_->method_size);
   r.request.target = data.substr(head_->target_at, head_->target_size);
   r.request.authorization = data.substr(head_->authorization_at, head_->authorization_size);
+  r.request.header_lines = data.substr(head_->header_lines_at, head_->header_lines_size);
   r.request.body = body;
   r.request.version = head_->version;
   r.request.keep_alive = head_->keep_alive;
@@ -324,6 +325,7 @@ std::optional<ParseOutcome> HttpRequestParser::ParseHead(std::string_view data) 
     return Bad(error);
   }
   head.remove_prefix(eol + 2);
+  const std::string_view header_lines = head;
   bool has_length = false;
   uint64_t length = 0;
   bool chunked = false;
@@ -392,6 +394,8 @@ std::optional<ParseOutcome> HttpRequestParser::ParseHead(std::string_view data) 
     h.authorization_at = offset(request.authorization);
     h.authorization_size = request.authorization.size();
   }
+  h.header_lines_at = offset(header_lines);
+  h.header_lines_size = header_lines.size();
   h.body_start = body_start;
   h.length = length;
   h.version = request.version;

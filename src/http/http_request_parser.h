@@ -47,6 +47,9 @@ struct ParsedRequest {
   std::string_view method;
   std::string_view target;
   std::string_view authorization;  // the first Authorization header; empty when absent
+  // Every header line after the request line, each ending in CRLF, as received and checked
+  // (http_headers.h finds a field in them); empty when there are none.
+  std::string_view header_lines;
   std::string_view body;
   unsigned version = 11;  // 10 or 11
   bool keep_alive = true;
@@ -83,6 +86,7 @@ class HttpRequestParser {
     size_t method_at = 0, method_size = 0;
     size_t target_at = 0, target_size = 0;
     size_t authorization_at = 0, authorization_size = 0;
+    size_t header_lines_at = 0, header_lines_size = 0;
     size_t body_start = 0;
     uint64_t length = 0;
     unsigned version = 11;

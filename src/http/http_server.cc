@@ -62,6 +62,19 @@ std::string FormatEndpoint(const tcp::endpoint& e) {
   return (e.address().is_v6() ? "[" + ip + "]" : ip) + ":" + std::to_string(e.port());
 }
 
+// The peer's IP address as text; an IPv4 client of a dual-stack listener ("::ffff:10.0.0.1")
+// as the IPv4 address it is, so that IPv4 CIDRs match it. Empty if the socket has none.
+std::string PeerAddress(const tcp::socket& socket) {
+  error_code ec;
+  const tcp::endpoint peer = socket.remote_endpoint(ec);
+  if (ec) return {};
+  net::ip::address ip = peer.address();
+  if (ip.is_v6() && ip.to_v6().is_v4_mapped()) {
+    ip = net::ip::make_address_v4(net::ip::v4_mapped, ip.to_v6());
+  }
+  return ip.to_string();
+}
+
 class Connection;
 
 // One thread and its io_context. `connections` (the open ones) is touched only on that thread.
@@ -120,6 +133,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
     if (server_.stopping.load()) return Close();
     error_code ec;
     socket_.set_option(tcp::no_delay(true), ec);  // each response is one write: send it now
+    peer_ = PeerAddress(socket_);
     WaitForRequest();
   }
 
@@ -246,7 +260,8 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
     version_ = req.version;
     keep_alive_ = req.keep_alive;
     head_request_ = req.method == "HEAD";
-    const HttpRequestView view{req.method, req.target, req.authorization, req.body, this};
+    const HttpRequestView view{req.method,       req.target, req.authorization, req.body, this,
+                               req.header_lines, peer_};
     std::optional<HttpReply> handled = CallHandler(view);
     if (!handled) return ReplyAndClose(ErrorReply(500, "internal error"));
     HttpReply& reply = *handled;
@@ -326,6 +341,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   size_t end_ = 0;
   size_t consumed_ = 0;  // the request being answered, from begin_
   std::string out_;      // the response being written; reused
+  std::string peer_;     // the peer's IP address, once per connection (HttpRequestView::peer)
   SteadyClock::time_point deadline_ = SteadyClock::time_point::max();
   SteadyClock::time_point waiting_since_;  // when the current request's wait began
   unsigned version_ = 11;

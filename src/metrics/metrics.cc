@@ -140,7 +140,8 @@ struct Metrics::Impl {
   Counts<kDurationBoundsNs.size() + 1> duration{};
   std::atomic<uint64_t> duration_sum_ns{0};
   std::atomic<uint64_t> store_errors{0};
-  std::array<std::atomic<uint64_t>, 3> unchecked{};  // by UncheckedDescriptor
+  std::array<std::atomic<uint64_t>, 3> unchecked{};     // by UncheckedDescriptor
+  std::array<std::atomic<uint64_t>, 4> forward_auth{};  // by ForwardAuthResult
   std::atomic<uint64_t> reloads_ok{0};
   std::atomic<uint64_t> reloads_failed{0};
 
@@ -188,6 +189,13 @@ void Metrics::RecordStoreError() { impl_->store_errors.fetch_add(1, std::memory_
 void Metrics::RecordUncheckedDescriptors(UncheckedDescriptor reason, uint64_t n) {
   const auto r = static_cast<size_t>(reason);
   if (r < impl_->unchecked.size()) impl_->unchecked[r].fetch_add(n, std::memory_order_relaxed);
+}
+
+void Metrics::RecordForwardAuth(ForwardAuthResult result) {
+  const auto r = static_cast<size_t>(result);
+  if (r < impl_->forward_auth.size()) {
+    impl_->forward_auth[r].fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 void Metrics::RecordReload(bool ok) {
@@ -286,6 +294,18 @@ std::string Metrics::Render() const {
   for (size_t r = 0; r < kUncheckedReasons.size(); ++r) {
     AppendSample(out, "sluice_descriptors_unchecked_total", kUncheckedReasons[r], {},
                  impl_->unchecked[r].load(std::memory_order_relaxed));
+  }
+
+  AppendHelpAndType(out, "sluice_forward_auth_requests_total",
+                    "Requests to the forward-auth endpoint by answer: allowed and over_limit "
+                    "after a check, no_descriptor allowed without one, bad_request refused.",
+                    "counter");
+  constexpr std::array<std::string_view, 4> kForwardAuthResults = {
+      R"(result="allowed")", R"(result="over_limit")", R"(result="no_descriptor")",
+      R"(result="bad_request")"};
+  for (size_t r = 0; r < kForwardAuthResults.size(); ++r) {
+    AppendSample(out, "sluice_forward_auth_requests_total", kForwardAuthResults[r], {},
+                 impl_->forward_auth[r].load(std::memory_order_relaxed));
   }
 
   std::function<StoreGauges()> source;

@@ -105,6 +105,15 @@ enum class UncheckedDescriptor {
   kKeyTooLong,          // "key"
 };
 
+// What the forward-auth endpoint answered a proxy (http/forward_auth_api.h): the `result`
+// label of sluice_forward_auth_requests_total.
+enum class ForwardAuthResult {
+  kAllowed,       // "allowed": 200 after a check
+  kOverLimit,     // "over_limit": 429
+  kNoDescriptor,  // "no_descriptor": 200, the request made no descriptor (nothing checked)
+  kBadRequest,    // "bad_request": 400 (no or unknown Sluice-Domain, bad request)
+};
+
 struct HeavyHitter {
   std::string identity;  // the counter key (limit id # values)
   uint64_t rejected = 0;
@@ -136,6 +145,7 @@ class Metrics {
   // n descriptors of one request answered without a check (OK, no limit), for `reason`.
   void RecordUncheckedDescriptors(UncheckedDescriptor reason, uint64_t n);
   void RecordReload(bool ok);
+  void RecordForwardAuth(ForwardAuthResult result);
   // Called at render time for the store gauges.
   void SetStoreGaugesSource(std::function<StoreGauges()> source);
 

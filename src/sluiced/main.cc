@@ -18,6 +18,7 @@
 #include "config/config.h"
 #include "grpc/grpc_server.h"
 #include "http/check_json.h"
+#include "http/forward_auth_api.h"
 #include "http/http_api.h"
 #include "http/http_server.h"
 #include "metrics/metrics.h"
@@ -35,6 +36,7 @@ struct Flags {
   std::string config;
   std::string http = "127.0.0.1:8080";
   std::string grpc = "127.0.0.1:8081";
+  std::string forward_auth = "off";
   std::string store = "memory";
   std::string admin_token;
   int threads = std::max(1u, std::thread::hardware_concurrency());
@@ -281,6 +283,36 @@ int Run(const Flags& flags) {
                  flags.admin_token.empty() ? "off" : "on");
   }
 
+  // The forward-auth endpoint: a second listener on the same server machinery, with the HTTP
+  // API's bounds and timeouts (its requests are a proxy's: headers, no body worth reading).
+  const ForwardAuthApi forward_auth(service->get(), &metrics, {.headers = headers});
+  std::unique_ptr<HttpServer> forward_auth_http;
+  if (!Disabled(flags.forward_auth)) {
+    HttpServerOptions fa_options;
+    fa_options.address = flags.forward_auth;
+    fa_options.threads = flags.threads;
+    fa_options.max_connections = flags.http_max_connections;
+    fa_options.max_body_bytes = api_options.max_body_bytes;
+    fa_options.request_timeout = std::chrono::milliseconds(flags.http_timeout_ms);
+    fa_options.shutdown_grace = std::chrono::milliseconds(flags.shutdown_grace_ms);
+    auto started = HttpServer::Start(
+        fa_options, [&forward_auth](const HttpRequestView& r) { return forward_auth.Handle(r); });
+    if (!started) {
+      spdlog::error("forward-auth: {}", started.error().message);
+      return 1;
+    }
+    forward_auth_http = std::move(*started);
+    size_t declared = 0;
+    for (const auto& [name, domain] : (*config)->domains()) declared += domain.forward_auth ? 1 : 0;
+    spdlog::info("forward-auth: listening on {} ({} domains with a forward_auth section)",
+                 forward_auth_http->address(), declared);
+    if (declared == 0) {
+      spdlog::warn(
+          "forward-auth: no domain has a forward_auth section: every request to it is answered "
+          "400 until a reload adds one");
+    }
+  }
+
   std::unique_ptr<GrpcServer> grpc;
   if (!Disabled(flags.grpc)) {
     GrpcServerOptions grpc_options;
@@ -305,7 +337,8 @@ int Run(const Flags& flags) {
         "grpc.health.v1.Health; at most {} connections, {} streams each; response headers {})",
         grpc->port(), flags.grpc_max_connections, flags.grpc_max_concurrent_streams,
         flags.grpc_response_headers);
-    if (flags.legacy_headers && !http && flags.grpc_response_headers != "draft11") {
+    if (flags.legacy_headers && !http && !forward_auth_http &&
+        flags.grpc_response_headers != "draft11") {
       spdlog::warn(
           "--legacy-headers has no effect: the HTTP API is off and gRPC answers carry "
           "the {} set (X-RateLimit-* come with draft11 only)",
@@ -354,6 +387,7 @@ int Run(const Flags& flags) {
   // flight finish.
   (*service)->StartDraining();
   if (http) http->Stop();
+  if (forward_auth_http) forward_auth_http->Stop();
   if (grpc) grpc->Shutdown();
   // A check still waiting on Redis when the grace ran out is answered by the store as it
   // closes, and that answer goes to the HTTP API and a server's io_context: close the store
@@ -378,6 +412,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--grpc", flags.grpc, "Envoy gRPC address host:port, or off")
       ->envname("SLUICE_GRPC")
+      ->capture_default_str();
+  app.add_option("--forward-auth", flags.forward_auth,
+                 "forward-auth endpoint for nginx auth_request, Caddy forward_auth, Traefik "
+                 "ForwardAuth and Envoy ext_authz (HTTP): address host:port, or off; "
+                 "docs/gateways.md")
+      ->envname("SLUICE_FORWARD_AUTH")
       ->capture_default_str();
   app.add_option("--store", flags.store, "memory, redis://host:port or redis+cluster://host:port")
       ->envname("SLUICE_STORE")
@@ -421,7 +461,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"drop", "count"}))
       ->capture_default_str();
   app.add_flag("--legacy-headers", flags.legacy_headers,
-               "also send X-RateLimit-Limit/-Remaining/-Reset (HTTP, and gRPC with draft11)")
+               "also send X-RateLimit-Limit/-Remaining/-Reset (HTTP, forward-auth, and gRPC with "
+               "draft11)")
       ->envname("SLUICE_LEGACY_HEADERS");
   app.add_option("--grpc-response-headers", flags.grpc_response_headers,
                  "headers a gRPC answer asks Envoy to add: draft11 (RateLimit-Policy, RateLimit, "

@@ -108,7 +108,23 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"bad_plan_file_missing.yaml", 3, "no_such_plans.yaml: cannot read"},
         BadCase{"bad_plans_without_default.yaml", 4, "plans must include 'default'"},
         BadCase{"bad_plans_without_plan_key.yaml", 2, "plans need a 'plan_key'"},
-        BadCase{"bad_plan_source_scheme.yaml", 3, "plan_source must be 'file:PATH'"}));
+        BadCase{"bad_plan_source_scheme.yaml", 3, "plan_source must be 'file:PATH'"},
+        // forward_auth (docs/gateways.md).
+        BadCase{"bad_forward_auth_cidr_host_bits.yaml", 3,
+                "trusted proxy '10.0.0.1/8': host bits are set after the prefix (the block is "
+                "10.0.0.0/8)"},
+        BadCase{"bad_forward_auth_cidr_prefix.yaml", 3,
+                "trusted proxy '10.0.0.0/33': the prefix length after '/' must be 0 to 32"},
+        BadCase{"bad_forward_auth_header_without_key.yaml", 6, "header 'X-Api-Key' needs a 'key'"},
+        BadCase{"bad_forward_auth_unknown_entry.yaml", 4, "unknown forward_auth entry 'uri'"},
+        BadCase{"bad_forward_auth_no_actions.yaml", 3, "forward_auth needs 'actions'"},
+        BadCase{"bad_forward_auth_action_not_list.yaml", 4,
+                "an action must be a non-empty list of entries"},
+        BadCase{"bad_forward_auth_header_name.yaml", 4,
+                "header 'X Api Key' is not an HTTP field name"},
+        BadCase{"bad_forward_auth_two_sources.yaml", 4,
+                "takes one of header, query or generic_key"},
+        BadCase{"bad_forward_auth_unknown_field.yaml", 3, "unknown field 'trusted_proxy'"}));
 
 // Errors inside a plan file name the plan file and its line.
 TEST(BadPlanFile, UnknownPlanNamesThePlanFileLine) {

@@ -394,6 +394,45 @@ TEST(LoadOptions, DefaultSyncAppliesToRulesThatSetNone) {
             "");
 }
 
+// forward_auth: the trusted blocks and the actions, entry by entry, as the fixture writes them.
+TEST(ForwardAuth, SectionLoads) {
+  auto config = MustLoad(Fixture("forward_auth.yaml"));
+  ASSERT_NE(config, nullptr);
+  const Domain* d = config->FindDomain("api");
+  ASSERT_TRUE(d != nullptr && d->forward_auth.has_value());
+  const ForwardAuth& fa = *d->forward_auth;
+  EXPECT_EQ(fa.origin, Fixture("forward_auth.yaml") + ":2:1");
+  ASSERT_EQ(fa.trusted_proxies.size(), 4u);
+  EXPECT_EQ(fa.trusted_proxies[1].base.ToString(), "10.0.0.0");
+  EXPECT_EQ(fa.trusted_proxies[1].prefix, 8);
+  EXPECT_EQ(fa.trusted_proxies[2].prefix, 128);
+  ASSERT_EQ(fa.actions.size(), 3u);
+  ASSERT_EQ(fa.actions[0].entries.size(), 1u);
+  EXPECT_EQ(fa.actions[0].entries[0].field, RequestField::kRemoteAddress);
+  EXPECT_EQ(fa.actions[0].entries[0].key, "remote_address");
+  const auto& a1 = fa.actions[1].entries;
+  ASSERT_EQ(a1.size(), 3u);
+  EXPECT_EQ(a1[0].field, RequestField::kHeader);
+  EXPECT_EQ(a1[0].name, "X-Api-Key");
+  EXPECT_EQ(a1[0].key, "api_key");
+  EXPECT_EQ(a1[1].field, RequestField::kPath);
+  EXPECT_EQ(a1[2].field, RequestField::kMethod);
+  const auto& a2 = fa.actions[2].entries;
+  ASSERT_EQ(a2.size(), 4u);
+  EXPECT_EQ(a2[0].field, RequestField::kHost);
+  EXPECT_EQ(a2[1].field, RequestField::kQuery);
+  EXPECT_EQ(a2[1].name, "tenant");
+  EXPECT_EQ(a2[2].field, RequestField::kGenericKey);
+  EXPECT_EQ(a2[2].key, "generic_key");  // Envoy's default descriptor_key
+  EXPECT_EQ(a2[2].value, "search");
+  EXPECT_EQ(a2[3].key, "k");
+  EXPECT_EQ(a2[3].value, "v");
+  // A domain without the section serves no forward-auth.
+  auto plain = MustLoad(Fixture("sync_modes.yaml"));
+  ASSERT_NE(plain, nullptr);
+  EXPECT_FALSE(plain->FindDomain("shared")->forward_auth.has_value());
+}
+
 // --default-algorithm: rules that name no algorithm get it (a plan's too); named ones keep theirs.
 TEST(LoadOptions, DefaultAlgorithmAppliesToRulesThatNameNone) {
   LoadOptions options;

@@ -38,6 +38,23 @@ TEST(HttpRequestParser, ParsesARequestWithABody) {
   EXPECT_EQ(r.consumed, data.size() - 3);
 }
 
+// The header lines, as sent, for handlers that read more fields than Authorization (the
+// forward-auth endpoint); also when the request arrived a byte at a time.
+TEST(HttpRequestParser, KeepsTheHeaderLinesAsSent) {
+  const std::string data =
+      "GET /auth HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 1.2.3.4\r\n\r\nGET / HTTP/1.1\r\n";
+  HttpRequestParser p(kLimits);
+  ParseOutcome r;
+  for (size_t n = 1; n <= data.size(); ++n) {
+    r = p.Parse(std::string_view(data).substr(0, n));
+    if (r.status == ParseStatus::kComplete) break;
+  }
+  ASSERT_EQ(r.status, ParseStatus::kComplete);
+  EXPECT_EQ(r.request.header_lines, "Host: a\r\nX-Forwarded-For: 1.2.3.4\r\n");
+  HttpRequestParser q(kLimits);
+  EXPECT_EQ(q.Parse("GET / HTTP/1.0\r\n\r\n").request.header_lines, "");
+}
+
 TEST(HttpRequestParser, WaitsForEveryByteFedOneAtATime) {
   const std::string data = "\r\nGET /a HTTP/1.1\r\nContent-Length: 2\r\n\r\nok";
   HttpRequestParser p(kLimits);

@@ -29,6 +29,8 @@ class TempConfigDir {
   TempConfigDir(const TempConfigDir&) = delete;
   TempConfigDir& operator=(const TempConfigDir&) = delete;
 
+  const std::filesystem::path& path() const { return path_; }
+
   // Writes (or rewrites) `name` in the directory; returns its path.
   std::filesystem::path Write(const std::string& name, const std::string& yaml) const {
     const std::filesystem::path file = path_ / name;

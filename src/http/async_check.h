@@ -1,0 +1,31 @@
+// One check asked of the service on behalf of an HTTP request, answered by the handler at once
+// when the service answers before CheckAsync returns (the memory store: no deferral, no thread
+// hop), or later through the request's HttpDeferral when the answer comes from another thread
+// (Redis). Shared by the HTTP API (POST /v1/check) and the forward-auth endpoint, which differ
+// only in how an answer becomes a reply.
+#ifndef SLUICE_HTTP_ASYNC_CHECK_H_
+#define SLUICE_HTTP_ASYNC_CHECK_H_
+
+#include "http/http_message.h"
+#include "service/check.h"
+#include "service/rate_limit_service.h"
+
+namespace sluice::server {
+
+// Makes the reply to a service answer. Called once per check, on whichever thread answers;
+// must be thread-safe and outlive the check (the front end that owns it outlives its server).
+class CheckReplier {
+ public:
+  virtual ~CheckReplier() = default;
+  virtual HttpReply Reply(const Result<CheckResponse>& response) const = 0;
+};
+
+// Asks `service` and returns the handler's reply: the reply itself, or DeferredReply() after
+// taking request.deferral's callback, which then gets it. A request without a deferral (tests)
+// waits for the answer.
+HttpReply AnswerCheck(RateLimitService& service, const CheckRequest& check,
+                      const HttpRequestView& request, const CheckReplier& replier);
+
+}  // namespace sluice::server
+
+#endif  // SLUICE_HTTP_ASYNC_CHECK_H_

@@ -1,0 +1,56 @@
+// The forward-auth endpoint (sluiced --forward-auth): every request to it, whatever its method
+// and path, asks "may the request this describes pass?" for a proxy (nginx auth_request, Caddy
+// forward_auth, Traefik ForwardAuth, Envoy ext_authz HTTP). A function from request to reply,
+// like the HTTP API, carried by the same HttpServer. docs/gateways.md has the recipes.
+//
+//   ForwardAuthApi fa(service, &metrics, {.headers = {.legacy = true}});
+//   HttpReply r = fa.Handle(view);   // 200, 429, or 400
+//
+// - The domain: the one whose file declares `forward_auth`; with several, the request's
+//   Sluice-Domain header names it (400 when it is missing or names another).
+// - Its actions make the descriptors (http/forwarded_request.h), checked with one hit.
+// - 200: allowed, with the RateLimit fields (service/ratelimit_headers.h), an empty body.
+//   A request that makes no descriptor is 200 with no fields, counted as no_descriptor.
+// - 429: over a limit: Retry-After, the same fields, and a one-line text body saying which
+//   limit and when to come back.
+// - 400: what cannot be checked, with a one-line text body. A proxy treats it as an error
+//   (nginx: 500 to the client), which is meant: it is a configuration mistake.
+//
+// Thread-safe: Handle() may run on every server thread at once.
+#ifndef SLUICE_HTTP_FORWARD_AUTH_API_H_
+#define SLUICE_HTTP_FORWARD_AUTH_API_H_
+
+#include "http/async_check.h"
+#include "http/http_message.h"
+#include "metrics/metrics.h"
+#include "service/rate_limit_service.h"
+#include "service/ratelimit_headers.h"
+
+namespace sluice::server {
+
+// The header that names the domain when several declare forward_auth.
+inline constexpr char kSluiceDomainHeader[] = "Sluice-Domain";
+
+struct ForwardAuthOptions {
+  HeaderOptions headers;  // draft11 (legacy with --legacy-headers); soft_over_limit is set
+};
+
+class ForwardAuthApi final : private CheckReplier {
+ public:
+  // `service` and `metrics` must outlive the ForwardAuthApi.
+  ForwardAuthApi(RateLimitService* service, Metrics* metrics, ForwardAuthOptions options);
+
+  HttpReply Handle(const HttpRequestView& request) const;
+
+ private:
+  HttpReply Reply(const Result<CheckResponse>& response) const override;  // CheckReplier
+  HttpReply BadRequest(std::string message) const;
+
+  RateLimitService* service_;
+  Metrics* metrics_;
+  ForwardAuthOptions options_;
+};
+
+}  // namespace sluice::server
+
+#endif  // SLUICE_HTTP_FORWARD_AUTH_API_H_

@@ -1,0 +1,151 @@
+#include "http/forwarded_request.h"
+
+#include <optional>
+#include <utility>
+
+#include "http/http_headers.h"
+#include "http/http_query.h"
+#include "util/ascii.h"
+#include "util/ip_network.h"
+
+namespace sluice::server {
+namespace {
+
+bool Trusted(const std::vector<util::IpNetwork>& trusted, const util::IpAddress& ip) {
+  for (const util::IpNetwork& net : trusted) {
+    if (net.Contains(ip)) return true;
+  }
+  return false;
+}
+
+std::string_view Trim(std::string_view v) {
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+  return v;
+}
+
+// The client, walking X-Forwarded-For from the right (each proxy appends the address it got
+// the request from) past the trusted proxies. An entry that is not an address stops the walk
+// at the last address known good: only a trusted proxy could have written what lies left of a
+// trusted address, and one that writes garbage vouches for nothing further.
+std::string ClientAddress(const HttpRequestView& request, const ForwardAuth& config) {
+  const auto peer = util::ParseIpAddress(request.peer);
+  if (!peer) return {};
+  if (!Trusted(config.trusted_proxies, *peer)) return peer->ToString();
+  const std::optional<std::string> xff = CombinedHeader(request.header_lines, "X-Forwarded-For");
+  if (!xff) return peer->ToString();
+  util::IpAddress client = *peer;
+  std::string_view rest = *xff;
+  while (!rest.empty()) {
+    const size_t comma = rest.rfind(',');
+    const std::string_view item =
+        Trim(comma == std::string_view::npos ? rest : rest.substr(comma + 1));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(0, comma);
+    if (item.empty()) continue;
+    const auto ip = util::ParseIpAddress(item);
+    if (!ip) break;
+    client = *ip;
+    if (!Trusted(config.trusted_proxies, *ip)) break;
+  }
+  return client.ToString();
+}
+
+// "Example.COM:8443" -> "example.com", "[::1]:80" -> "[::1]".
+std::string HostWithoutPort(std::string_view host) {
+  if (host.starts_with('[')) {
+    const size_t close = host.find(']');
+    if (close != std::string_view::npos) host = host.substr(0, close + 1);
+  } else if (const size_t colon = host.rfind(':'); colon != std::string_view::npos) {
+    host = host.substr(0, colon);
+  }
+  std::string out(host);
+  for (char& c : out) c = util::ToLowerAscii(c);
+  return out;
+}
+
+std::string_view FirstNonEmpty(std::string_view header_lines, std::string_view a,
+                               std::string_view b, std::string_view fallback) {
+  for (std::string_view name : {a, b}) {
+    if (const auto v = FindHeader(header_lines, name); v && !v->empty()) return *v;
+  }
+  return fallback;
+}
+
+}  // namespace
+
+ForwardedRequest DescribeForwarded(const HttpRequestView& request, const ForwardAuth& config) {
+  ForwardedRequest f;
+  const std::string_view lines = request.header_lines;
+  f.method = FirstNonEmpty(lines, "X-Forwarded-Method", "X-Original-Method", request.method);
+  const Target target =
+      SplitTarget(FirstNonEmpty(lines, "X-Forwarded-Uri", "X-Original-URI", request.target));
+  f.path = target.path;
+  f.query = target.query;
+  f.host = HostWithoutPort(FirstNonEmpty(lines, "X-Forwarded-Host", "Host", {}));
+  f.client = ClientAddress(request, config);
+  return f;
+}
+
+std::vector<CheckDescriptor> ForwardedDescriptors(const ForwardedRequest& forwarded,
+                                                  const HttpRequestView& request,
+                                                  const ForwardAuth& config) {
+  // The query is decoded once, and only when an action reads it.
+  std::optional<std::vector<std::pair<std::string, std::string>>> params;
+  bool query_bad = false;
+  const auto query_value = [&](const std::string& name) -> std::optional<std::string_view> {
+    if (!params && !query_bad) {
+      auto parsed = ParseQuery(forwarded.query);
+      if (parsed) {
+        params = std::move(*parsed);
+      } else {
+        query_bad = true;  // as if absent: a client's bad escape must not fail its proxy
+      }
+    }
+    if (query_bad) return std::nullopt;
+    for (const auto& [key, value] : *params) {
+      if (key == name) return std::string_view(value);
+    }
+    return std::nullopt;
+  };
+
+  std::vector<CheckDescriptor> descriptors;
+  for (const ForwardAuthAction& action : config.actions) {
+    CheckDescriptor d;
+    bool complete = true;
+    for (const ForwardAuthEntry& e : action.entries) {
+      std::optional<std::string_view> value;
+      switch (e.field) {
+        case RequestField::kRemoteAddress:
+          value = forwarded.client;
+          break;
+        case RequestField::kMethod:
+          value = forwarded.method;
+          break;
+        case RequestField::kHost:
+          value = forwarded.host;
+          break;
+        case RequestField::kPath:
+          value = forwarded.path;
+          break;
+        case RequestField::kHeader:
+          value = FindHeader(request.header_lines, e.name);
+          break;
+        case RequestField::kQuery:
+          value = query_value(e.name);
+          break;
+        case RequestField::kGenericKey:
+          value = e.value;
+          break;
+      }
+      if (!value || value->empty()) {
+        complete = false;
+        break;
+      }
+      d.entries.emplace_back(e.key, std::string(*value));
+    }
+    if (complete) descriptors.push_back(std::move(d));
+  }
+  return descriptors;
+}
+
+}  // namespace sluice::server

@@ -1,0 +1,46 @@
+// The request a proxy asks the forward-auth endpoint about, read from the proxy's request to it,
+// and the descriptors a domain's `forward_auth` actions make of it. Free of networking and of the
+// service, so that every header combination is unit-tested.
+//
+// Where each part comes from (docs/gateways.md), first found wins:
+//   method  X-Forwarded-Method (Traefik, Caddy), X-Original-Method (the nginx recipe), the
+//           endpoint request's own method (Envoy ext_authz HTTP)
+//   uri     X-Forwarded-Uri, X-Original-URI, the endpoint request's own target
+//   host    X-Forwarded-Host, Host; without the port, lower-cased
+//   client  the peer's address, unless the peer is in trusted_proxies: then the rightmost
+//           X-Forwarded-For address not in trusted_proxies (all of them trusted: the leftmost),
+//           so that a client cannot choose its identity by sending the header itself
+#ifndef SLUICE_HTTP_FORWARDED_REQUEST_H_
+#define SLUICE_HTTP_FORWARDED_REQUEST_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/forward_auth.h"
+#include "http/http_message.h"
+#include "service/check.h"
+
+namespace sluice::server {
+
+struct ForwardedRequest {
+  std::string_view method;
+  std::string_view path;   // the original target before '?'
+  std::string_view query;  // after '?', undecoded; empty when there is none
+  std::string host;        // empty when the request names none
+  std::string client;      // canonical IP text; empty when unknown (no peer: unit tests)
+};
+
+// `request` must outlive the result (it holds views into it).
+ForwardedRequest DescribeForwarded(const HttpRequestView& request, const ForwardAuth& config);
+
+// One descriptor per action whose entries all have a non-empty value, in the actions' order;
+// an action with a missing header, query parameter (or a query that does not decode), host or
+// client is skipped. Header values are read from request.header_lines.
+std::vector<CheckDescriptor> ForwardedDescriptors(const ForwardedRequest& forwarded,
+                                                  const HttpRequestView& request,
+                                                  const ForwardAuth& config);
+
+}  // namespace sluice::server
+
+#endif  // SLUICE_HTTP_FORWARDED_REQUEST_H_
