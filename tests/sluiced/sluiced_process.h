@@ -118,6 +118,14 @@ class SluicedProcess {
 
   // The gRPC port it listens on (--grpc 127.0.0.1:0), from its "listening on" log line: waits
   // for the line; 0 if it does not come.
+  // The forward-auth port (--forward-auth 127.0.0.1:0), from its "listening on" log line.
+  int ForwardAuthPort() const {
+    constexpr std::string_view kListening = "forward-auth: listening on 127.0.0.1:";
+    if (!WaitForLog(kListening)) return 0;
+    const std::string log = Log();
+    return std::atoi(log.c_str() + log.find(kListening) + kListening.size());
+  }
+
   int GrpcPort() const {
     constexpr std::string_view kListening = "grpc: listening on port ";
     if (!WaitForLog(kListening)) return 0;

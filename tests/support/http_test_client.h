@@ -42,8 +42,20 @@ struct HttpResponse {
 
 class HttpClient {
  public:
-  explicit HttpClient(int port) {
+  // `source`: the loopback address to connect from ("127.0.0.2"), so that a test can be a
+  // client other than the servers it talks to; null: the kernel's choice (127.0.0.1).
+  explicit HttpClient(int port, const char* source = nullptr) {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    if (source != nullptr) {
+      sockaddr_in from{};
+      from.sin_family = AF_INET;
+      inet_pton(AF_INET, source, &from.sin_addr);
+      if (bind(fd_, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0) {
+        close(fd_);
+        fd_ = -1;
+        return;
+      }
+    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(port));

@@ -1,0 +1,271 @@
+// The forward-auth recipes end to end, with the real proxies from Debian (nginx-light's
+// auth_request, caddy's forward_auth) running the exact files in examples/gateways/, in front
+// of a `return 204` upstream, with the real sluiced behind them; all on loopback, ports
+// picked free. The client connects from 127.0.0.2, the proxies reach sluiced from 127.0.0.1
+// (the one trusted proxy), so a spoofed X-Forwarded-For would show as a different identity.
+// The limit is 5 per hour (token bucket): it cannot refill during a test.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sluiced/sluiced_process.h"
+#include "support/http_test_client.h"
+#include "support/temp_config_dir.h"
+
+namespace sluice::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kLimit = 5;
+constexpr char kClient[] = "127.0.0.2";
+constexpr char kOtherClient[] = "127.0.0.3";
+
+constexpr char kConfig[] = R"yaml(
+domain: api
+forward_auth:
+  trusted_proxies: [127.0.0.1/32]
+  actions:
+    - [remote_address]
+descriptors:
+  - key: remote_address
+    rate_limit: {name: per_client, unit: hour, requests_per_unit: 5}
+)yaml";
+
+// A port free on loopback now (the proxies need theirs in their config files).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// `text` with every `from` replaced by `to`; the recipe must contain it.
+std::string Replace(std::string text, const std::string& from, const std::string& to) {
+  EXPECT_NE(text.find(from), std::string::npos) << "the recipe no longer says " << from;
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+// A proxy process: started with its output in a file, killed (and reaped) at the end; it dies
+// with the test process too.
+class Proxy {
+ public:
+  Proxy(std::vector<std::string> argv, std::vector<std::string> env, const fs::path& log) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
+      std::vector<char*> args;
+      for (std::string& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      execvp(args[0], args.data());
+      _exit(127);
+    }
+  }
+  ~Proxy() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  Proxy(const Proxy&) = delete;
+  Proxy& operator=(const Proxy&) = delete;
+
+  // Whether it answers HTTP on `port` within the deadline (it may take a moment to bind).
+  bool WaitUntilServing(int port) const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) return false;
+      HttpClient probe(port, kOtherClient);
+      if (probe.connected()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+class ForwardAuthProxies : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto config = dir_.Write("api.yaml", kConfig);
+    sluiced_ = std::make_unique<SluicedProcess>(
+        std::vector<std::string>{"--config", config.string(), "--http", "off", "--grpc", "off",
+                                 "--forward-auth", "127.0.0.1:0"},
+        /*wait_for_http=*/false);
+    forward_auth_port_ = sluiced_->ForwardAuthPort();
+    ASSERT_GT(forward_auth_port_, 0) << sluiced_->Log();
+    port_ = FreePort();
+    upstream_port_ = FreePort();
+  }
+
+  // The recipe file with its addresses replaced by this test's.
+  std::string Recipe(const char* name) const {
+    std::string text = ReadFile(fs::path(SLUICE_SOURCE_DIR) / "examples/gateways" / name);
+    text = Replace(text, "127.0.0.1:8082", "127.0.0.1:" + std::to_string(forward_auth_port_));
+    text = Replace(text, "127.0.0.1:8000", "127.0.0.1:" + std::to_string(upstream_port_));
+    return Replace(text, ":8080", ":" + std::to_string(port_));
+  }
+
+  std::unique_ptr<Proxy> StartNginx() {
+    const fs::path prefix = dir_.path() / "nginx";
+    fs::create_directories(prefix / "tmp");
+    std::ofstream(prefix / "site.conf") << Recipe("nginx-forward-auth.conf");
+    const std::string p = prefix.string();
+    std::ofstream(prefix / "nginx.conf")
+        << "daemon off;\nmaster_process off;\nworker_processes 1;\npid " << p << "/nginx.pid;\n"
+        << "error_log " << p << "/error.log warn;\nevents { worker_connections 256; }\n"
+        << "http {\n  access_log off;\n"
+        << "  client_body_temp_path " << p << "/tmp/body;\n  proxy_temp_path " << p
+        << "/tmp/proxy;\n  fastcgi_temp_path " << p << "/tmp/fastcgi;\n  uwsgi_temp_path " << p
+        << "/tmp/uwsgi;\n  scgi_temp_path " << p << "/tmp/scgi;\n"
+        << "  include " << p << "/site.conf;\n"
+        << "  server { listen 127.0.0.1:" << upstream_port_ << "; location / { return 204; } }\n"
+        << "}\n";
+    auto proxy = std::make_unique<Proxy>(
+        std::vector<std::string>{"nginx", "-p", p, "-c", p + "/nginx.conf", "-e", p + "/error.log"},
+        std::vector<std::string>{}, prefix / "out.log");
+    EXPECT_TRUE(proxy->WaitUntilServing(port_))
+        << ReadFile(prefix / "out.log") << ReadFile(prefix / "error.log")
+        << "(is nginx-light installed? scripts/install-deps)";
+    return proxy;
+  }
+
+  // Caddy with no admin endpoint, no automatic HTTPS, and its data and config under the test's
+  // directory: it reaches no network and writes nothing outside it.
+  std::unique_ptr<Proxy> StartCaddy() {
+    const fs::path home = dir_.path() / "caddy";
+    fs::create_directories(home);
+    std::ofstream(home / "Caddyfile")
+        << "{\n\tadmin off\n\tauto_https off\n}\n\n"
+        << Recipe("Caddyfile") << "\nhttp://:" << upstream_port_
+        << " {\n\tbind 127.0.0.1\n\trespond 204\n}\n";
+    env_ = {"HOME=" + home.string(), "XDG_DATA_HOME=" + (home / "data").string(),
+            "XDG_CONFIG_HOME=" + (home / "config").string()};
+    auto proxy = std::make_unique<Proxy>(
+        std::vector<std::string>{"caddy", "run", "--config", (home / "Caddyfile").string(),
+                                 "--adapter", "caddyfile"},
+        env_, home / "out.log");
+    EXPECT_TRUE(proxy->WaitUntilServing(port_))
+        << ReadFile(home / "out.log") << "(is caddy installed? scripts/install-deps)";
+    return proxy;
+  }
+
+  std::optional<HttpResponse> Get(const char* from, const std::string& spoofed = "") const {
+    HttpClient client(port_, from);
+    std::vector<std::string> headers;
+    if (!spoofed.empty()) headers.push_back("X-Forwarded-For: " + spoofed);
+    return client.Request("GET", "/orders?page=2", "", headers);
+  }
+
+  // The limit through the proxy: exactly kLimit allowed with the fields, whatever the client
+  // claims to be, then 429 with Retry-After and the fields; another client is another identity.
+  void ExpectTheLimitHolds(const std::string& proxy) {
+    for (int i = 0; i < kLimit + 3; ++i) {
+      const auto r = Get(kClient, "198.51.100." + std::to_string(i));  // a new lie each time
+      ASSERT_TRUE(r.has_value()) << proxy << " request " << i;
+      const auto policy = r->Header("RateLimit-Policy");
+      const auto current = r->Header("RateLimit");
+      EXPECT_EQ(policy.value_or("<absent>"), "\"per_client\";q=5;w=3600") << proxy << " " << i;
+      if (i < kLimit) {
+        EXPECT_EQ(r->status, 204) << proxy << " request " << i << ": " << r->body;
+        EXPECT_TRUE(current && current->starts_with(
+                                   "\"per_client\";r=" + std::to_string(kLimit - 1 - i) + ";"))
+            << proxy << " request " << i << ": " << current.value_or("<absent>");
+        continue;
+      }
+      EXPECT_EQ(r->status, 429) << proxy << " request " << i;
+      EXPECT_TRUE(current && current->starts_with("\"per_client\";r=0;"))
+          << proxy << ": " << current.value_or("<absent>");
+      // Token bucket, 5 per hour: one more hit in 720 s, minus the moments the test has taken.
+      const int retry = std::stoi(r->Header("Retry-After").value_or("0"));
+      EXPECT_GE(retry, 700) << proxy;
+      EXPECT_LE(retry, 720) << proxy;
+      EXPECT_NE(r->body.find("Too many requests"), std::string::npos) << proxy << r->body;
+    }
+    const auto other = Get(kOtherClient);
+    ASSERT_TRUE(other.has_value());
+    EXPECT_EQ(other->status, 204) << proxy << ": another client has a bucket of its own";
+  }
+
+  // sluiced gone (killed, reaped): what the recipe says the proxy does.
+  void StopSluiced() {
+    sluiced_->Signal(SIGKILL);
+    ASSERT_NE(sluiced_->WaitExit(), -1);
+  }
+
+  server::test::TempConfigDir dir_{"fauth-proxies"};
+  std::unique_ptr<SluicedProcess> sluiced_;
+  std::vector<std::string> env_;  // the proxy's environment (putenv keeps pointers)
+  int forward_auth_port_ = 0;
+  int port_ = 0;
+  int upstream_port_ = 0;
+};
+
+TEST_F(ForwardAuthProxies, NginxAuthRequestRecipe) {
+  const auto nginx = StartNginx();
+  ExpectTheLimitHolds("nginx");
+  StopSluiced();
+  // The recipe fails open: with sluiced down the app answers, without the fields.
+  const auto r = Get(kClient);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 204);
+  EXPECT_FALSE(r->Header("RateLimit").has_value());
+}
+
+TEST_F(ForwardAuthProxies, CaddyForwardAuthRecipe) {
+  const auto caddy = StartCaddy();
+  ExpectTheLimitHolds("caddy");
+  StopSluiced();
+  // forward_auth fails closed: the auth upstream is unreachable, the client gets 502.
+  const auto r = Get(kClient);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 502);
+}
+
+// docs/gateways.md shows the recipes as they are tested.
+TEST(ForwardAuthDocs, GatewaysMdHoldsTheTestedRecipesVerbatim) {
+  const std::string doc = ReadFile(fs::path(SLUICE_SOURCE_DIR) / "docs/gateways.md");
+  for (const char* name : {"nginx-forward-auth.conf", "Caddyfile"}) {
+    const std::string recipe = ReadFile(fs::path(SLUICE_SOURCE_DIR) / "examples/gateways" / name);
+    ASSERT_FALSE(recipe.empty()) << name;
+    EXPECT_NE(doc.find(recipe), std::string::npos)
+        << "docs/gateways.md does not hold examples/gateways/" << name << " as it is";
+  }
+}
+
+}  // namespace
+}  // namespace sluice::testing
