@@ -26,12 +26,14 @@ plots: build
 	SLUICE_PLOTS_DEPS=1 scripts/install-deps
 	scripts/plots
 
-# Build, then serve examples/sluice.yaml: HTTP on 127.0.0.1:8080, Envoy gRPC on :8081. Ctrl-C
-# stops it (SIGINT: requests in flight finish). docs/server.md is the manual.
+# Build, then serve examples/sluice.yaml: HTTP on 127.0.0.1:8080, Envoy gRPC on :8081, the
+# forward-auth endpoint for proxies on :8082 (docs/gateways.md). Ctrl-C stops it (SIGINT:
+# requests in flight finish). docs/server.md is the manual.
 run: build
 	@echo "sluiced: try, from another terminal:"
 	@echo "  curl -i http://127.0.0.1:8080/v1/check -d '{\"domain\":\"api\",\"descriptors\":[{\"entries\":[{\"key\":\"api_key\",\"value\":\"key_live_pro_7f3a\"}]}]}'"
-	build/bin/sluiced --config examples/sluice.yaml
+	@echo "  curl -i http://127.0.0.1:8082/ -H 'X-Forwarded-Uri: /v1/payments' -H 'X-Forwarded-Method: POST' -H 'X-Api-Key: key_live_pro_7f3a'"
+	build/bin/sluiced --config examples/sluice.yaml --forward-auth 127.0.0.1:8082
 
 # Every algorithm on the design note's worked example.
 demo: build
