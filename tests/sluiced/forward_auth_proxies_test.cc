@@ -169,10 +169,9 @@ class ForwardAuthProxies : public ::testing::Test {
   std::unique_ptr<Proxy> StartCaddy() {
     const fs::path home = dir_.path() / "caddy";
     fs::create_directories(home);
-    std::ofstream(home / "Caddyfile")
-        << "{\n\tadmin off\n\tauto_https off\n}\n\n"
-        << Recipe("Caddyfile") << "\nhttp://:" << upstream_port_
-        << " {\n\tbind 127.0.0.1\n\trespond 204\n}\n";
+    std::ofstream(home / "Caddyfile") << "{\n\tadmin off\n\tauto_https off\n}\n\n"
+                                      << Recipe("Caddyfile") << "\nhttp://:" << upstream_port_
+                                      << " {\n\tbind 127.0.0.1\n\trespond 204\n}\n";
     env_ = {"HOME=" + home.string(), "XDG_DATA_HOME=" + (home / "data").string(),
             "XDG_CONFIG_HOME=" + (home / "config").string()};
     auto proxy = std::make_unique<Proxy>(
