@@ -101,6 +101,10 @@ HttpReply ForwardAuthApi::Reply(const Result<CheckResponse>& response) const {
   reply.headers = RateLimitHeaders(*response, options_.headers);
   if (response->overall == Code::kOk) {
     metrics_->RecordForwardAuth(ForwardAuthResult::kAllowed);
+    // Shaping (issue 14, the `shaping` branch): an admitted request a shaper delays is to be
+    // answered this 200 only after its delay, held without a thread by the HTTP server's hold,
+    // so that the proxy passes requests on spaced as nginx limit_req without nodelay does. Until
+    // that lands the 200 is sent at once (docs/gateways.md says so).
     return reply;
   }
   metrics_->RecordForwardAuth(ForwardAuthResult::kOverLimit);
