@@ -6,7 +6,10 @@
 // - resuming is the same as parsing at once: the same bytes split in two calls (a prefix, then
 //   all of them) give the outcome one call gives, as a slow client's request must, and a
 //   verdict on a prefix (complete, refused) is the verdict on all the bytes;
-// - pipelined requests after the first parse the same way.
+// - pipelined requests after the first parse the same way;
+// - the forward-auth endpoint reads any complete request (http/forwarded_request.h: its header
+//   lines as X-Forwarded-For, method, URI, host, headers and query parameters) without a crash,
+//   and every descriptor it makes has entries with non-empty values.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +17,7 @@
 #include <string_view>
 
 #include "fuzz_check.h"
+#include "http/forwarded_request.h"
 #include "http/http_request_parser.h"
 
 namespace {
@@ -42,6 +46,7 @@ void CheckOutcome(const ParseOutcome& r, std::string_view data) {
   FUZZ_CHECK(Within(r.request.method, data.substr(0, r.consumed)));
   FUZZ_CHECK(Within(r.request.target, data.substr(0, r.consumed)));
   FUZZ_CHECK(Within(r.request.authorization, data.substr(0, r.consumed)));
+  FUZZ_CHECK(Within(r.request.header_lines, data.substr(0, r.consumed)));
   FUZZ_CHECK(r.request.version == 10 || r.request.version == 11);
 }
 
@@ -58,9 +63,40 @@ void CheckSame(const ParseOutcome& a, const ParseOutcome& b) {
   FUZZ_CHECK(a.request.method == b.request.method);
   FUZZ_CHECK(a.request.target == b.request.target);
   FUZZ_CHECK(a.request.authorization == b.request.authorization);
+  FUZZ_CHECK(a.request.header_lines == b.request.header_lines);
   FUZZ_CHECK(a.request.body == b.request.body);
   FUZZ_CHECK(a.request.version == b.request.version);
   FUZZ_CHECK(a.request.keep_alive == b.request.keep_alive);
+}
+
+// Every kind of entry, and every address trusted, so that the whole X-Forwarded-For is walked.
+const sluice::server::ForwardAuth& EveryEntry() {
+  using sluice::server::RequestField;
+  static const sluice::server::ForwardAuth fa = [] {
+    sluice::server::ForwardAuth f;
+    f.trusted_proxies = {*sluice::util::ParseIpNetwork("0.0.0.0/0"),
+                         *sluice::util::ParseIpNetwork("::/0")};
+    f.actions.push_back({{{RequestField::kRemoteAddress, "remote_address", "", ""},
+                          {RequestField::kMethod, "method", "", ""},
+                          {RequestField::kHost, "host", "", ""},
+                          {RequestField::kPath, "path", "", ""}}});
+    f.actions.push_back({{{RequestField::kHeader, "k", "X-Api-Key", ""},
+                          {RequestField::kQuery, "q", "tenant", ""}}});
+    return f;
+  }();
+  return fa;
+}
+
+void CheckForwarded(const sluice::server::ParsedRequest& r) {
+  sluice::server::HttpRequestView view;
+  view.method = r.method;
+  view.target = r.target;
+  view.header_lines = r.header_lines;
+  view.peer = "127.0.0.1";
+  const auto forwarded = sluice::server::DescribeForwarded(view, EveryEntry());
+  for (const auto& d : sluice::server::ForwardedDescriptors(forwarded, view, EveryEntry())) {
+    for (const auto& [key, value] : d.entries) FUZZ_CHECK(!key.empty() && !value.empty());
+  }
 }
 
 }  // namespace
@@ -71,6 +107,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
     HttpRequestParser at_once(kLimits);
     const ParseOutcome whole = at_once.Parse(data);
     CheckOutcome(whole, data);
+    if (whole.status == ParseStatus::kComplete) CheckForwarded(whole.request);
     FUZZ_CHECK(at_once.examined() <= 2 * data.size() + 64);
 
     // The same bytes in two calls, split where the input says (its bytes are a cheap hash).

@@ -125,6 +125,29 @@ TEST(ForwardedRequest, MethodUriAndHostComeFromTheProxysHeadersInOrderOfPreceden
   EXPECT_EQ(f.host, "api.example");
 }
 
+// What a client can put in the headers a proxy passes on: long, empty, odd lists. Each answer
+// is an address from the list or the peer, never a crash or a stray value.
+TEST(ForwardedRequest, HostileForwardedForListsAreReadSafely) {
+  const ForwardAuth fa = Trusting({"127.0.0.1"});
+  std::string many = "X-Forwarded-For: ";
+  for (int i = 0; i < 3000; ++i) many += ",,";
+  many += "198.51.100.4\r\n";
+  EXPECT_EQ(DescribeForwarded(View("127.0.0.1", many), fa).client, "198.51.100.4");
+  EXPECT_EQ(DescribeForwarded(View("127.0.0.1", "X-Forwarded-For: , ,\t,\r\n"), fa).client,
+            "127.0.0.1");
+  EXPECT_EQ(DescribeForwarded(View("127.0.0.1", "X-Forwarded-For: \xff\xfe, [::1\r\n"), fa).client,
+            "127.0.0.1");
+  EXPECT_EQ(DescribeForwarded(View("127.0.0.1", "X-Forwarded-For:\r\n"), fa).client, "127.0.0.1");
+  EXPECT_EQ(DescribeForwarded(View("not-an-ip", "X-Forwarded-For: 1.2.3.4\r\n"), fa).client, "");
+  const auto f = DescribeForwarded(View("127.0.0.1",
+                                        "X-Forwarded-Uri: ?only=query\r\n"
+                                        "X-Forwarded-Host: [::1\r\n"),
+                                   fa);
+  EXPECT_EQ(f.path, "");
+  EXPECT_EQ(f.query, "only=query");
+  EXPECT_EQ(f.host, "[::1");
+}
+
 ForwardAuth WithActions(std::vector<std::vector<ForwardAuthEntry>> actions) {
   ForwardAuth fa = Trusting({"127.0.0.1"});
   for (auto& a : actions) fa.actions.push_back({std::move(a)});
