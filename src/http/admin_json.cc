@@ -1,5 +1,9 @@
 #include "http/admin_json.h"
 
+#include <charconv>
+#include <iterator>
+#include <utility>
+
 #include "config/limit_unit.h"
 #include "http/ceil_millis.h"
 #include "http/check_json.h"
@@ -141,6 +145,36 @@ std::string RenderTopJson(std::string_view domain, const std::vector<HeavyHitter
     out += '}';
   }
   out += "]}\n";
+  return out;
+}
+
+std::string RenderUsageJson(std::string_view domain, std::string_view limit,
+                            const UsageReport& report) {
+  std::string out = "{";
+  AppendField(out, "domain", domain);
+  out += ',';
+  AppendField(out, "limit", limit);
+  out += ",\"period_s\":";
+  char buf[32];
+  const auto r =
+      std::to_chars(buf, buf + sizeof buf, static_cast<double>(report.period.count()) / 1e9);
+  out.append(buf, r.ptr);
+  out += ",\"identities\":";
+  util::AppendJsonInt(out, static_cast<int64_t>(report.identities));
+  const std::pair<const char*, int64_t> percentiles[] = {{"p50", report.peaks.p50},
+                                                         {"p90", report.peaks.p90},
+                                                         {"p95", report.peaks.p95},
+                                                         {"p99", report.peaks.p99},
+                                                         {"max", report.peaks.max}};
+  out += ",\"percentiles\":{";
+  for (size_t i = 0; i < std::size(percentiles); ++i) {
+    if (i > 0) out += ',';
+    out += '"';
+    out += percentiles[i].first;
+    out += "\":";
+    util::AppendJsonInt(out, percentiles[i].second);
+  }
+  out += "}}\n";
   return out;
 }
 

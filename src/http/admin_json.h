@@ -1,4 +1,5 @@
-// The JSON bodies of the admin API (GET /v1/limits, /v1/state, /v1/top). Not on the hot path.
+// The JSON bodies of the admin API (GET /v1/limits, /v1/state, /v1/top, /v1/usage). Not on the hot
+// path.
 #ifndef SLUICE_HTTP_ADMIN_JSON_H_
 #define SLUICE_HTTP_ADMIN_JSON_H_
 
@@ -23,6 +24,13 @@ std::string RenderCounterStateJson(std::string_view domain, const CounterState& 
 
 // {"domain","top":[{"identity","rejected","near_limit","error"}]}.
 std::string RenderTopJson(std::string_view domain, const std::vector<HeavyHitter>& top);
+
+// {"domain","limit","period_s","identities","percentiles":{"p50","p90","p95","p99","max"}}:
+// `limit` is the limit's name (its metric label when it has none); the percentiles are of the
+// identities' peak usage, in requests per window (GET /v1/usage; `sluice recommend --from`
+// reads it).
+std::string RenderUsageJson(std::string_view domain, std::string_view limit,
+                            const UsageReport& report);
 
 }  // namespace sluice::server
 

@@ -96,7 +96,7 @@ HttpReply HttpApi::Handle(const HttpRequestView& request) const {
     reply.body = metrics_->Render();
     return reply;
   }
-  if (path == "/v1/limits" || path == "/v1/state" || path == "/v1/top") {
+  if (path == "/v1/limits" || path == "/v1/state" || path == "/v1/top" || path == "/v1/usage") {
     if (options_.admin_token.empty()) {
       return ErrorReply(404, "the admin API is disabled: start sluiced with --admin-token");
     }
@@ -111,6 +111,7 @@ HttpReply HttpApi::Handle(const HttpRequestView& request) const {
       return MethodNotAllowed("GET, HEAD, DELETE");
     }
     if (!get) return MethodNotAllowed("GET, HEAD");
+    if (path == "/v1/usage") return Usage(request);
     return path == "/v1/limits" ? Limits() : Top(request);
   }
   return ErrorReply(404, "no such route: " + std::string(path));
@@ -190,6 +191,48 @@ HttpReply HttpApi::Top(const HttpRequestView& request) const {
     return ErrorReply(400, "unknown domain '" + domain + "'");
   }
   return JsonReply(200, RenderTopJson(domain, metrics_->Top(domain, n)));
+}
+
+// The limit is named by its `name` or its metric label, as the config lists them.
+HttpReply HttpApi::Usage(const HttpRequestView& request) const {
+  if (options_.usage == nullptr) {
+    return ErrorReply(404, "usage tracking is off: start sluiced with --usage-tracking on");
+  }
+  auto params = ParseQuery(SplitTarget(request.target).query);
+  if (!params) return ErrorReply(400, params.error().message);
+  std::string domain;
+  std::string limit;
+  for (const auto& [key, value] : *params) {
+    if (key == "domain") {
+      domain = value;
+    } else if (key == "limit") {
+      limit = value;
+    } else {
+      return ErrorReply(400, "unknown parameter '" + key + "' (domain, limit)");
+    }
+  }
+  if (domain.empty() || limit.empty()) {
+    return ErrorReply(400, "the query needs domain=<domain>&limit=<limit name>");
+  }
+  const auto config = service_->config();
+  if (!config) return ErrorReply(503, "no config loaded");
+  const Domain* d = config->FindDomain(domain);
+  if (d == nullptr) return ErrorReply(400, "unknown domain '" + domain + "'");
+  const Limit* found = nullptr;
+  for (const Limit& l : d->limits) {
+    if (l.kind == LimitKind::kLimited && (l.name == limit || l.metric_name == limit)) {
+      found = &l;
+      break;
+    }
+  }
+  if (found == nullptr) {
+    return ErrorReply(400, "domain '" + domain + "' has no counted limit named '" + limit + "'");
+  }
+  auto report = options_.usage->Report(domain, found->metric_name);
+  if (!report) return ErrorReply(503, report.error().message);
+  return JsonReply(
+      200,
+      RenderUsageJson(domain, found->name.empty() ? found->metric_name : found->name, *report));
 }
 
 }  // namespace sluice::server

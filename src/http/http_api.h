@@ -14,6 +14,7 @@
 //   GET    /v1/state?domain=D&k1=v1&k2=v2   one counter, found as a check with entries k1=v1,k2=v2
 //   DELETE /v1/state?...        forget that counter
 //   GET    /v1/top?domain=D&n=20           the identities most often rejected or near a limit
+//   GET    /v1/usage?domain=D&limit=NAME   a limit's per-client usage over the usage period
 // Unknown paths are 404, known paths with another method 405 (with Allow).
 //
 // A check asks the service with CheckAsync. An answer that comes before CheckAsync returns (the
@@ -44,6 +45,8 @@ struct HttpApiOptions {
   // valid check can be (check_json.h).
   size_t max_body_bytes = MaxCheckBodyBytes();
   size_t max_top = 1000;  // the largest n /v1/top accepts
+  // GET /v1/usage reads them; nullptr: usage tracking is off (the route answers 404 saying so).
+  const UsageViews* usage = nullptr;
 };
 
 class HttpApi final : private CheckReplier {
@@ -59,6 +62,7 @@ class HttpApi final : private CheckReplier {
   HttpReply Limits() const;
   HttpReply State(const HttpRequestView& request, bool reset) const;
   HttpReply Top(const HttpRequestView& request) const;
+  HttpReply Usage(const HttpRequestView& request) const;
   bool Authorized(const HttpRequestView& request) const;
 
   RateLimitService* service_;

@@ -104,6 +104,12 @@ std::string_view BoundedIdentity(std::string_view identity,
   return std::string_view(buf.data(), cut + kSuffix);
 }
 
+std::string FormatSeconds(Duration d) {
+  std::string out;
+  AppendNumber(out, static_cast<double>(d.count()) / 1e9);
+  return out + "s";
+}
+
 }  // namespace
 
 std::string_view DecisionResultName(DecisionResult result) {
@@ -147,6 +153,7 @@ struct Metrics::Impl {
 
   mutable std::mutex gauges_mu;
   std::function<StoreGauges()> gauges_source;  // guarded by gauges_mu
+  const UsageViews* usage = nullptr;           // guarded by gauges_mu
 };
 
 Metrics::Metrics(double near_limit_ratio, size_t top_capacity)
@@ -205,6 +212,11 @@ void Metrics::RecordReload(bool ok) {
 void Metrics::SetStoreGaugesSource(std::function<StoreGauges()> source) {
   std::lock_guard lock(impl_->gauges_mu);
   impl_->gauges_source = std::move(source);
+}
+
+void Metrics::SetUsageViews(const UsageViews* views) {
+  std::lock_guard lock(impl_->gauges_mu);
+  impl_->usage = views;
 }
 
 void Metrics::RecordHeavyHitter(std::string_view domain, std::string_view identity, bool rejected,
@@ -309,9 +321,35 @@ std::string Metrics::Render() const {
   }
 
   std::function<StoreGauges()> source;
+  const UsageViews* usage = nullptr;
   {
     std::lock_guard lock(impl_->gauges_mu);
     source = impl_->gauges_source;
+    usage = impl_->usage;
+  }
+  if (usage != nullptr) {
+    std::string identities_help = "Distinct identities of each limit over the last ";
+    identities_help += FormatSeconds(usage->period());
+    identities_help +=
+        " (HyperLogLog, 2.3% relative standard error): seen, near (allowed with at least ";
+    AppendNumber(identities_help, usage->near_limit_ratio());
+    identities_help +=
+        " of the limit used), over (refused), shadow_over (a shadow or soft limit would have "
+        "refused).";
+    AppendHelpAndType(out, "sluice_limit_identities", identities_help, "gauge");
+    for (const IdentityCounts& c : usage->Identities()) {
+      std::string labels;
+      AppendLabel(labels, "domain", c.domain);
+      labels += ',';
+      AppendLabel(labels, "limit", c.limit);
+      const std::pair<const char*, uint64_t> states[] = {{"state=\"seen\"", c.seen},
+                                                         {"state=\"near\"", c.near},
+                                                         {"state=\"over\"", c.over},
+                                                         {"state=\"shadow_over\"", c.shadow_over}};
+      for (const auto& [state, n] : states) {
+        AppendSample(out, "sluice_limit_identities", labels, state, n);
+      }
+    }
   }
   // Without a source (a store that does not count its keys) the two families are left out
   // rather than shown as a misleading 0.

@@ -14,6 +14,8 @@
 //   sluice_store_redis_eviction_unsafe            1: Redis's maxmemory-policy can evict counters
 //   sluice_store_redis_evicted_keys_total         Redis's evicted_keys growth (every key)
 //   sluice_config_reloads_total{result}           result: success|failure
+//   sluice_limit_identities{domain,limit,state}   distinct identities over the usage period,
+//                                                 state: seen|near|over|shadow_over (usage_views.h)
 //
 // Bounded cardinality: at most kMaxSeries (domain, limit) series. Once they exist, a new limit
 // is recorded as limit="_other" of its domain (at most kMaxOtherSeries such domains), and past
@@ -34,6 +36,7 @@
 #include <string_view>
 #include <vector>
 
+#include "metrics/usage_views.h"
 #include "sluice/time.h"
 
 namespace sluice::server {
@@ -148,6 +151,9 @@ class Metrics {
   void RecordForwardAuth(ForwardAuthResult result);
   // Called at render time for the store gauges.
   void SetStoreGaugesSource(std::function<StoreGauges()> source);
+  // Read at render time for sluice_limit_identities (nullptr: usage tracking is off, no such
+  // family). `views` must outlive the Metrics or be unset first.
+  void SetUsageViews(const UsageViews* views);
 
   // Heavy hitters: `identity` was rejected (any over-limit, in any mode) or near its limit.
   void RecordHeavyHitter(std::string_view domain, std::string_view identity, bool rejected,

@@ -37,6 +37,24 @@ DecisionResult ResultOf(const DescriptorStatus& s) {
   return s.code == Code::kOk ? DecisionResult::kOk : DecisionResult::kOverLimit;
 }
 
+// Soft limits let the request through with a warning: like shadow ones, they "would have
+// rejected" it.
+UsageOutcome UsageOutcomeOf(DecisionResult result) {
+  switch (result) {
+    case DecisionResult::kOk:
+      return UsageOutcome::kAllowed;
+    case DecisionResult::kOverLimit:
+      return UsageOutcome::kOver;
+    case DecisionResult::kShadowOverLimit:
+    case DecisionResult::kSoftOverLimit:
+      return UsageOutcome::kShadowOver;
+    case DecisionResult::kFailedOpen:
+    case DecisionResult::kFailedClosed:
+      break;
+  }
+  return UsageOutcome::kUnknown;
+}
+
 class Service final : public RateLimitService {
  public:
   Service(ServiceOptions options, Metrics* metrics, std::shared_ptr<Store> store)
@@ -142,8 +160,17 @@ class Service final : public RateLimitService {
     return found;
   }
 
-  void Record(std::string_view domain, const DescriptorStatus& s) {
-    if (metrics_ == nullptr || s.limit == nullptr || s.replaced) return;
+  void Record(std::string_view domain, Timestamp now, const DescriptorStatus& s) {
+    if (s.limit == nullptr || s.replaced) return;
+    if (metrics_ == nullptr && options_.usage == nullptr) return;
+    const int64_t capacity = s.limit->kind == LimitKind::kLimited ? s.limit->spec.Capacity() : 0;
+    const int64_t used = capacity - std::clamp<int64_t>(s.remaining, 0, capacity);
+    const DecisionResult result = ResultOf(s);
+    if (options_.usage != nullptr && capacity > 0) {
+      options_.usage->Record(domain, s.limit->metric_name, IdentityOf(s.counter_key), now, capacity,
+                             used, UsageOutcomeOf(result));
+    }
+    if (metrics_ == nullptr) return;
     std::string_view label = s.limit->metric_name;
     std::string detailed;
     if (s.limit->detailed_metric) {
@@ -153,15 +180,10 @@ class Service final : public RateLimitService {
         label = detailed;
       }
     }
-    const int64_t capacity = s.limit->kind == LimitKind::kLimited ? s.limit->spec.Capacity() : 0;
-    const double used =
-        capacity > 0
-            ? static_cast<double>(capacity - std::clamp<int64_t>(s.remaining, 0, capacity)) /
-                  static_cast<double>(capacity)
-            : (s.over_limit ? 1.0 : 0.0);
-    const DecisionResult result = ResultOf(s);
-    metrics_->RecordDecision(domain, label, result, used);
-    const bool near = !s.over_limit && used >= metrics_->near_limit_ratio();
+    const double fraction = capacity > 0 ? static_cast<double>(used) / static_cast<double>(capacity)
+                                         : (s.over_limit ? 1.0 : 0.0);
+    metrics_->RecordDecision(domain, label, result, fraction);
+    const bool near = !s.over_limit && fraction >= metrics_->near_limit_ratio();
     if (s.over_limit || near) {
       metrics_->RecordHeavyHitter(domain, s.counter_key, s.over_limit, near);
     }
@@ -340,7 +362,7 @@ CheckResponse Service::Finish(Checking& c) {
     if (c.rejected || c.charge) s.delay = Duration(0);
     c.response.delay = std::max(c.response.delay, s.delay);
   }
-  for (const DescriptorStatus& s : c.response.statuses) Record(c.domain, s);
+  for (const DescriptorStatus& s : c.response.statuses) Record(c.domain, c.now, s);
   if (metrics_ != nullptr) metrics_->RecordDuration(clock_->Now() - c.started);
   return std::move(c.response);
 }

@@ -22,8 +22,11 @@
 #include "http/http_api.h"
 #include "http/http_server.h"
 #include "metrics/metrics.h"
+#include "metrics/usage_views.h"
 #include "service/rate_limit_service.h"
 #include "sluice/algorithm.h"
+#include "sluice/clock.h"
+#include "sluice/duration.h"
 #include "sluice/redis_store.h"
 #include "sluiced/log_setup.h"
 #include "util/byte_size.h"
@@ -65,7 +68,20 @@ struct Flags {
   int64_t redis_breaker_open_ms = 1000;
   std::string memory_max_bytes = "512Mi";  // checked by ParseByteSize when parsed
   std::string local_cache_bytes = "64Mi";  // checked by ParseByteSize when parsed
+  std::string usage_tracking = "on";
+  std::string usage_period = "1h";  // checked by ParseDuration when parsed
+  double near_limit_ratio = 0.9;
 };
+
+// The usage views take a sixteenth of what --memory-max-bytes leaves the store in this process
+// (all of it with the memory store; what the over-limit cache leaves with Redis); 0 when off.
+size_t UsageViewBytes(const Flags& flags) {
+  if (flags.usage_tracking != "on") return 0;
+  const size_t memory_max = *sluice::util::ParseByteSize(flags.memory_max_bytes);  // checked
+  const size_t cache =
+      flags.store == "memory" ? 0 : *sluice::util::ParseByteSize(flags.local_cache_bytes);
+  return (memory_max - std::min(memory_max, cache)) / 16;
+}
 
 // "off" (or empty) turns a listener off.
 bool Disabled(const std::string& address) { return address.empty() || address == "off"; }
@@ -182,9 +198,13 @@ ServiceOptions ServiceOptionsFrom(const Flags& flags) {
   options.memory_max_bytes = *sluice::util::ParseByteSize(flags.memory_max_bytes);    // checked
   options.local_cache_bytes = *sluice::util::ParseByteSize(flags.local_cache_bytes);  // checked
   // With Redis, what --memory-max-bytes leaves after the over-limit cache bounds the batched
-  // limits' views (main() checked the cache fits in it).
+  // limits' views (main() checked the cache fits in it). The usage views' share comes out of
+  // the memory store's bound, or out of the batched views'.
+  const size_t usage = UsageViewBytes(flags);
   options.batched_bytes =
       options.memory_max_bytes - std::min(options.memory_max_bytes, options.local_cache_bytes);
+  options.batched_bytes -= std::min(options.batched_bytes, usage);
+  if (flags.store == "memory") options.memory_max_bytes -= usage;
   options.redis_connections = flags.redis_connections;
   options.redis_connect_timeout_ms = flags.redis_connect_timeout_ms;
   options.redis_command_timeout_ms = flags.redis_command_timeout_ms;
@@ -242,8 +262,24 @@ int Run(const Flags& flags) {
   LogWarnings(**config, flags.store);
   spdlog::info("config loaded from {}: {}", flags.config, Summary(**config));
 
-  Metrics metrics;
+  Metrics metrics(flags.near_limit_ratio);
+  // One clock for the decisions and the usage views' buckets.
+  const sluice::MonotonicClock clock;
+  std::unique_ptr<UsageViews> usage;
+  if (flags.usage_tracking == "on") {
+    UsageOptions usage_options;
+    usage_options.period = *sluice::ParseDuration(flags.usage_period);  // checked
+    usage_options.near_limit_ratio = flags.near_limit_ratio;
+    usage_options.max_bytes = UsageViewBytes(flags);
+    usage_options.clock = &clock;
+    usage = std::make_unique<UsageViews>(usage_options);
+    metrics.SetUsageViews(usage.get());
+    spdlog::info("usage views: period {}, near-limit ratio {}, {} limits tracked at most",
+                 flags.usage_period, flags.near_limit_ratio, usage->max_limits());
+  }
   ServiceOptions service_options = ServiceOptionsFrom(flags);
+  service_options.clock = &clock;
+  service_options.usage = usage.get();
   service_options.redis_events = LogRedisEvent;
   service_options.unchecked_warning = [](const std::string& message) {
     spdlog::warn("check: {}", message);
@@ -260,6 +296,7 @@ int Run(const Flags& flags) {
   api_options.admin_token = flags.admin_token;
   api_options.headers = headers;
   api_options.max_body_bytes = flags.http_max_body_bytes;
+  api_options.usage = usage.get();
   const HttpApi api(service->get(), &metrics, api_options);
 
   std::unique_ptr<HttpServer> http;
@@ -393,6 +430,7 @@ int Run(const Flags& flags) {
   // closes, and that answer goes to the HTTP API and a server's io_context: close the store
   // now, while they exist, rather than after them in reverse declaration order.
   service->reset();
+  metrics.SetUsageViews(nullptr);
   spdlog::info("stopped");
   return 0;
 }
@@ -577,6 +615,32 @@ int main(int argc, char** argv) {
               },
               "BYTES"))
           ->capture_default_str();
+  app.add_option("--usage-tracking", flags.usage_tracking,
+                 "per-client usage views: distinct identities seen, near, over each limit and "
+                 "their peak usage (sluice_limit_identities, GET /v1/usage): on or off")
+      ->envname("SLUICE_USAGE_TRACKING")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  app.add_option("--usage-period", flags.usage_period,
+                 "the rolling period of the usage views (kept in 6 buckets), 1m to 7d")
+      ->envname("SLUICE_USAGE_PERIOD")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            const auto d = sluice::ParseDuration(text);
+            if (!d) return d.error().message;
+            if (*d < std::chrono::minutes(1) || *d > std::chrono::hours(24 * 7)) {
+              return "'" + text + "' is outside 1m to 7d";
+            }
+            return "";
+          },
+          "DURATION"))
+      ->capture_default_str();
+  app.add_option("--near-limit-ratio", flags.near_limit_ratio,
+                 "the fraction of a limit used that counts as near it (sluice_near_limit_total, "
+                 "the usage views' near state)")
+      ->envname("SLUICE_NEAR_LIMIT_RATIO")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   // A setting must have its effect. The memory store has no cache in front of it; with Redis,
   // the counters are in Redis's memory and --memory-max-bytes bounds what sluiced keeps of
