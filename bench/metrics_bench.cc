@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "metrics/metrics.h"
+#include "metrics/usage_views.h"
+#include "sluice/clock.h"
 
 namespace sluice::server {
 namespace {
@@ -72,6 +74,38 @@ void BM_Render1000Series(benchmark::State& state) {
   state.counters["bytes"] = static_cast<double>(bytes);
 }
 BENCHMARK(BM_Render1000Series)->Unit(benchmark::kMillisecond);
+
+// UsageViews::Record (per limit decision with --usage-tracking on): 100,000 identities over
+// one limit, their counters climbing (so peaks keep growing: the locked path is taken as
+// often as it can be), and one hot identity every thread hammers.
+UsageViews& SharedViews() {
+  static ManualClock clock;
+  static UsageViews views({.clock = &clock});
+  return views;
+}
+
+void BM_UsageRecordManyIdentities(benchmark::State& state) {
+  UsageViews& v = SharedViews();
+  static const std::vector<std::string> ids = Names("user-", 100'000);
+  size_t i = static_cast<size_t>(state.thread_index()) * 50'000;
+  int64_t used = 0;
+  for (auto _ : state) {
+    v.Record("api", "per_user", ids[i], Timestamp{}, 1000, used, UsageOutcome::kAllowed);
+    i = i + 1 == ids.size() ? 0 : i + 1;
+    used = used == 999 ? 0 : used + 1;
+  }
+}
+BENCHMARK(BM_UsageRecordManyIdentities)->Threads(1)->Threads(2)->UseRealTime();
+
+void BM_UsageRecordHotIdentity(benchmark::State& state) {
+  UsageViews& v = SharedViews();
+  int64_t used = 0;
+  for (auto _ : state) {
+    v.Record("api", "hot", "the-one-key", Timestamp{}, 1000, used, UsageOutcome::kAllowed);
+    used = used == 999 ? 0 : used + 1;
+  }
+}
+BENCHMARK(BM_UsageRecordHotIdentity)->Threads(1)->Threads(2)->UseRealTime();
 
 }  // namespace
 }  // namespace sluice::server
