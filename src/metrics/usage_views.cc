@@ -138,7 +138,7 @@ size_t UsageViews::BytesPerLimit() {
   return sizeof(LabelTable<LimitViews>::Entry) + 128 + 2 * sizeof(void*);
 }
 
-UsageViews::UsageViews(UsageOptions options)
+UsageViews::UsageViews(const UsageOptions& options)
     : options_(options),
       max_limits_(options.max_bytes / BytesPerLimit()),
       impl_(std::make_unique<Impl>(max_limits_)) {}

@@ -78,7 +78,7 @@ class UsageViews {
   static constexpr int kStripes = 8;
   static constexpr int kSlotsPerStripe = 128;
 
-  explicit UsageViews(UsageOptions options);
+  explicit UsageViews(const UsageOptions& options);
   ~UsageViews();
   UsageViews(const UsageViews&) = delete;
   UsageViews& operator=(const UsageViews&) = delete;
