@@ -27,6 +27,7 @@
 #include "sluice/limit_spec.h"
 #include "sluice/limiter.h"
 #include "sluice/quota_sync.h"
+#include "sluice/region_scope.h"
 #include "sluice/status.h"
 #include "sluice/time.h"
 
@@ -52,6 +53,10 @@ struct LimiterOptions {
   // How nodes share this limit. Stores without shared counters (the memory store) ignore it;
   // the Redis store honours it behind the layers OpenStore puts in front of it.
   QuotaSync sync = {};
+  // How regions share this limit (docs/regions.md). The spec a store is given is already this
+  // region's static part; the region layer (region_store.h) moves a leased limit's part, and
+  // every other store ignores it.
+  RegionScope region = {};
 };
 
 class Store {

@@ -27,6 +27,7 @@
 #include "config/limit_unit.h"
 #include "sluice/limit_spec.h"
 #include "sluice/quota_sync.h"
+#include "sluice/region_scope.h"
 #include "sluice/status.h"
 
 namespace sluice::server {
@@ -73,6 +74,9 @@ struct Limit {
   // rate_limit.sync: how the nodes sharing a Redis keep this limit (docs/redis.md).
   QuotaSync sync = {};
   bool sync_configured = false;  // the rule sets `sync` (else LoadOptions::default_sync)
+  // rate_limit.scope and .regions (docs/regions.md). With scope global, `spec` is this node's
+  // region's static part and regions.global_spec the whole limit.
+  RegionScope regions = {};
   bool detailed_metric = false;
   std::vector<std::string> replaces;  // names of limits this one replaces in the same request
   std::string origin;                 // "file:line" of the descriptor, for messages
@@ -127,6 +131,12 @@ class Config {
   std::vector<std::string> warnings_;
 };
 
+// Where this node stands among regions (sluiced --region, --global-store).
+struct RegionOptions {
+  std::string region;         // empty: none (a limit of scope global is then refused)
+  bool global_store = false;  // a global store is configured (regions mode leased needs one)
+};
+
 struct LoadOptions {
   // envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG: files naming the same domain add their
   // top-level rules to it (a top-level key and value in two files is still an error). Off, a
@@ -139,6 +149,8 @@ struct LoadOptions {
   // limit of an unchanged upstream config. A limit whose algorithm cannot lease stays exact,
   // with a warning.
   QuotaSync default_sync = {};
+  // For limits of scope global: this node's region, and whether a global store is set.
+  RegionOptions region = {};
 };
 
 // Loads `path`: one YAML file holding one domain, or a directory whose *.yaml and *.yml files

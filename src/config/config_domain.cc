@@ -213,11 +213,11 @@ class DomainParser {
   }
 
   Result<Limit> ParseRateLimit(const YAML::Node& node, bool shadow_mode) {
-    auto fields = Fields::Of(
-        file_, node, "rate_limit",
-        {"unit", "requests_per_unit", "name", "replaces", "unlimited", "algorithm", "burst",
-         "shaper", "max_delay", "mode", "failure_mode", "over_limit_hits", "sync"},
-        &warnings_);
+    auto fields = Fields::Of(file_, node, "rate_limit",
+                             {"unit", "requests_per_unit", "name", "replaces", "unlimited",
+                              "algorithm", "burst", "shaper", "max_delay", "mode", "failure_mode",
+                              "over_limit_hits", "sync", "scope", "regions"},
+                             &warnings_);
     if (!fields) return std::unexpected(fields.error());
     Limit limit;
     if (const auto n = fields->Get("name")) {
@@ -272,7 +272,8 @@ class DomainParser {
     }
     limit.requests_per_unit = rpu.value_or(0);
     if (limit.requests_per_unit == 0) {
-      for (std::string_view f : {"algorithm", "burst", "shaper", "max_delay", "sync"}) {
+      for (std::string_view f :
+           {"algorithm", "burst", "shaper", "max_delay", "sync", "scope", "regions"}) {
         if (fields->Present(f)) {
           return ErrorAt(file_, fields->KeyOf(f),
                          "requests_per_unit: 0 blocks every request; '" + std::string(f) +
@@ -289,7 +290,8 @@ class DomainParser {
   // a unit it does not know are ignored there, so they load here with a warning. sluice's own
   // algorithm parameters mean nothing without a limit and stay errors.
   Result<Limit> ParseUnlimited(const Fields& fields, Limit limit) {
-    for (std::string_view f : {"algorithm", "burst", "shaper", "max_delay", "sync"}) {
+    for (std::string_view f :
+         {"algorithm", "burst", "shaper", "max_delay", "sync", "scope", "regions"}) {
       if (fields.Present(f)) {
         return ErrorAt(file_, fields.KeyOf(f),
                        "an unlimited rate_limit takes no '" + std::string(f) + "'");
@@ -382,6 +384,10 @@ class DomainParser {
       limit.sync = *sync;
       limit.sync_configured = true;
     }
+    auto regions = ParseRegionScope(file_, fields.Get("scope"), fields.Get("regions"), limit,
+                                    LimitName(limit), warnings_);
+    if (!regions) return std::unexpected(regions.error());
+    limit.regions = std::move(*regions);
     return limit;
   }
 

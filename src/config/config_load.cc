@@ -203,6 +203,11 @@ Result<std::shared_ptr<const Config>> Load(const fs::path& path, const LoadOptio
     auto domain = BuildDomain(s, warnings, options.default_algorithm);
     if (!domain) return std::unexpected(domain.error());
     ApplyDefaultSync(*domain, options.default_sync, warnings);
+    for (Limit& limit : domain->limits) {
+      if (auto ok = internal::ApplyRegion(limit, options.region); !ok) {
+        return std::unexpected(ok.error());
+      }
+    }
     if (const auto it = domains.find(domain->name); it != domains.end()) {
       if (!options.merge_domains) {
         return MakeError(domain->origin + ": domain '" + domain->name + "' is already defined at " +

@@ -2,7 +2,9 @@
 #ifndef SLUICE_CONFIG_CONFIG_PARSE_H_
 #define SLUICE_CONFIG_CONFIG_PARSE_H_
 
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "config/config.h"
 #include "config/config_yaml.h"
@@ -33,6 +35,21 @@ std::optional<std::string> PeekPlanSource(const YAML::Node& root);
 // Reads `identities:` from a plan file into domain.identity_plans; every plan it names must be
 // one of domain.plans.
 Result<void> ParsePlanFile(const std::string& file, const YAML::Node& root, Domain& domain);
+
+// A rate_limit's `scope` and `regions` fields (either may be absent), for a limit whose spec is
+// parsed; `limit_name` names it in errors. The region is not known yet: ApplyRegion follows.
+Result<RegionScope> ParseRegionScope(const std::string& file,
+                                     const std::optional<YAML::Node>& scope,
+                                     const std::optional<YAML::Node>& regions, const Limit& limit,
+                                     const std::string& limit_name, Warnings& warnings);
+
+// Whether `name` can be a region's name (letters, digits, '_', '-', '.'; 1 to 64 bytes).
+bool IsRegionName(std::string_view name);
+
+// This node's region for a limit of scope global: refused without a region, with one its shares
+// do not list, or leased without a global store; otherwise the limit's spec becomes the
+// region's static part, and regions.global_spec keeps the whole.
+Result<void> ApplyRegion(Limit& limit, const RegionOptions& options);
 
 }  // namespace sluice::server::internal
 

@@ -32,6 +32,7 @@ Result<std::shared_ptr<Limiter>> LimiterSet::Make(Store& store, const Limit& lim
   options.limits_sharing_memory = limits;
   options.transient = transient;
   options.sync = limit.sync;
+  options.region = limit.regions;
   auto made = store.MakeLimiter(limit.spec, options);
   if (!made) return MakeError(limit.origin + ": " + made.error().message);
   return std::shared_ptr<Limiter>(std::move(*made));
@@ -52,15 +53,16 @@ Result<std::shared_ptr<const LimiterSet>> LimiterSet::Install(std::shared_ptr<co
       if (previous != nullptr) {
         auto old = previous->limiters_.find(limit.id);
         if (old != previous->limiters_.end() && old->second.spec == limit.spec &&
-            old->second.failure_mode == limit.failure_mode && old->second.sync == limit.sync) {
+            old->second.failure_mode == limit.failure_mode && old->second.sync == limit.sync &&
+            old->second.regions == limit.regions) {
           set->limiters_.emplace(limit.id, old->second);
           continue;
         }
       }
       auto limiter = Make(store, limit, limited, /*transient=*/false);
       if (!limiter) return std::unexpected(limiter.error());
-      set->limiters_.emplace(
-          limit.id, Entry{limit.spec, limit.failure_mode, limit.sync, std::move(*limiter)});
+      set->limiters_.emplace(limit.id, Entry{limit.spec, limit.failure_mode, limit.sync,
+                                             limit.regions, std::move(*limiter)});
     }
   }
   // Override limits do not depend on the config (their id is the domain and the rate), so

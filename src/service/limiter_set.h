@@ -65,6 +65,7 @@ class LimiterSet {
     LimitSpec spec;
     FailureMode failure_mode;
     QuotaSync sync;
+    RegionScope regions;
     std::shared_ptr<Limiter> limiter;
   };
   struct Override {

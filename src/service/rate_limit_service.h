@@ -48,6 +48,10 @@ struct ServiceOptions {
   int redis_breaker_failures = 5;        // consecutive failures that open a server's breaker
   int64_t redis_breaker_open_ms = 1000;  // how long it stays open before one probe
   RedisEventHook redis_events;           // Redis state changes, rate-limited: sluiced logs them
+  // docs/regions.md: this node's region and the global store's address (empty: none), for
+  // limits of scope global with regions mode leased.
+  std::string region;
+  std::string global_store;
   bool redis_monitor = true;  // the Redis store's monitor (docs/redis.md); off for --check-config
   // How hits over a limit count where its rule does not say (over_limit_hits): drop (a refused
   // request takes nothing) or count (every hit is charged, as envoyproxy/ratelimit counts).

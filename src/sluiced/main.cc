@@ -71,6 +71,8 @@ struct Flags {
   std::string usage_tracking = "on";
   std::string usage_period = "1h";  // checked by ParseDuration when parsed
   double near_limit_ratio = 0.9;
+  std::string region;        // empty: none (limits of scope global are then refused)
+  std::string global_store;  // empty: none (regions mode leased is then refused)
 };
 
 // The usage views take a sixteenth of what --memory-max-bytes leaves the store in this process
@@ -189,6 +191,8 @@ LoadOptions LoadOptionsFrom(const Flags& flags) {
   options.default_algorithm = *sluice::ParseAlgorithm(flags.default_algorithm);  // checked
   if (flags.default_sync == "leased") options.default_sync.mode = sluice::SyncMode::kLeased;
   if (flags.default_sync == "batched") options.default_sync.mode = sluice::SyncMode::kBatched;
+  options.region.region = flags.region;
+  options.region.global_store = !flags.global_store.empty();
   return options;
 }
 
@@ -212,6 +216,8 @@ ServiceOptions ServiceOptionsFrom(const Flags& flags) {
   options.redis_breaker_open_ms = flags.redis_breaker_open_ms;
   options.over_limit_hits =
       flags.over_limit_hits == "count" ? OverLimitHits::kCount : OverLimitHits::kDrop;
+  options.region = flags.region;
+  options.global_store = flags.global_store;
   return options;
 }
 
@@ -641,7 +647,32 @@ int main(int argc, char** argv) {
       ->envname("SLUICE_NEAR_LIMIT_RATIO")
       ->check(CLI::Range(0.01, 1.0))
       ->capture_default_str();
+  app.add_option("--region", flags.region,
+                 "this node's region, for limits of scope: global (docs/regions.md); empty: "
+                 "none, and such limits are refused")
+      ->envname("SLUICE_REGION")
+      ->check(CLI::Validator(
+          [](std::string& name) -> std::string {
+            const bool ok = !name.empty() && name.size() <= 64 &&
+                            name.find_first_not_of(
+                                "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                "0123456789_-.") == std::string::npos;
+            return ok ? "" : "a region is 1 to 64 letters, digits, '_', '-' or '.'";
+          },
+          "NAME"))
+      ->capture_default_str();
+  app.add_option("--global-store", flags.global_store,
+                 "redis://host:port every region reaches, where regions lease their parts of "
+                 "limits with regions mode leased; empty: none")
+      ->envname("SLUICE_GLOBAL_STORE")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (!flags.global_store.empty() && flags.region.empty()) {
+    std::fprintf(stderr,
+                 "sluiced: --global-store (SLUICE_GLOBAL_STORE) needs --region (SLUICE_REGION): "
+                 "a node leases its region's part\n");
+    return 2;
+  }
   // A setting must have its effect. The memory store has no cache in front of it; with Redis,
   // the counters are in Redis's memory and --memory-max-bytes bounds what sluiced keeps of
   // them: the over-limit cache, which must fit in it, and the batched limits' views, which get

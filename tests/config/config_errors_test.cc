@@ -92,6 +92,27 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"bad_sync_ttl_on_batched.yaml", 8, "lease_ttl applies only to sync mode leased"},
         BadCase{"bad_sync_ttl_range.yaml", 8, "lease_ttl must be a duration from 10ms to 1h"},
         BadCase{"bad_sync_no_mode.yaml", 8, "sync needs a 'mode'"},
+        // scope: global and its regions (docs/regions.md).
+        BadCase{"bad_regions_shares_over_one.yaml", 11,
+                "rate_limit 'r': shares sum to 1.100000, more than 1"},
+        BadCase{"bad_regions_share_zero.yaml", 11,
+                "share of region 'us' must be a number in (0, 1]"},
+        BadCase{"bad_regions_share_below_one_request.yaml", 11,
+                "rate_limit 'r': share 0.005 of region 'eu' is less than one of its 100 requests"},
+        BadCase{"bad_regions_without_global.yaml", 9, "regions applies only to scope: global"},
+        BadCase{"bad_regions_global_without_regions.yaml", 8,
+                "scope: global needs regions: {mode: static|leased"},
+        BadCase{"bad_regions_scope_unknown.yaml", 8,
+                "unknown scope 'planet' (expected region or global)"},
+        BadCase{"bad_regions_mode_unknown.yaml", 10, "unknown regions mode 'dynamic'"},
+        BadCase{"bad_regions_refresh_static.yaml", 11,
+                "refresh applies only to regions mode leased"},
+        BadCase{"bad_regions_refresh_range.yaml", 11, "refresh must be a duration from 50ms to 1h"},
+        BadCase{"bad_regions_region_name.yaml", 11, "region name 'us:east' must be 1 to 64"},
+        BadCase{"bad_regions_leased_sliding.yaml", 11,
+                "rate_limit 'r': regions mode leased needs token_bucket, gcra, fixed_window or "
+                "leaky_bucket without shaper, not sliding_window_log"},
+        BadCase{"bad_regions_no_shares.yaml", 10, "regions needs 'shares'"},
         BadCase{"bad_share_threshold.yaml", 5, "share_threshold needs a wildcard value"},
         // Merge keys: a bad merge value, and a typo in a merged mapping named where it is
         // written (the anchor), not where it is merged.

@@ -365,6 +365,70 @@ TEST(Extensions, SyncModesLoad) {
   EXPECT_EQ(batched->sync.lease_ttl, milliseconds(2000)) << "untouched outside its mode";
 }
 
+// scope: global. A node of region us enforces its static part of each limit: limit x share and
+// burst x share, rounded down (1000 x 0.5 = 500, 2000 x 0.5 = 1000; 999 x 0.34 = 339.66 -> 339);
+// regions.global_spec keeps the whole; scope: region (and unset) is untouched.
+TEST(Regions, StaticPartIsTheRegionsShareRoundedDown) {
+  LoadOptions options;
+  options.region = {.region = "us", .global_store = true};
+  auto config = LoadConfig(Fixture("regions.yaml"), options);
+  ASSERT_TRUE(config.has_value()) << config.error().message;
+  const Domain& d = *(*config)->FindDomain("world");
+  const Limit* fixed = FindNamed(d, "static");
+  const Limit* leased = FindNamed(d, "leased");
+  const Limit* local = FindNamed(d, "local");
+  ASSERT_TRUE(fixed && leased && local);
+  EXPECT_TRUE(fixed->regions.global);
+  EXPECT_EQ(fixed->regions.mode, RegionMode::kStatic);
+  EXPECT_EQ(fixed->spec.limit, 500);
+  EXPECT_EQ(fixed->spec.burst, 1000);
+  EXPECT_EQ(fixed->spec.period, seconds(1));
+  EXPECT_EQ(fixed->regions.global_spec.limit, 1000);
+  EXPECT_EQ(fixed->regions.global_spec.burst, 2000);
+  EXPECT_EQ(fixed->regions.region, "us");
+  ASSERT_EQ(fixed->regions.shares.size(), 3u);
+  EXPECT_EQ(fixed->regions.shares[0], (RegionShare{"ap", 200'000}));  // sorted by name
+  EXPECT_EQ(fixed->regions.shares[2], (RegionShare{"us", 500'000}));
+  EXPECT_EQ(leased->regions.mode, RegionMode::kLeased);
+  EXPECT_EQ(leased->regions.refresh, std::chrono::milliseconds(200));
+  EXPECT_EQ(leased->spec.limit, 339);
+  EXPECT_EQ(leased->spec.period, minutes(1));
+  EXPECT_EQ(leased->sync.mode, SyncMode::kLeased);  // composes: how the region's nodes share it
+  EXPECT_FALSE(local->regions.global);
+  EXPECT_EQ(local->spec.limit, 10);
+  // In ap the same file gives ap's parts: 1000 x 0.2, 999 x 0.33 = 329.67 -> 329.
+  options.region.region = "ap";
+  auto ap = LoadConfig(Fixture("regions.yaml"), options);
+  ASSERT_TRUE(ap.has_value()) << ap.error().message;
+  EXPECT_EQ(FindNamed(*(*ap)->FindDomain("world"), "static")->spec.limit, 200);
+  EXPECT_EQ(FindNamed(*(*ap)->FindDomain("world"), "leased")->spec.limit, 329);
+}
+
+// A node must know its region: without --region, or with one the shares do not list, a limit of
+// scope global is refused naming the limit and the regions; leased needs --global-store.
+TEST(Regions, RefusedWithoutTheNodesRegion) {
+  const std::string file = Fixture("regions.yaml");
+  auto none = LoadConfig(file);
+  ASSERT_FALSE(none.has_value());
+  EXPECT_NE(none.error().message.find("rate_limit 'static' has scope: global: start sluiced with "
+                                      "--region (one of: ap, eu, us)"),
+            std::string::npos)
+      << none.error().message;
+  LoadOptions options;
+  options.region = {.region = "sa", .global_store = true};
+  auto unlisted = LoadConfig(file, options);
+  ASSERT_FALSE(unlisted.has_value());
+  EXPECT_NE(unlisted.error().message.find("do not list this node's region 'sa'"), std::string::npos)
+      << unlisted.error().message;
+  options.region = {.region = "eu", .global_store = false};
+  auto no_global = LoadConfig(file, options);
+  ASSERT_FALSE(no_global.has_value());
+  EXPECT_NE(no_global.error().message.find(
+                "rate_limit 'leased' has regions mode leased: start sluiced with --global-store"),
+            std::string::npos)
+      << no_global.error().message;
+}
+
 // --default-sync: rules that set no sync get it, except where their algorithm cannot lease or
 // be batched (warned, naming the rule); rules that set one keep theirs.
 TEST(LoadOptions, DefaultSyncAppliesToRulesThatSetNone) {
