@@ -59,6 +59,15 @@ struct StoreStats {
   uint64_t local_decisions = 0;
   uint64_t batched_pending_hits = 0;
   uint64_t batched_over_admitted_hits = 0;
+  // A limit of scope global with regions mode leased (region_store.h): the part of the whole
+  // limit this region enforces now, grants received from the global store, decisions taken
+  // while the last exchange with it failed, and the seconds since the last grant (for a store:
+  // the largest over its limits).
+  bool region_leased = false;
+  int64_t region_share_units = 0;
+  uint64_t region_global_leases = 0;
+  uint64_t region_cutoff_decisions = 0;
+  double region_sync_age_seconds = 0;
 };
 
 struct DecideRequest {

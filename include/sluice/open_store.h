@@ -6,7 +6,9 @@
 // server; "redis+cluster://[user:password@]host:port[,host:port...]" a Redis Cluster. A Redis
 // store is opened behind the leased layer (leased_store.h), the batched layer (batched_store.h:
 // it decides the limits made with `sync: batched` locally), each passing every other limit
-// through, and, unless local_cache_bytes is 0, an over-limit cache (over_limit_cache.h).
+// through, and, unless local_cache_bytes is 0, an over-limit cache (over_limit_cache.h). With a
+// global_store, either store is opened behind the region layer (region_store.h), which serves
+// the limits of scope global whose regions lease their parts.
 #ifndef SLUICE_OPEN_STORE_H_
 #define SLUICE_OPEN_STORE_H_
 
@@ -45,6 +47,10 @@ struct OpenStoreOptions {
   const Clock* clock = nullptr;
   // Redis: the memory the batched layer's views may take (BatchedStoreOptions::max_bytes).
   size_t batched_bytes = size_t{16} << 20;
+  // docs/regions.md: this node's region, and the global store's address ("redis://..."); empty
+  // global_store: no region layer (limits of regions mode leased are then refused by the config).
+  std::string region;
+  std::string global_store;
 };
 
 Result<std::shared_ptr<Store>> OpenStore(std::string_view address, const OpenStoreOptions& options);

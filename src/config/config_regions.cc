@@ -83,17 +83,13 @@ Result<RegionScope> ParseRegionScope(const std::string& file,
     return ErrorAt(file, *mode,
                    "unknown regions mode '" + *mode_text + "' (expected static or leased)");
   }
-  if (out.mode == RegionMode::kLeased) {
-    const Algorithm a = limit.spec.algorithm;
-    if (a == Algorithm::kSlidingWindowLog || a == Algorithm::kSlidingWindowCounter ||
-        limit.spec.shaper) {
-      return ErrorAt(file, *mode,
-                     limit_name +
-                         ": regions mode leased needs token_bucket, gcra, fixed_window "
-                         "or leaky_bucket without shaper, not " +
-                         std::string(AlgorithmName(a)) + (limit.spec.shaper ? " shaper" : "") +
-                         " (a region's part changes while the limit runs)");
-    }
+  // A fixed window's count is hits, which reads the same whatever the part; a bucket's level in
+  // Redis is kept in units scaled to its rate, which a part that moves would misread.
+  if (out.mode == RegionMode::kLeased && limit.spec.algorithm != Algorithm::kFixedWindow) {
+    return ErrorAt(file, *mode,
+                   limit_name + ": regions mode leased needs fixed_window, not " +
+                       std::string(AlgorithmName(limit.spec.algorithm)) +
+                       " (a region's part moves while the limit runs; docs/regions.md)");
   }
   if (const auto r = fields->Get("refresh")) {
     if (out.mode != RegionMode::kLeased) {

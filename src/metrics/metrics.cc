@@ -418,6 +418,42 @@ std::string Metrics::Render() const {
                      static_cast<uint64_t>(std::max<int64_t>(0, l.units_held)));
       }
     }
+    if (!g.regions.empty()) {
+      const auto labels_of = [](const RegionSeries& r) {
+        std::string labels;
+        AppendLabel(labels, "domain", r.domain);
+        labels.push_back(',');
+        AppendLabel(labels, "limit", r.limit);
+        return labels;
+      };
+      AppendHelpAndType(out, "sluice_region_share_units",
+                        "The part of a scope: global limit this node's region enforces now "
+                        "(requests per unit), leased from the global store.",
+                        "gauge");
+      for (const RegionSeries& r : g.regions) {
+        AppendSample(out, "sluice_region_share_units", labels_of(r), {},
+                     static_cast<uint64_t>(std::max<int64_t>(0, r.share_units)));
+      }
+      AppendHelpAndType(out, "sluice_region_global_leases_total",
+                        "Grants of a region's part this node received from the global store.",
+                        "counter");
+      for (const RegionSeries& r : g.regions) {
+        AppendSample(out, "sluice_region_global_leases_total", labels_of(r), {}, r.global_leases);
+      }
+      AppendHelpAndType(out, "sluice_region_cutoff_decisions_total",
+                        "Decisions taken while this node's last exchange with the global store "
+                        "had failed (on its last grant, then its static share).",
+                        "counter");
+      for (const RegionSeries& r : g.regions) {
+        AppendSample(out, "sluice_region_cutoff_decisions_total", labels_of(r), {},
+                     r.cutoff_decisions);
+      }
+      AppendHelpAndType(out, "sluice_region_global_sync_age_seconds",
+                        "Seconds since the global store last granted a part (the oldest over "
+                        "the leased limits).",
+                        "gauge");
+      AppendSample(out, "sluice_region_global_sync_age_seconds", {}, {}, g.region_sync_age_seconds);
+    }
     if (g.batched) {
       AppendHelpAndType(out, "sluice_batched_pending_hits",
                         "Hits batched limits took on this node and have not yet sent to Redis.",

@@ -70,6 +70,16 @@ struct BatchedSeries {
   uint64_t over_admitted = 0;
 };
 
+// One limit of scope global whose regions lease their parts (StoreStats::region_*), for
+// sluice_region_share_units, _global_leases_total and _cutoff_decisions_total.
+struct RegionSeries {
+  std::string domain;
+  std::string limit;
+  int64_t share_units = 0;
+  uint64_t global_leases = 0;
+  uint64_t cutoff_decisions = 0;
+};
+
 struct StoreGauges {
   uint64_t keys = 0;
   uint64_t evictions = 0;
@@ -98,6 +108,10 @@ struct StoreGauges {
   bool batched = false;
   uint64_t batched_pending_hits = 0;
   uint64_t batched_over_admitted_hits = 0;
+  // Limits whose regions lease their parts from the global store (docs/regions.md), and the
+  // seconds since the oldest of them last got a grant. Shown only when there are some.
+  std::vector<RegionSeries> regions = {};
+  double region_sync_age_seconds = 0;
 };
 
 // Why the service answered a descriptor without checking it (service/check_rules.h,

@@ -91,7 +91,9 @@ class Service final : public RateLimitService {
     if (set == nullptr) return out;
     for (const auto& [name, domain] : set->config()->domains()) {
       for (const Limit& limit : domain.limits) {
-        if (limit.sync.mode == SyncMode::kExact) continue;
+        const bool leased_regions =
+            limit.regions.global && limit.regions.mode == RegionMode::kLeased;
+        if (limit.sync.mode == SyncMode::kExact && !leased_regions) continue;
         if (const Limiter* l = set->Configured(limit.id)) {
           out.push_back({domain.name, limit.metric_name, limit.sync.mode, l->Stats()});
         }
@@ -452,6 +454,8 @@ Result<std::unique_ptr<RateLimitService>> RateLimitService::Create(
   store_options.redis_events = options.redis_events;
   store_options.redis_monitor = options.redis_monitor;
   store_options.clock = options.clock;
+  store_options.region = options.region;
+  store_options.global_store = options.global_store;
   auto store = OpenStore(options.store, store_options);
   if (!store) return std::unexpected(store.error());
   return Create(std::move(config), std::move(*store), std::move(options), metrics);

@@ -117,6 +117,8 @@ class RateLimitService {
     SyncMode mode = SyncMode::kExact;
     StoreStats stats;
   };
+  // Every limit that is not exact on one store: sync leased or batched, or whose regions lease
+  // their parts (stats.region_leased).
   virtual std::vector<LimitStats> SyncedLimitStats() const { return {}; }
 
   // Ready to serve: not draining, a config is loaded and Store::Ready() (a PING for Redis). The

@@ -404,7 +404,13 @@ int Run(const Flags& flags) {
     g.batched = s.batched;
     g.batched_pending_hits = s.batched_pending_hits;
     g.batched_over_admitted_hits = s.batched_over_admitted_hits;
+    g.region_sync_age_seconds = s.region_sync_age_seconds;
     for (const auto& l : (*service)->SyncedLimitStats()) {
+      if (l.stats.region_leased) {
+        g.regions.push_back({l.domain, l.metric_name, l.stats.region_share_units,
+                             l.stats.region_global_leases, l.stats.region_cutoff_decisions});
+      }
+      if (l.mode == sluice::SyncMode::kExact) continue;
       if (l.mode == sluice::SyncMode::kLeased) {
         g.leases.push_back({l.domain, l.metric_name, l.stats.leases_taken, l.stats.lease_returns,
                             l.stats.leases_expired, l.stats.lease_units_held});

@@ -107,11 +107,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"bad_regions_mode_unknown.yaml", 10, "unknown regions mode 'dynamic'"},
         BadCase{"bad_regions_refresh_static.yaml", 11,
                 "refresh applies only to regions mode leased"},
-        BadCase{"bad_regions_refresh_range.yaml", 11, "refresh must be a duration from 50ms to 1h"},
+        BadCase{"bad_regions_refresh_range.yaml", 12, "refresh must be a duration from 50ms to 1h"},
         BadCase{"bad_regions_region_name.yaml", 11, "region name 'us:east' must be 1 to 64"},
-        BadCase{"bad_regions_leased_sliding.yaml", 11,
-                "rate_limit 'r': regions mode leased needs token_bucket, gcra, fixed_window or "
-                "leaky_bucket without shaper, not sliding_window_log"},
+        BadCase{"bad_regions_leased_not_fixed_window.yaml", 11,
+                "rate_limit 'r': regions mode leased needs fixed_window, not sliding_window_log"},
         BadCase{"bad_regions_no_shares.yaml", 10, "regions needs 'shares'"},
         BadCase{"bad_share_threshold.yaml", 5, "share_threshold needs a wildcard value"},
         // Merge keys: a bad merge value, and a typo in a merged mapping named where it is

@@ -219,6 +219,27 @@ TEST(Metrics, StoreErrorsReloadsAndGauges) {
   EXPECT_EQ(ValidRender(m).find("sluice_store_keys"), std::string::npos);
 }
 
+// Regions (docs/regions.md): the four region families, per limit and one age, only when some
+// limit's regions lease their parts.
+TEST(Metrics, RegionFamiliesOnlyWithLeasedRegions) {
+  Metrics m;
+  m.SetStoreGaugesSource([] { return StoreGauges{1, 0}; });
+  EXPECT_EQ(ValidRender(m).find("sluice_region_"), std::string::npos);
+  m.SetStoreGaugesSource([] {
+    StoreGauges g;
+    g.regions.push_back({"world", "world.key", 812, 40, 7});
+    g.region_sync_age_seconds = 0.25;
+    return g;
+  });
+  const std::string text = ValidRender(m);
+  EXPECT_LINE(text, "# TYPE sluice_region_share_units gauge");
+  EXPECT_LINE(text, "sluice_region_share_units{domain=\"world\",limit=\"world.key\"} 812");
+  EXPECT_LINE(text, "sluice_region_global_leases_total{domain=\"world\",limit=\"world.key\"} 40");
+  EXPECT_LINE(text, "sluice_region_cutoff_decisions_total{domain=\"world\",limit=\"world.key\"} 7");
+  EXPECT_LINE(text, "sluice_region_global_sync_age_seconds 0.25");
+  m.SetStoreGaugesSource(nullptr);
+}
+
 // The Redis eviction families appear only for a store that watches Redis's eviction.
 TEST(Metrics, RedisEvictionFamiliesOnlyWhenWatched) {
   Metrics m;

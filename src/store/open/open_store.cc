@@ -7,6 +7,7 @@
 #include "sluice/leased_store.h"
 #include "sluice/over_limit_cache.h"
 #include "sluice/redis_store.h"
+#include "sluice/region_store.h"
 
 namespace sluice {
 namespace {
@@ -19,10 +20,9 @@ Result<void> Wrap(std::shared_ptr<Store>& store, Result<std::shared_ptr<T>> laye
   return {};
 }
 
-}  // namespace
-
-Result<std::shared_ptr<Store>> OpenStore(std::string_view address,
-                                         const OpenStoreOptions& options) {
+// The region's own store: memory, or Redis behind its layers.
+Result<std::shared_ptr<Store>> OpenRegionalStore(std::string_view address,
+                                                 const OpenStoreOptions& options) {
   if (address == "memory") {
     MemoryStoreOptions memory = options.memory;
     memory.max_key_bytes = options.max_key_bytes;
@@ -62,6 +62,20 @@ Result<std::shared_ptr<Store>> OpenStore(std::string_view address,
   }
   if (options.local_cache_bytes == 0) return store;
   return OpenOverLimitCache(std::move(store), {.max_bytes = options.local_cache_bytes});
+}
+
+}  // namespace
+
+// The region's own store, behind the region layer when regions lease from a global store.
+Result<std::shared_ptr<Store>> OpenStore(std::string_view address,
+                                         const OpenStoreOptions& options) {
+  auto store = OpenRegionalStore(address, options);
+  if (!store || options.global_store.empty()) return store;
+  auto region = OpenRegionStore(
+      std::move(*store),
+      {.region = options.region, .global_store = options.global_store, .clock = options.clock});
+  if (!region) return std::unexpected(region.error());
+  return std::shared_ptr<Store>(std::move(*region));
 }
 
 }  // namespace sluice

@@ -1,0 +1,52 @@
+// The region layer: a store in front of a region's own store for limits of scope global with
+// regions mode leased (docs/regions.md). Such a limit is decided by a limiter of the inner store
+// whose limit is the region's current part of the whole; a background thread renews that part
+// from the global store every `refresh` and replaces the limiter when the part changes. No
+// request waits for the global store. Every other limit passes through to `inner` unchanged
+// (a static region's part is already its spec).
+//
+//   auto store = OpenRegionStore(regional, {.region = "us", .global_store = "redis://g:6379"});
+//
+// When the global store cannot be reached a node keeps its last part until its grant expires
+// (3 x refresh after it asked), then decides on its static share. Thread-safe.
+#ifndef SLUICE_REGION_STORE_H_
+#define SLUICE_REGION_STORE_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "sluice/clock.h"
+#include "sluice/status.h"
+#include "sluice/store.h"
+#include "sluice/time.h"
+
+namespace sluice {
+
+struct RegionStoreOptions {
+  std::string region;        // this node's region
+  std::string global_store;  // "redis://[user:password@]host:port[/db]"
+  // This node's name among its region's nodes in the global store; empty: a random one.
+  std::string node = {};
+  // Bounds each exchange with the global store (connect, and the script); a slower answer is a
+  // failed refresh.
+  std::chrono::milliseconds global_timeout{1000};
+  // The clock parts expire by; null: a MonotonicClock of the store's own. Must outlive it.
+  const Clock* clock = nullptr;
+  // false: no background thread; the owner calls RefreshDue (tests).
+  bool refresh_in_background = true;
+};
+
+class RegionStore : public Store {
+ public:
+  // Renews, on the caller's thread, the part of every leased limit whose refresh is due at
+  // `now` (all of them with force), and falls back to the static share where a grant expired.
+  virtual void RefreshDue(Timestamp now, bool force = false) = 0;
+};
+
+Result<std::shared_ptr<RegionStore>> OpenRegionStore(std::shared_ptr<Store> inner,
+                                                     RegionStoreOptions options);
+
+}  // namespace sluice
+
+#endif  // SLUICE_REGION_STORE_H_

@@ -1,0 +1,430 @@
+#include "sluice/region_store.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "sluice/redis_store.h"
+#include "store/redis/redis_client.h"
+#include "store/region/region_script.h"
+
+namespace sluice {
+namespace {
+
+// A lease from the global store lasts this many refresh periods: one failed refresh, even two,
+// change nothing.
+constexpr int kLeaseRefreshes = 3;
+// Demand is asked for with this headroom (in percent), so a region's part is not its ceiling.
+constexpr int64_t kDemandHeadroomPercent = 125;
+
+class RegionStoreImpl;
+
+// What one leased limit holds of the whole: the inner limiter enforcing the current part, and
+// what the refresher needs to renew it. Shared by the limiter and the refresher.
+struct Pool {
+  RegionScope scope;
+  LimiterOptions inner_options;  // how the inner store makes the part's limiter
+  int64_t static_units = 0;
+
+  mutable std::mutex mu;
+  std::shared_ptr<Limiter> current;  // never null
+  int64_t units = 0;                 // current's limit
+  Timestamp next_due{};
+  Timestamp lease_until{};  // our grant is valid until then (asked-at + kLeaseRefreshes refresh)
+  Timestamp last_grant{};
+  Timestamp demand_since{};
+
+  std::atomic<int64_t> requested{0};  // hits asked for since demand_since (refused ones too)
+  std::atomic<bool> cut_off{false};   // the last exchange with the global store failed
+  std::atomic<uint64_t> leases{0};
+  std::atomic<uint64_t> cutoff_decisions{0};
+  std::atomic<int64_t> share_units{0};
+
+  std::shared_ptr<Limiter> Current() const {
+    std::lock_guard<std::mutex> lock(mu);
+    return current;
+  }
+  void Count(int64_t cost) {
+    requested.fetch_add(std::max<int64_t>(cost, 0), std::memory_order_relaxed);
+    if (cut_off.load(std::memory_order_relaxed)) {
+      cutoff_decisions.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+};
+
+// Every limiter of this store: the inner store's limiter, fixed, or a leased pool's current one.
+class RegionLimiter final : public Limiter {
+ public:
+  RegionLimiter(RegionStoreImpl* store, std::unique_ptr<Limiter> fixed);
+  RegionLimiter(RegionStoreImpl* store, std::shared_ptr<Pool> pool, const LimitSpec& spec);
+  ~RegionLimiter() override;
+
+  std::shared_ptr<Limiter> Inner() const { return pool_ ? pool_->Current() : fixed_; }
+  Pool* pool() const { return pool_.get(); }
+  void Count(int64_t cost) const {
+    if (pool_) pool_->Count(cost);
+  }
+
+  Decision Decide(std::string_view key, Timestamp now, int64_t cost) override {
+    Count(cost);
+    return Inner()->Decide(key, now, cost);
+  }
+  Decision Charge(std::string_view key, Timestamp now, int64_t cost) override {
+    Count(cost);
+    return Inner()->Charge(key, now, cost);
+  }
+  void DecideAsync(std::string_view key, Timestamp now, int64_t cost,
+                   DecisionCallback done) override {
+    Count(cost);
+    auto inner = Inner();
+    inner->DecideAsync(key, now, cost,
+                       [inner, done = std::move(done)](const Decision& d) { done(d); });
+  }
+  void ChargeAsync(std::string_view key, Timestamp now, int64_t cost,
+                   DecisionCallback done) override {
+    Count(cost);
+    auto inner = Inner();
+    inner->ChargeAsync(key, now, cost,
+                       [inner, done = std::move(done)](const Decision& d) { done(d); });
+  }
+  void DecideBatch(std::span<const DecideRequest> requests, std::span<Decision> out) override {
+    for (const DecideRequest& r : requests) Count(r.cost);
+    Inner()->DecideBatch(requests, out);
+  }
+  void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
+    Inner()->Refund(key, at, now, cost);
+  }
+  void RefundAsync(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
+    Inner()->RefundAsync(key, at, now, cost);
+  }
+  void TakeAsync(std::string_view key, Timestamp now, const LeaseRequest& request,
+                 LeaseCallback done) override {
+    Inner()->TakeAsync(key, now, request, std::move(done));
+  }
+  void GiveBack(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units) override {
+    Inner()->GiveBack(key, stamp_us, now, units);
+  }
+  void Reset(std::string_view key) override { Inner()->Reset(key); }
+  StoreStats Stats() const override;
+  // A leased limit's spec is its static part: the part it enforces moves (Decision::limit says
+  // which one decided), the spec a caller sees does not.
+  const LimitSpec& spec() const override { return pool_ ? spec_ : fixed_->spec(); }
+
+ private:
+  RegionStoreImpl* const store_;
+  const std::shared_ptr<Limiter> fixed_;
+  const std::shared_ptr<Pool> pool_;
+  const LimitSpec spec_;
+};
+
+class RegionStoreImpl final : public RegionStore {
+ public:
+  RegionStoreImpl(std::shared_ptr<Store> inner, RegionStoreOptions options,
+                  RedisStoreOptions global)
+      : inner_(std::move(inner)),
+        options_(std::move(options)),
+        global_(std::move(global)),
+        clock_(options_.clock != nullptr ? options_.clock : &own_clock_) {
+    if (options_.node.empty()) {
+      std::random_device random;
+      char name[40];
+      std::snprintf(name, sizeof name, "node-%08x%08x", random(), random());
+      options_.node = name;
+    }
+    if (options_.refresh_in_background) refresher_ = std::thread([this] { RefreshUntilStopped(); });
+  }
+
+  ~RegionStoreImpl() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (refresher_.joinable()) refresher_.join();
+  }
+
+  Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec,
+                                               const LimiterOptions& options) override {
+    if (!options.region.global || options.region.mode != RegionMode::kLeased) {
+      auto inner = inner_->MakeLimiter(spec, options);
+      if (!inner) return std::unexpected(inner.error());
+      return std::unique_ptr<Limiter>(std::make_unique<RegionLimiter>(this, std::move(*inner)));
+    }
+    if (options.region.region != options_.region) {
+      return MakeError("limit '" + options.id + "' is for region '" + options.region.region +
+                       "', this store's is '" + options_.region + "'");
+    }
+    auto inner = inner_->MakeLimiter(spec, options);  // the static part, where a node starts
+    if (!inner) return std::unexpected(inner.error());
+    auto pool = std::make_shared<Pool>();
+    pool->scope = options.region;
+    pool->inner_options = options;
+    pool->static_units = spec.limit;
+    pool->units = spec.limit;
+    pool->share_units = spec.limit;
+    pool->current = std::move(*inner);
+    const Timestamp now = clock_->Now();
+    pool->demand_since = now;
+    pool->last_grant = now;  // the age counts from the start until a first grant
+    pool->next_due = now;
+    return std::unique_ptr<Limiter>(std::make_unique<RegionLimiter>(this, std::move(pool), spec));
+  }
+
+  void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
+                 std::span<Decision> out) override {
+    std::vector<std::shared_ptr<Limiter>> hold;
+    std::vector<LimitCheck> inner = Translate(checks, hold);
+    inner_->DecideAll(inner, now, out);
+  }
+
+  void DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
+                      DecideAllCallback done) override {
+    auto hold = std::make_shared<std::vector<std::shared_ptr<Limiter>>>();
+    std::vector<LimitCheck> inner = Translate(checks, *hold);
+    // The inner limiters stay alive until the answer, even if a refresh replaces them.
+    inner_->DecideAllAsync(
+        inner, now, [hold, done = std::move(done)](std::span<const Decision> d) { done(d); });
+  }
+
+  bool Ready() override { return inner_->Ready(); }
+
+  StoreStats Stats() const override {
+    StoreStats s = inner_->Stats();
+    const Timestamp now = clock_->Now();
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& pool : pools_) {
+      s.region_leased = true;
+      s.region_share_units += pool->share_units.load(std::memory_order_relaxed);
+      s.region_global_leases += pool->leases.load(std::memory_order_relaxed);
+      s.region_cutoff_decisions += pool->cutoff_decisions.load(std::memory_order_relaxed);
+      s.region_sync_age_seconds = std::max(s.region_sync_age_seconds, AgeSeconds(*pool, now));
+    }
+    return s;
+  }
+
+  size_t MaxTransientLimiters() const override { return inner_->MaxTransientLimiters(); }
+
+  void RefreshDue(Timestamp now, bool force) override {
+    std::vector<std::shared_ptr<Pool>> due;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& pool : pools_) {
+        std::lock_guard<std::mutex> pool_lock(pool->mu);
+        if (force || pool->next_due <= now) due.push_back(pool);
+      }
+    }
+    for (const auto& pool : due) Refresh(*pool);
+  }
+
+  void Register(const std::shared_ptr<Pool>& pool) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pools_.push_back(pool);
+    }
+    cv_.notify_all();  // a first grant is due at once
+  }
+  void Unregister(const Pool* pool) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase_if(pools_, [pool](const auto& p) { return p.get() == pool; });
+  }
+
+  static double AgeSeconds(const Pool& pool, Timestamp now) {
+    std::lock_guard<std::mutex> lock(pool.mu);
+    return std::chrono::duration<double>(now - pool.last_grant).count();
+  }
+
+ private:
+  std::vector<LimitCheck> Translate(std::span<const LimitCheck> checks,
+                                    std::vector<std::shared_ptr<Limiter>>& hold) {
+    std::vector<LimitCheck> inner(checks.begin(), checks.end());
+    hold.reserve(checks.size());
+    for (LimitCheck& c : inner) {
+      if (c.limiter == nullptr || c.limiter->owner() != this) continue;  // inner says: invalid
+      const auto* l = static_cast<const RegionLimiter*>(c.limiter);
+      l->Count(c.cost);
+      hold.push_back(l->Inner());
+      c.limiter = hold.back().get();
+    }
+    return inner;
+  }
+
+  // One exchange with the global store for `pool`: its demand out, its part back.
+  void Refresh(Pool& pool) {
+    const Timestamp asked = clock_->Now();
+    const Duration refresh = pool.scope.refresh;
+    int64_t demand = 0;
+    {
+      std::lock_guard<std::mutex> lock(pool.mu);
+      pool.next_due = asked + refresh;
+      const double seconds = std::chrono::duration<double>(asked - pool.demand_since).count();
+      const double period = std::chrono::duration<double>(pool.scope.global_spec.period).count();
+      const int64_t hits = pool.requested.exchange(0, std::memory_order_relaxed);
+      pool.demand_since = asked;
+      if (seconds > 0) {
+        demand = static_cast<int64_t>(static_cast<double>(hits) * period / seconds *
+                                      kDemandHeadroomPercent / 100.0);
+      }
+    }
+    const Duration ttl = refresh * kLeaseRefreshes;
+    auto granted = AskGlobal(pool, demand, ttl);
+    if (!granted) {
+      pool.cut_off.store(true, std::memory_order_relaxed);
+      // Past the grant: back to the static share, which the global store counts us at now.
+      bool expired;
+      {
+        std::lock_guard<std::mutex> lock(pool.mu);
+        expired = asked >= pool.lease_until;
+      }
+      if (expired) Install(pool, pool.static_units);
+      return;
+    }
+    pool.cut_off.store(false, std::memory_order_relaxed);
+    pool.leases.fetch_add(1, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lock(pool.mu);
+      pool.lease_until = asked + ttl;  // counted from the asking: never later than the store's
+      pool.last_grant = clock_->Now();
+    }
+    Install(pool, *granted);
+  }
+
+  void Install(Pool& pool, int64_t units) {
+    {
+      std::lock_guard<std::mutex> lock(pool.mu);
+      if (pool.units == units) return;
+    }
+    auto spec = RegionPart(pool.scope.global_spec, units);
+    if (!spec) return;
+    auto made = inner_->MakeLimiter(*spec, pool.inner_options);
+    if (!made) return;  // keeps the part it has
+    std::shared_ptr<Limiter> old;
+    {
+      std::lock_guard<std::mutex> lock(pool.mu);
+      old = std::exchange(pool.current, std::shared_ptr<Limiter>(std::move(*made)));
+      pool.units = units;
+    }
+    pool.share_units.store(units, std::memory_order_relaxed);
+  }
+
+  Result<int64_t> AskGlobal(const Pool& pool, int64_t demand, Duration ttl) {
+    if (client_ == nullptr) {
+      auto client = internal::RedisClient::Connect(
+          global_.host, global_.port, options_.global_timeout, options_.global_timeout);
+      if (!client) return std::unexpected(client.error());
+      if (!global_.password.empty()) {
+        std::vector<std::string> auth = {"AUTH"};
+        if (!global_.user.empty()) auth.push_back(global_.user);
+        auth.push_back(global_.password);
+        if (auto ok = (*client)->Command(auth); !ok) return std::unexpected(ok.error());
+      }
+      if (global_.db != 0) {
+        if (auto ok = (*client)->Command({"SELECT", std::to_string(global_.db)}); !ok) {
+          return std::unexpected(ok.error());
+        }
+      }
+      client_ = std::move(*client);
+    }
+    const RegionScope& s = pool.scope;
+    std::vector<std::string> args = {
+        options_.region,
+        options_.node,
+        std::to_string(demand),
+        std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(ttl).count()),
+        std::to_string(s.global_spec.limit),
+        std::to_string(s.shares.size())};
+    for (const RegionShare& share : s.shares) {
+      args.push_back(share.region);
+      args.push_back(std::to_string(share.ppm));
+    }
+    auto reply = client_->Eval(internal::kRegionGrantScript,
+                               {"sluice-region:{" + pool.inner_options.id + "}"}, args);
+    if (!reply || reply->type != internal::RedisReply::Type::kArray ||
+        reply->elements.size() != 2 ||
+        reply->elements[0].type != internal::RedisReply::Type::kInteger) {
+      client_.reset();  // after a timeout the connection is unusable
+      if (!reply) return std::unexpected(reply.error());
+      return MakeError("global store: unexpected answer to the region script");
+    }
+    return std::clamp<int64_t>(reply->elements[0].integer, 1, s.global_spec.limit);
+  }
+
+  void RefreshUntilStopped() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      Timestamp next = clock_->Now() + std::chrono::milliseconds(100);
+      for (const auto& pool : pools_) {
+        std::lock_guard<std::mutex> pool_lock(pool->mu);
+        next = std::min(next, pool->next_due);
+      }
+      const Duration wait = next - clock_->Now();
+      if (wait > Duration::zero()) {
+        cv_.wait_for(lock, wait, [this] { return stop_; });
+        continue;  // re-reads the schedule: a pool may have come or gone
+      }
+      lock.unlock();
+      RefreshDue(clock_->Now(), /*force=*/false);
+      lock.lock();
+    }
+  }
+
+  const std::shared_ptr<Store> inner_;
+  RegionStoreOptions options_;
+  const RedisStoreOptions global_;
+  MonotonicClock own_clock_;
+  const Clock* const clock_;
+  std::unique_ptr<internal::RedisClient> client_;  // the refreshing thread's only
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::shared_ptr<Pool>> pools_;
+  bool stop_ = false;
+  std::thread refresher_;
+};
+
+RegionLimiter::RegionLimiter(RegionStoreImpl* store, std::unique_ptr<Limiter> fixed)
+    : Limiter(store), store_(store), fixed_(std::move(fixed)) {}
+
+RegionLimiter::RegionLimiter(RegionStoreImpl* store, std::shared_ptr<Pool> pool,
+                             const LimitSpec& spec)
+    : Limiter(store), store_(store), pool_(std::move(pool)), spec_(spec) {
+  store_->Register(pool_);
+}
+
+RegionLimiter::~RegionLimiter() {
+  if (pool_) store_->Unregister(pool_.get());
+}
+
+StoreStats RegionLimiter::Stats() const {
+  StoreStats s = Inner()->Stats();
+  if (pool_) {
+    s.region_leased = true;
+    s.region_share_units = pool_->share_units.load(std::memory_order_relaxed);
+    s.region_global_leases = pool_->leases.load(std::memory_order_relaxed);
+    s.region_cutoff_decisions = pool_->cutoff_decisions.load(std::memory_order_relaxed);
+  }
+  return s;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<RegionStore>> OpenRegionStore(std::shared_ptr<Store> inner,
+                                                     RegionStoreOptions options) {
+  if (inner == nullptr) return MakeError("the region layer needs a store behind it");
+  auto global = ParseRedisAddress(options.global_store);
+  if (!global) return MakeError("--global-store: " + global.error().message);
+  if (!global->cluster_seeds.empty()) {
+    return MakeError(
+        "--global-store: a Redis Cluster is not supported yet (each limit's data is one hash: "
+        "name one node, redis://host:port)");
+  }
+  if (options.region.empty()) return MakeError("the region layer needs this node's region");
+  return std::shared_ptr<RegionStore>(
+      std::make_shared<RegionStoreImpl>(std::move(inner), std::move(options), std::move(*global)));
+}
+
+}  // namespace sluice
