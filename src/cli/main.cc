@@ -1,4 +1,5 @@
-// The sluice command line: `sluice demo`, `sluice replay`, `sluice recommend`.
+// The sluice command line: `sluice demo`, `sluice replay`, `sluice recommend`,
+// `sluice simulate regions`.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include "cli/input_file.h"
 #include "cli/recommend_command.h"
 #include "cli/replay.h"
+#include "cli/simulate_regions.h"
 #include "sluice/duration.h"
 #include "sluice/memory_store.h"
 #include "sluice/redis_store.h"
@@ -166,6 +168,19 @@ int main(int argc, char** argv) {
       "and burst, and what candidate limits would reject (replayed)");
   sluice::cli::AddRecommendFlags(*recommend, rf);
 
+  sluice::cli::SimulateRegionsFlags sim;
+  auto* simulate = app.add_subcommand("simulate", "Simulate a model of a limit's behaviour");
+  simulate->require_subcommand(1);
+  auto* regions = simulate->add_subcommand(
+      "regions",
+      "Admitted vs nominal per region over time, static against leased (docs/regions.md)");
+  regions->add_option("--workload", sim.workload, "skewed, shifting or both")
+      ->capture_default_str();
+  regions->add_option("--limit", sim.limit, "the limit per window, across three regions")
+      ->capture_default_str();
+  regions->add_option("--steps", sim.steps, "windows (one refresh each) to simulate")
+      ->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -180,5 +195,6 @@ int main(int argc, char** argv) {
     return RunReplay(f);
   }
   if (*recommend) return sluice::cli::RunRecommend(rf, *recommend);
+  if (*regions) return sluice::cli::RunSimulateRegions(sim, stdout);
   return kUsageError;
 }
