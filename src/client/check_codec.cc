@@ -60,8 +60,10 @@ Result<CheckResponse> DecodeStatuses(const Json& json) {
       status.retry_after = std::chrono::milliseconds(retry->get<int64_t>());
     }
     if (status.over_limit) {
-      if (!status.retry_after) never = true;
-      else longest = std::max(longest, *status.retry_after);
+      if (!status.retry_after)
+        never = true;
+      else
+        longest = std::max(longest, *status.retry_after);
     }
     out.statuses.push_back(std::move(status));
   }

@@ -58,7 +58,8 @@ class Client::Impl {
       std::lock_guard lock(queue_mu_);
       // Workers start with the first asynchronous call: a blocking-only client has none.
       if (workers_.empty()) {
-        for (int i = 0; i < options_.max_connections; ++i) workers_.emplace_back([this] { Work(); });
+        for (int i = 0; i < options_.max_connections; ++i)
+          workers_.emplace_back([this] { Work(); });
       }
       queue_.push_back([task] { (*task)(); });
     }
@@ -144,9 +145,10 @@ class Client::Impl {
   }
 
   Result<CheckResponse> Call(const std::string& body, Timestamp deadline) {
-    std::string request = "POST /v1/check HTTP/1.1\r\nHost: sluiced\r\n"
-                          "Content-Type: application/json\r\nContent-Length: " +
-                          std::to_string(body.size()) + "\r\n\r\n" + body;
+    std::string request =
+        "POST /v1/check HTTP/1.1\r\nHost: sluiced\r\n"
+        "Content-Type: application/json\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body;
     // A kept-alive connection sluiced has closed in the meantime fails before any answer; the
     // request then goes once more on a new connection (sluiced never saw it).
     for (int attempt = 0; attempt < 2; ++attempt) {

@@ -33,7 +33,8 @@ std::optional<std::string_view> HeaderValue(std::string_view block, std::string_
     if (colon == std::string_view::npos) continue;
     if (!util::EqualsIgnoreAsciiCase(line.substr(0, colon), name)) continue;
     std::string_view value = line.substr(colon + 1);
-    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+      value.remove_prefix(1);
     while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
     return value;
   }
@@ -43,7 +44,8 @@ std::optional<std::string_view> HeaderValue(std::string_view block, std::string_
 }  // namespace
 
 Result<SocketAddress> ParseSocketAddress(const std::string& host, int port) {
-  if (port < 1 || port > 65535) return MakeError("port must be 1..65535, not " + std::to_string(port));
+  if (port < 1 || port > 65535)
+    return MakeError("port must be 1..65535, not " + std::to_string(port));
   SocketAddress a;
   auto* v4 = reinterpret_cast<sockaddr_in*>(&a.storage);
   auto* v6 = reinterpret_cast<sockaddr_in6*>(&a.storage);

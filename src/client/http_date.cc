@@ -6,8 +6,7 @@
 namespace sluice::client {
 namespace {
 
-constexpr std::array<std::string_view, 7> kDays = {"Mon", "Tue", "Wed", "Thu",
-                                                   "Fri", "Sat", "Sun"};
+constexpr std::array<std::string_view, 7> kDays = {"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"};
 constexpr std::array<std::string_view, 7> kLongDays = {
     "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"};
 constexpr std::array<std::string_view, 12> kMonths = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
@@ -108,9 +107,8 @@ std::optional<Timestamp> ParseHttpDate(std::string_view text, Timestamp now) {
   using namespace std::chrono;
   if (f->year < 0) {
     const int yy = -1 - f->year;
-    const int now_year =
-        static_cast<int>(year_month_day(floor<days>(sys_time<Duration>(now.time_since_epoch())))
-                             .year());
+    const int now_year = static_cast<int>(
+        year_month_day(floor<days>(sys_time<Duration>(now.time_since_epoch()))).year());
     int year = now_year / 100 * 100 + yy;
     if (year > now_year + 50) year -= 100;
     f->year = year;
@@ -124,7 +122,8 @@ std::optional<Timestamp> ParseHttpDate(std::string_view text, Timestamp now) {
   // A Timestamp holds 1678..2262; a date outside it is still a date in the past or far future,
   // and any wait it means is clamped by the caller, so it is pinned to the range's ends.
   if (f->year < 1970) return Timestamp{};
-  if (f->year > 2200) return Timestamp(duration_cast<Duration>((sys_days(year{2200} / 1 / 1)).time_since_epoch()));
+  if (f->year > 2200)
+    return Timestamp(duration_cast<Duration>((sys_days(year{2200} / 1 / 1)).time_since_epoch()));
   const auto t = sys_days(date) + hours(f->hour) + minutes(f->minute) + seconds(f->second);
   return Timestamp(duration_cast<Duration>(t.time_since_epoch()));
 }

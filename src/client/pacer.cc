@@ -30,11 +30,19 @@ Timestamp Pacer::PolicyNext(Policy& p, Timestamp now) const {
     if (*p.remaining <= 0) {
       if (p.reset_at) return *p.reset_at;
       // Spent, and no word on when it comes back: one request per w / q, or per second.
-      const Duration gap = p.quota && *p.quota > 0 && p.window ? *p.window / *p.quota
-                                                               : std::chrono::seconds(1);
+      const Duration gap =
+          p.quota && *p.quota > 0 && p.window ? *p.window / *p.quota : std::chrono::seconds(1);
       return last_send_ ? *last_send_ + gap : now;
     }
-    if (p.reset_at && last_send_) return last + (*p.reset_at - last) / *p.remaining;
+    // r > 0, fresh from the last answer: the next request fits whenever it goes; the spacing
+    // only keeps the client from spending it all in a burst and then waiting. Spread what
+    // remains until the reset, but never slower than the policy's own rate (w / q): a sliding
+    // window gives units back before it is whole again.
+    if (p.reset_at && last_send_) {
+      Duration gap = (*p.reset_at - last) / *p.remaining;
+      if (p.quota && *p.quota > 0 && p.window) gap = std::min(gap, *p.window / *p.quota);
+      return last + gap;
+    }
   }
   if (p.quota && p.window && last_send_) {
     if (*p.quota <= 0) return p.reset_at.value_or(*last_send_ + *p.window);

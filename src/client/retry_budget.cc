@@ -35,10 +35,9 @@ double RetryBudget::BalanceLocked() const {
       retries += s.retries;
     }
   }
-  const double reserve = options_.min_retries_per_second *
-                         std::chrono::duration<double>(options_.ttl).count();
-  return options_.retry_ratio * static_cast<double>(calls) + reserve -
-         static_cast<double>(retries);
+  const double reserve =
+      options_.min_retries_per_second * std::chrono::duration<double>(options_.ttl).count();
+  return options_.retry_ratio * static_cast<double>(calls) + reserve - static_cast<double>(retries);
 }
 
 void RetryBudget::OnCall(Timestamp now) {

@@ -123,7 +123,8 @@ std::optional<Wait> ParseLegacyReset(std::string_view value, Timestamp now,
 ServerHints ReadServerHints(std::span<const Header> headers, Timestamp now,
                             const HintLimits& limits) {
   ServerHints hints;
-  if (auto v = Combined(headers, "Retry-After")) hints.retry_after = ParseRetryAfter(*v, now, limits);
+  if (auto v = Combined(headers, "Retry-After"))
+    hints.retry_after = ParseRetryAfter(*v, now, limits);
   const auto policy = Combined(headers, "RateLimit-Policy");
   const auto state = Combined(headers, "RateLimit");
   if (policy || state) {

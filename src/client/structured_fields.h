@@ -25,8 +25,8 @@ using Parameters = std::vector<std::pair<std::string, BareItem>>;
 
 struct Member {
   bool inner_list = false;
-  BareItem item;                 // when !inner_list
-  std::vector<BareItem> inner;   // when inner_list (their parameters are dropped)
+  BareItem item;                // when !inner_list
+  std::vector<BareItem> inner;  // when inner_list (their parameters are dropped)
   Parameters params;
 
   // The parameter `key`'s value if it is present (the last one wins, §4.2.3.2).

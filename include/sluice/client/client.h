@@ -89,10 +89,10 @@ struct ClientOptions {
 };
 
 struct ClientStats {
-  uint64_t calls = 0;                // checks made (blocking and async)
-  uint64_t cache_answers = 0;        // answered from the over-limit cache
-  uint64_t failure_answers = 0;      // answered by the failure mode
-  uint64_t connections_opened = 0;   // TCP connections made (keep-alive reuses the rest)
+  uint64_t calls = 0;               // checks made (blocking and async)
+  uint64_t cache_answers = 0;       // answered from the over-limit cache
+  uint64_t failure_answers = 0;     // answered by the failure mode
+  uint64_t connections_opened = 0;  // TCP connections made (keep-alive reuses the rest)
 };
 
 class Client {

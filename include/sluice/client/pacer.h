@@ -12,10 +12,10 @@
 //
 // How: for each policy the server named, the latest answer says r units remain until the quota
 // is replenished in t seconds; the pacer spreads those r over t (one request every t / r after
-// the last one), counting its own sends against r until the next answer, and waits out t when
-// r is 0. With only a policy (q per w) it sends one request every w / q. A Retry-After holds
-// every send until it has passed. Before any answer, nothing is known and nothing is held.
-// Thread-safe. Time is a parameter.
+// the last one, or every w / q if that is sooner), counting its own sends against r until the
+// next answer, and waits out t when r is 0. With only a policy (q per w) it sends one request every
+// w / q. A Retry-After holds every send until it has passed. Before any answer, nothing is known
+// and nothing is held. Thread-safe. Time is a parameter.
 #ifndef SLUICE_CLIENT_PACER_H_
 #define SLUICE_CLIENT_PACER_H_
 

@@ -27,7 +27,7 @@
 namespace sluice::client {
 
 struct Header {
-  std::string_view name;  // matched case-insensitively; a name given twice is combined as one
+  std::string_view name;   // matched case-insensitively; a name given twice is combined as one
   std::string_view value;  // list, the values joined by ", " (RFC 9110 §5.3)
 };
 
@@ -52,15 +52,15 @@ std::optional<Wait> ParseRetryAfter(std::string_view value, Timestamp now,
 // policy ("") with no window.
 struct QuotaPolicy {
   std::string name;
-  int64_t quota = 0;              // q: units per window
+  int64_t quota = 0;               // q: units per window
   std::optional<Duration> window;  // w: the window, when the server said
 };
 
 // A policy's current state (RateLimit: "name";r=50;t=30).
 struct QuotaState {
   std::string name;
-  int64_t remaining = 0;         // r: units left now
-  std::optional<Wait> reset;     // t: until the quota is replenished, when the server said
+  int64_t remaining = 0;      // r: units left now
+  std::optional<Wait> reset;  // t: until the quota is replenished, when the server said
 };
 
 // RateLimit-Policy. Each list member names a policy (a String) with an Integer q >= 0; members
