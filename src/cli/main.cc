@@ -1,5 +1,6 @@
 // The sluice command line: `sluice demo`, `sluice replay`, `sluice recommend`,
 // `sluice simulate regions`.
+// The sluice command line: `sluice demo`, `sluice replay`, `sluice simulate retry-storm`.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -10,6 +11,8 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "cli/config_replay.h"
 #include "cli/demo.h"
@@ -17,6 +20,7 @@
 #include "cli/recommend_command.h"
 #include "cli/replay.h"
 #include "cli/simulate_regions.h"
+#include "cli/retry_storm.h"
 #include "sluice/duration.h"
 #include "sluice/memory_store.h"
 #include "sluice/redis_store.h"
@@ -130,6 +134,50 @@ int RunReplay(const ReplayFlags& f) {
   return 0;
 }
 
+struct StormFlags {
+  sluice::cli::RetryStormOptions options;
+  std::vector<std::string> policies;
+  std::string per = "1s", base = "100ms", cap = "10s", max_time = "1h";
+  std::string output = "text";
+};
+
+int RunRetryStorm(StormFlags f) {
+  using namespace sluice;
+  auto fail = [](const std::string& message) {
+    fmt::print(stderr, "sluice simulate retry-storm: {}\n", message);
+    return kUsageError;
+  };
+  for (auto [text, field, name] :
+       {std::tuple{&f.per, &f.options.per, "--per"}, std::tuple{&f.base, &f.options.base, "--base"},
+        std::tuple{&f.cap, &f.options.cap, "--cap"},
+        std::tuple{&f.max_time, &f.options.max_time, "--max-time"}}) {
+    auto d = ParseDuration(*text);
+    if (!d) return fail(std::string(name) + ": " + d.error().message);
+    *field = *d;
+  }
+  if (f.output != "text" && f.output != "csv") {
+    return fail("--output must be text or csv, not '" + f.output + "'");
+  }
+  if (auto valid = cli::ValidateRetryStormOptions(f.options); !valid) {
+    return fail(valid.error().message);
+  }
+  std::vector<cli::RetryPolicy> policies;
+  for (const std::string& name : f.policies) {
+    auto p = cli::ParseRetryPolicy(name);
+    if (!p) return fail(p.error().message);
+    policies.push_back(*p);
+  }
+  if (policies.empty())
+    policies.assign(std::begin(cli::kAllRetryPolicies), std::end(cli::kAllRetryPolicies));
+  std::vector<cli::RetryStormResult> results;
+  for (cli::RetryPolicy p : policies) results.push_back(cli::SimulateRetryStorm(p, f.options));
+  if (!cli::PrintRetryStorm(results, f.options, f.output == "csv", stdout)) {
+    fmt::print(stderr, "sluice simulate retry-storm: cannot write the output\n");
+    return kOutputError;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -180,6 +228,33 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   regions->add_option("--steps", sim.steps, "windows (one refresh each) to simulate")
       ->capture_default_str();
+  auto* simulate = app.add_subcommand("simulate", "Simulations on a manual clock");
+  simulate->require_subcommand(1);
+  StormFlags storm;
+  auto* retry_storm = simulate->add_subcommand(
+      "retry-storm", "N clients retry against a rate limiter after an outage, per retry policy");
+  retry_storm->add_option("--clients", storm.options.clients, "simulated clients")
+      ->capture_default_str();
+  retry_storm
+      ->add_option("--policy", storm.policies,
+                   "immediate, exponential (no jitter), full, equal or decorrelated; repeat or "
+                   "separate with commas (default: all five)")
+      ->delimiter(',');
+  retry_storm->add_option("--limit", storm.options.limit, "the limiter: N requests ...")
+      ->capture_default_str();
+  retry_storm->add_option("--per", storm.per, "... per DURATION (a token bucket)")
+      ->capture_default_str();
+  retry_storm->add_option("--burst", storm.options.burst, "the bucket's capacity")
+      ->capture_default_str();
+  retry_storm->add_option("--base", storm.base, "backoff base")->capture_default_str();
+  retry_storm->add_option("--cap", storm.cap, "backoff cap")->capture_default_str();
+  retry_storm->add_option("--seed", storm.options.seed, "jitter seed")->capture_default_str();
+  retry_storm
+      ->add_option("--max-calls", storm.options.max_calls, "stop a run after this many calls")
+      ->capture_default_str();
+  retry_storm->add_option("--max-time", storm.max_time, "stop a run after this much simulated time")
+      ->capture_default_str();
+  retry_storm->add_option("--output", storm.output, "text or csv")->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -196,5 +271,7 @@ int main(int argc, char** argv) {
   }
   if (*recommend) return sluice::cli::RunRecommend(rf, *recommend);
   if (*regions) return sluice::cli::RunSimulateRegions(sim, stdout);
+  if (*replay) return RunReplay(f);
+  if (*retry_storm) return RunRetryStorm(storm);
   return kUsageError;
 }
