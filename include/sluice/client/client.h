@@ -36,19 +36,20 @@
 
 namespace sluice::client {
 
+// Every field has a default, so designated initializers may leave any out.
 struct Entry {
-  std::string key;
-  std::string value;
+  std::string key{};
+  std::string value{};
 };
 
 struct Descriptor {
-  std::vector<Entry> entries;
-  std::optional<int64_t> hits;  // this descriptor's own cost, overriding the request's
+  std::vector<Entry> entries{};
+  std::optional<int64_t> hits{};  // this descriptor's own cost, overriding the request's
 };
 
 struct CheckRequest {
-  std::string domain;
-  std::vector<Descriptor> descriptors;
+  std::string domain{};
+  std::vector<Descriptor> descriptors{};
   int64_t hits = 1;
   bool charge = false;  // work already done: charged even beyond the limit, never cached
 };
