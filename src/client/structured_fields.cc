@@ -1,6 +1,6 @@
 #include "client/structured_fields.h"
 
-#include <cctype>
+#include <charconv>
 
 namespace sluice::client::sf {
 namespace {
@@ -146,12 +146,15 @@ class Parser {
     if (decimal) {
       const size_t frac = digits.size() - int_digits - 1;
       if (frac == 0 || frac > 3) return false;
+      // from_chars, not stod: no exception and no locale (a decimal comma would misread it).
       item.kind = BareItem::Kind::kDecimal;
-      item.decimal = std::stod(digits) * (negative ? -1 : 1);
+      std::from_chars(digits.data(), digits.data() + digits.size(), item.decimal);
+      if (negative) item.decimal = -item.decimal;
       return true;
     }
     item.kind = BareItem::Kind::kInteger;
-    item.integer = std::stoll(digits) * (negative ? -1 : 1);
+    std::from_chars(digits.data(), digits.data() + digits.size(), item.integer);
+    if (negative) item.integer = -item.integer;
     return true;
   }
 

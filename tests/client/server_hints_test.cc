@@ -130,6 +130,19 @@ TEST(RateLimitFieldsTest, AFieldThatIsNotAStructuredListIsIgnoredWhole) {
   EXPECT_TRUE(ParseRateLimitPolicy("").empty());
 }
 
+TEST(RateLimitFieldsTest, EveryBareItemTypeIsAValidParameter) {
+  // RFC 9651's types as unknown parameters: the field stays valid and q is read.
+  auto policies = ParseRateLimitPolicy(
+      R"("a";q=5;dec=-1.5;t=tok/en:x;b=:aGk=:;yes;no=?0;d=@1659578233;s=%"caf%c3%a9", (1 "x");q=1)");
+  ASSERT_EQ(policies.size(), 1u);  // the inner list is a member, but not a policy
+  EXPECT_EQ(policies[0].quota, 5);
+  for (const char* bad : {R"("a";q=5;x=1.2345)",  // a Decimal has at most 3 decimals
+                          R"("a";q=5;x=1.)",      // and at least 1
+                          R"("a";q=5;x=:not b64:)", R"("a";q=5;x=?2)", R"("a";q=5;x=%"%C3%A9")"}) {
+    EXPECT_TRUE(ParseRateLimitPolicy(bad).empty()) << bad;
+  }
+}
+
 TEST(RateLimitFieldsTest, AHugeResetIsClamped) {
   auto states = ParseRateLimit(R"("a";r=1;t=999999999999999)", {.max_wait = 60s});
   ASSERT_EQ(states.size(), 1u);
