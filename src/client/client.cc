@@ -170,8 +170,11 @@ class Client::Impl {
       if (response->status == 200 || response->status == 429) {
         return DecodeCheckAnswer(response->body);
       }
-      if (response->status == 400) {
-        return MakeError(std::string(kRefused) + DecodeErrorMessage(response->body));
+      // 4xx (400 a malformed check or unknown domain, 413 a body over sluiced's cap): the
+      // request's own fault, which neither a retry nor the failure mode would mend.
+      if (response->status >= 400 && response->status < 500) {
+        return MakeError(std::string(kRefused) + std::to_string(response->status) + ": " +
+                         DecodeErrorMessage(response->body));
       }
       return MakeError("sluiced answered " + std::to_string(response->status) + ": " +
                        DecodeErrorMessage(response->body));

@@ -105,8 +105,8 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // The answer; an Error only when sluiced refused the request itself (400: an unknown domain,
-  // an empty key, ...), which no retry would change.
+  // The answer; an Error only when sluiced refused the request itself (a 4xx other than 429:
+  // an unknown domain, an empty key, a body over its cap), which no retry would change.
   Result<CheckResponse> Check(const CheckRequest& request);
   // The same on a worker thread; the future is ready when Check would have returned.
   std::future<Result<CheckResponse>> CheckAsync(CheckRequest request);
