@@ -6,7 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,8 +28,9 @@ std::string Answer(int status, const std::string& body) {
          " X\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
-// Answers each request with the next scripted answer; with close_after_each, closes the
-// connection after every answer (without saying so), as a server does to an idle keep-alive.
+// Answers each request with the next scripted answer (the last one again once they run out);
+// with close_after_each, closes the connection after every answer (without saying so), as a
+// server does to an idle keep-alive. Serves each connection on a thread of its own.
 class ScriptedServer {
  public:
   ScriptedServer(std::vector<std::string> answers, bool close_after_each)
@@ -61,32 +64,38 @@ class ScriptedServer {
     return false;
   }
   void Serve() {
-    size_t next = 0;
-    while (next < answers_.size() && Readable(listen_fd_)) {
+    std::vector<std::thread> connections;
+    while (Readable(listen_fd_)) {
       const int fd = accept(listen_fd_, nullptr, nullptr);
+      if (fd < 0) continue;
       ++connections_;
-      while (next < answers_.size() && Readable(fd)) {
-        // Read one request: headers, then Content-Length bytes.
-        std::string in;
-        char buf[4096];
-        size_t need = std::string::npos;
-        while (need == std::string::npos || in.size() < need) {
-          const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-          if (n <= 0) break;
-          in.append(buf, static_cast<size_t>(n));
-          const size_t end = in.find("\r\n\r\n");
-          if (end != std::string::npos && need == std::string::npos) {
-            const size_t at = in.find("Content-Length: ");
-            need = end + 4 + std::stoul(in.substr(at + 16));
-          }
-        }
-        if (need == std::string::npos || in.size() < need) break;
-        const std::string& a = answers_[next++];
-        send(fd, a.data(), a.size(), MSG_NOSIGNAL);
-        if (close_after_each_) break;
-      }
-      close(fd);
+      connections.emplace_back([this, fd] { ServeConnection(fd); });
     }
+    for (std::thread& t : connections) t.join();
+  }
+
+  void ServeConnection(int fd) {
+    while (Readable(fd)) {
+      // Read one request: headers, then Content-Length bytes.
+      std::string in;
+      char buf[4096];
+      size_t need = std::string::npos;
+      while (need == std::string::npos || in.size() < need) {
+        const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+        if (n <= 0) break;
+        in.append(buf, static_cast<size_t>(n));
+        const size_t end = in.find("\r\n\r\n");
+        if (end != std::string::npos && need == std::string::npos) {
+          const size_t at = in.find("Content-Length: ");
+          need = end + 4 + std::stoul(in.substr(at + 16));
+        }
+      }
+      if (need == std::string::npos || in.size() < need) break;
+      const size_t next = std::min(next_++, answers_.size() - 1);
+      send(fd, answers_[next].data(), answers_[next].size(), MSG_NOSIGNAL);
+      if (close_after_each_) break;
+    }
+    close(fd);
   }
 
   std::vector<std::string> answers_;
@@ -94,6 +103,7 @@ class ScriptedServer {
   int listen_fd_ = -1;
   int port_ = 0;
   std::atomic<int> connections_{0};
+  std::atomic<size_t> next_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
@@ -131,6 +141,37 @@ TEST(ClientFakeServerTest, AKeptAliveConnectionTheServerClosedIsReplacedUnseen) 
     EXPECT_TRUE(r->allowed);
   }
   EXPECT_EQ((*client)->Stats().connections_opened, 3u);
+}
+
+TEST(ClientConcurrencyTest, AsyncAndBlockingChecksFromManyThreadsShareThePool) {
+  ScriptedServer server({Answer(200, kOkBody)}, false);
+  MonotonicClock clock;
+  auto client =
+      Client::Create({.port = server.port(), .deadline = 5s, .max_connections = 3}, clock);
+  ASSERT_TRUE(client);
+  std::vector<std::future<Result<CheckResponse>>> futures;
+  for (int i = 0; i < 60; ++i) futures.push_back((*client)->CheckAsync(Check()));
+  std::vector<std::thread> threads;
+  std::atomic<int> blocking_ok{0};
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 20; ++i) {
+        auto r = (*client)->Check(Check());
+        if (r && r->source == Source::kSluiced && r->allowed) ++blocking_ok;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  int async_ok = 0;
+  for (auto& f : futures) {
+    auto r = f.get();
+    if (r && r->source == Source::kSluiced && r->allowed) ++async_ok;
+  }
+  EXPECT_EQ(async_ok, 60);
+  EXPECT_EQ(blocking_ok, 60);
+  EXPECT_EQ((*client)->Stats().calls, 120u);
+  // Three workers and three threads at once: at most six connections, each reused.
+  EXPECT_LE((*client)->Stats().connections_opened, 6u);
 }
 
 }  // namespace

@@ -6,7 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <thread>
+#include <vector>
+
+#include "sluice/client/pacer.h"
 
 namespace sluice::client {
 namespace {
@@ -62,6 +67,49 @@ TEST(RetryBudgetTest, BadOptionsAreRefusedByName) {
   EXPECT_FALSE(ValidateRetryBudgetOptions({.min_retries_per_second = std::nan("")}));
   EXPECT_FALSE(ValidateRetryBudgetOptions({.ttl = 1ns}));
   EXPECT_TRUE(ValidateRetryBudgetOptions({}));
+}
+
+// Run under TSan too (make test-tsan): one budget and one pacer shared by four threads.
+TEST(ClientConcurrencyTest, ABudgetSharedByFourThreadsNeverGrantsMoreThanItHolds) {
+  RetryBudget budget({.retry_ratio = 0.5, .min_retries_per_second = 0, .ttl = 3600s});
+  const Timestamp t0 = FromNanos(0);
+  std::atomic<int64_t> granted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 1000; ++i) {
+        budget.OnCall(t0);
+        if (budget.TryRetry(t0)) ++granted;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_LE(granted.load(), 2000);
+  EXPECT_DOUBLE_EQ(budget.Balance(t0), 2000.0 - static_cast<double>(granted.load()));
+  // balance - 0.5 * (threads between their call and their retry) stays under 1: a call leaves
+  // it as it is, a retry spends 1 when the balance holds it. At the end no thread is between.
+  EXPECT_LT(budget.Balance(t0), 1.0);
+}
+
+TEST(ClientConcurrencyTest, APacerSharedByFourThreadsStaysConsistent) {
+  Pacer pacer;
+  const Timestamp t0 = FromNanos(0);
+  const std::vector<Header> headers = {{"RateLimit-Policy", R"("p";q=100;w=1)"},
+                                       {"RateLimit", R"("p";r=50;t=1)"}};
+  const ServerHints hints = ReadServerHints(headers, t0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 1000; ++i) {
+        pacer.OnSend(t0);
+        pacer.Observe(hints, t0);
+        EXPECT_GE(pacer.NextSendTime(t0), t0);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  // The last word was r=50 over 1 s, the last send at t0: the next at t0 + min(1s/50, 1s/100).
+  EXPECT_EQ(pacer.NextSendTime(t0), t0 + std::chrono::milliseconds(10));
 }
 
 }  // namespace
