@@ -53,8 +53,7 @@ test-asan: deps
 # ThreadSanitizer over the concurrent code: the memory store, DecideAll, the pipelined Redis
 # connections (under failure, and with many asynchronous decisions in flight), the store suite on
 # the memory store and on Redis (asynchronous decisions answered on I/O threads), the metrics,
-# sluiced's asynchronous Redis checks, the usage views.
-# sluiced's asynchronous Redis checks; the client SDK's shared budget, pacer and Client (async
+# sluiced's asynchronous Redis checks, the usage views; the client SDK's shared budget, pacer and Client (async
 # and blocking calls on one connection pool).
 TSAN_TESTS = store_test redis_test redis_failure_test metrics_test \
   rate_limit_service_redis_test redis_faults_test lease_test batched_test client_test \
@@ -63,8 +62,7 @@ test-tsan: deps
 	@cmake --preset tsan >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target $(TSAN_TESTS)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 $(CTEST) \
-	  -R '^(Memory|DecideAll|RedisFailure|MetricsConcurrency|UsageViewsTest\.Threads|AsyncRedisService|RedisStore\.OneThread|Redis/StoreSuite|RedisRestart|RedisEvents|LeasedStore|Algorithms/LeasedOnRedis|LeaseScript|BatchedStore)'
-	  -R '^(Memory|DecideAll|RedisFailure|MetricsConcurrency|AsyncRedisService|RedisStore\.OneThread|Redis/StoreSuite|RedisRestart|RedisEvents|LeasedStore|Algorithms/LeasedOnRedis|LeaseScript|BatchedStore|ClientConcurrency)'
+	  -R '^(Memory|DecideAll|RedisFailure|MetricsConcurrency|UsageViewsTest\.Threads|AsyncRedisService|RedisStore\.OneThread|Redis/StoreSuite|RedisRestart|RedisEvents|LeasedStore|Algorithms/LeasedOnRedis|LeaseScript|BatchedStore|ClientConcurrency)'
 
 # The fault matrix of docs/reliability.md against real processes (a private redis-server and
 # build/bin/sluiced per row): Redis killed, paused, restarted empty, DEBUG SLEEP, CLIENT KILL,

@@ -1,6 +1,5 @@
 // The sluice command line: `sluice demo`, `sluice replay`, `sluice recommend`,
-// `sluice simulate regions`.
-// The sluice command line: `sluice demo`, `sluice replay`, `sluice simulate retry-storm`.
+// `sluice simulate regions`, `sluice simulate retry-storm`.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -19,8 +18,8 @@
 #include "cli/input_file.h"
 #include "cli/recommend_command.h"
 #include "cli/replay.h"
-#include "cli/simulate_regions.h"
 #include "cli/retry_storm.h"
+#include "cli/simulate_regions.h"
 #include "sluice/duration.h"
 #include "sluice/memory_store.h"
 #include "sluice/redis_store.h"
@@ -217,7 +216,7 @@ int main(int argc, char** argv) {
   sluice::cli::AddRecommendFlags(*recommend, rf);
 
   sluice::cli::SimulateRegionsFlags sim;
-  auto* simulate = app.add_subcommand("simulate", "Simulate a model of a limit's behaviour");
+  auto* simulate = app.add_subcommand("simulate", "Simulations on a manual clock");
   simulate->require_subcommand(1);
   auto* regions = simulate->add_subcommand(
       "regions",
@@ -228,8 +227,6 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   regions->add_option("--steps", sim.steps, "windows (one refresh each) to simulate")
       ->capture_default_str();
-  auto* simulate = app.add_subcommand("simulate", "Simulations on a manual clock");
-  simulate->require_subcommand(1);
   StormFlags storm;
   auto* retry_storm = simulate->add_subcommand(
       "retry-storm", "N clients retry against a rate limiter after an outage, per retry policy");
