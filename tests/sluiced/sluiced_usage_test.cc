@@ -1,8 +1,10 @@
 // sluiced's usage views end to end, and the dashboard and alerting rules in docs/ against a
 // live /metrics: every metric docs/grafana/sluiced.json and docs/prometheus/sluice-rules.yml
 // query must be a family a running sluiced serves (so a renamed metric breaks this test, not a
-// dashboard). Also --usage-tracking, --usage-period and --near-limit-ratio and their env twins.
+// dashboard). Also --usage-tracking, --usage-period and --near-limit-ratio and their env twins,
+// and `sluice recommend --from` reading a live sluiced.
 #include <gtest/gtest.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <filesystem>
@@ -154,6 +156,43 @@ TEST_F(SluicedUsageTest, TrackingOffRemovesTheViews) {
     EXPECT_EQ(r.status, 404);
     EXPECT_NE(r.body.find("usage tracking is off"), std::string::npos) << r.body;
   }
+}
+
+// `sluice recommend --from` against a live sluiced: ten keys sent 1..10 checks each, so the
+// busiest identity used 10 in the window; the suggestion is that times the headroom.
+TEST_F(SluicedUsageTest, RecommendFromReadsALiveSluiced) {
+  auto sluiced = Start();
+  for (int key = 1; key <= 10; ++key) {
+    for (int n = 0; n < key; ++n) Check(sluiced->port(), "api_key", "k" + std::to_string(key));
+  }
+  const std::string from = "http://127.0.0.1:" + std::to_string(sluiced->port());
+  const auto run = [&](const std::string& token, int* status) {
+    const std::string command = std::string(SLUICE_BIN) + " recommend --from " + from +
+                                " --admin-token " + token +
+                                " --domain api --limit per_key --percentile 100 --headroom 1.5"
+                                " --output json 2>&1";
+    std::string out;
+    FILE* pipe = popen(command.c_str(), "r");
+    EXPECT_NE(pipe, nullptr);
+    if (pipe == nullptr) return out;
+    char buffer[4096];
+    for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+    *status = pclose(pipe);
+    return out;
+  };
+  int status = -1;
+  const std::string out = run("t", &status);
+  ASSERT_EQ(status, 0) << out;
+  const Json j = Json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  EXPECT_EQ(j["identities"], 10) << out;
+  EXPECT_EQ(j["distribution"]["max"], 10) << out;
+  EXPECT_EQ(j["suggested"]["limit"], 15) << out;
+
+  // A wrong token is the server's refusal, printed, and a failed run.
+  const std::string refused = run("wrong", &status);
+  EXPECT_NE(status, 0) << refused;
+  EXPECT_NE(refused.find("401"), std::string::npos) << refused;
 }
 
 TEST_F(SluicedUsageTest, BadUsageFlagsAreRefusedClearly) {

@@ -130,8 +130,8 @@ TEST(StaticRegions, EachRegionAdmitsExactlyItsPart) {
     for (int k = 0; k < 700; ++k) {
       const Decision d = w.limiters[i]->Decide("key", Timestamp{}, 1);
       const auto window_end = std::chrono::system_clock::now() + d.reset_after;
-      const int64_t id = std::chrono::duration_cast<milliseconds>(
-                             window_end.time_since_epoch() + milliseconds(500))
+      const int64_t id = std::chrono::duration_cast<milliseconds>(window_end.time_since_epoch() +
+                                                                  milliseconds(500))
                              .count() /
                          1000;
       auto& [offered, admitted] = offered_admitted[id];
@@ -158,11 +158,14 @@ TEST(LeasedRegions, SkewedTrafficMovesTheLimitToTheBusyRegion) {
   Drive(w, {30, 1, 1}, steady, nullptr, milliseconds(2100));
   ExpectWithinBound(t);
   ExpectWithinBound(steady);
-  // The quiet regions get all they ask (their demand, with its headroom, fits), the busy one the
-  // rest: most of the limit (a 2.1 s run may span two windows and parts of two more that the
-  // traffic before it had already spent).
-  EXPECT_EQ(steady.total[1], steady.offered[1]);
-  EXPECT_EQ(steady.total[2], steady.offered[2]);
+  // The quiet regions get what they ask, the busy one the rest: most of the limit (a 2.1 s run
+  // may span two windows and parts of two more that the traffic before it had already spent).
+  // A quiet region's part is its demand over the last refresh (100 ms here) plus 25%: on a
+  // loaded machine the test thread's ticks bunch, a refresh period's offered load then varies
+  // by more than that, and a few of its requests are refused until the next refresh. Hence
+  // three quarters, not all.
+  EXPECT_GE(steady.total[1] * 4, steady.offered[1] * 3) << steady.total[1];
+  EXPECT_GE(steady.total[2] * 4, steady.offered[2] * 3) << steady.total[2];
   EXPECT_GE(steady.total[0], kLimit * 12 / 10) << steady.total[0] << " of " << steady.offered[0];
   EXPECT_GT(steady.total[0], 3 * (steady.total[1] + steady.total[2]));
 }
