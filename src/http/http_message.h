@@ -5,6 +5,7 @@
 #ifndef SLUICE_HTTP_HTTP_MESSAGE_H_
 #define SLUICE_HTTP_HTTP_MESSAGE_H_
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -20,6 +21,13 @@ struct HttpReply {
   std::string body;
   // The handler answers later, through HttpDeferral::Defer's callback; the rest is unused.
   bool deferred = false;
+  // Send no sooner than this: a reply that must be held (a shaper's delay, for a proxy that
+  // forwards the request when the answer comes) is handed over at once and the server sends it
+  // at this time from a timer on the connection's event loop -- no thread waits, whether the
+  // reply is returned or deferred. The connection reads nothing more meanwhile; a client that
+  // closes meanwhile is dropped with its reply; a server that stops sends it at once. Default
+  // (or any time not in the future): now.
+  std::chrono::steady_clock::time_point send_at{};
 };
 
 // Sends a deferred reply; call it exactly once, from any thread.

@@ -139,8 +139,14 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
 
   // On the worker's thread, when the server stops: an idle connection (waiting for a request
   // that has not begun) is closed now; any other finishes its request and closes after.
+  // A held reply (HttpReply::send_at) goes out now: its request was admitted, and waiting for
+  // its time could outlast the shutdown grace (a shaper's max_delay may be long).
   void OnStop() {
     stopping_ = true;
+    if (holding_) {
+      hold_->cancel();  // the timer's handler sends it
+      return;
+    }
     if (reading_ && HttpRequestParser::Idle(Received())) Close();
   }
 
@@ -163,6 +169,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   void Close() {
     if (closed_) return;
     closed_ = true;
+    if (hold_) hold_->cancel();
     deadline_ = SteadyClock::time_point::max();
     worker_.connections.erase(this);
     error_code ec;
@@ -177,7 +184,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
       net::io_context& ioc = self->worker_.ioc;
       net::post(ioc, [self = std::move(self), reply = std::move(reply)]() mutable {
         if (self->closed_) return;
-        self->Respond(reply);
+        self->Respond(std::move(reply));
       });
     };
   }
@@ -264,13 +271,12 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
                                req.header_lines, peer_};
     std::optional<HttpReply> handled = CallHandler(view);
     if (!handled) return ReplyAndClose(ErrorReply(500, "internal error"));
-    HttpReply& reply = *handled;
-    if (reply.deferred) {
+    if (handled->deferred) {
       // Defer()'s callback calls Respond. The request is in: its clock no longer runs.
       deadline_ = SteadyClock::time_point::max();
       return;
     }
-    Respond(reply);
+    Respond(std::move(*handled));
   }
 
   // A handler that throws (out of memory, a bug) fails its request, not the process and every
@@ -284,7 +290,10 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
     }
   }
 
-  void Respond(const HttpReply& reply) {
+  void Respond(HttpReply&& reply) {
+    if (reply.send_at > SteadyClock::now() && !stopping_ && !server_.stopping.load()) {
+      return Hold(std::move(reply));
+    }
     begin_ += consumed_;
     consumed_ = 0;
     if (begin_ == end_) begin_ = end_ = 0;
@@ -293,6 +302,62 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
     out_.clear();
     AppendHttpResponse(out_, reply, version_, keep_alive, head_request_);
     Write(keep_alive);
+  }
+
+  // HttpReply::send_at: the reply waits on a timer of this connection's thread, so a thousand
+  // held replies are a thousand timers, not threads. The handler chose the wait: no request
+  // deadline runs meanwhile. Nothing more is read (a pipelined request waits in the kernel's
+  // buffer, so a connection holds one reply at most), but the socket is watched: a client that
+  // goes away is closed at once rather than when its reply is due.
+  void Hold(HttpReply&& reply) {
+    deadline_ = SteadyClock::time_point::max();
+    holding_ = true;
+    const SteadyClock::time_point at = reply.send_at;
+    held_ = std::move(reply);
+    held_.send_at = {};
+    if (!hold_) hold_.emplace(socket_.get_executor());
+    hold_->expires_at(at);
+    // Fired, or cancelled: by OnStop (send it now) or by Close.
+    hold_->async_wait([self = shared_from_this()](const error_code&) {
+      if (self->closed_ || !self->holding_) return;
+      self->SendHeld();
+    });
+    WatchWhileHeld(++hold_count_);
+  }
+
+  void SendHeld() {
+    holding_ = false;
+    error_code ec;
+    socket_.cancel(ec);  // the watch: the only operation on the socket while held
+    Respond(std::move(held_));
+  }
+
+  // While a reply is held: readable means the client closed (end of stream, a reset), or sent
+  // its next request early; a peek tells which. `hold` tells a watch of an earlier hold, whose
+  // completion may still be queued, from the current one.
+  void WatchWhileHeld(uint64_t hold) {
+    socket_.async_wait(tcp::socket::wait_read,
+                       [self = shared_from_this(), hold](const error_code& ec) {
+                         if (ec || self->closed_ || !self->holding_ || hold != self->hold_count_) {
+                           return;
+                         }
+                         self->PeekWhileHeld(hold);
+                       });
+  }
+
+  void PeekWhileHeld(uint64_t hold) {
+    char byte = 0;
+    error_code ec;
+    socket_.non_blocking(true, ec);
+    const size_t n = socket_.receive(net::buffer(&byte, 1), tcp::socket::message_peek, ec);
+    error_code ignored;
+    socket_.non_blocking(false, ignored);
+    if (ec == net::error::would_block) return WatchWhileHeld(hold);  // a spurious wake-up
+    if (ec || n == 0) {
+      spdlog::debug("http: the client went away while its reply was held");
+      return Close();
+    }
+    // The next request's first bytes: the reply goes out when due, then that request is read.
   }
 
   void ReplyAndClose(const HttpReply& reply) {
@@ -342,6 +407,9 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   size_t consumed_ = 0;  // the request being answered, from begin_
   std::string out_;      // the response being written; reused
   std::string peer_;     // the peer's IP address, once per connection (HttpRequestView::peer)
+  HttpReply held_;       // the reply waiting for its send_at, while holding_
+  std::optional<net::steady_timer> hold_;  // made at the first hold
+  uint64_t hold_count_ = 0;                // holds so far: tells a stale watch from the current
   SteadyClock::time_point deadline_ = SteadyClock::time_point::max();
   SteadyClock::time_point waiting_since_;  // when the current request's wait began
   unsigned version_ = 11;
@@ -349,6 +417,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   bool head_request_ = false;  // the request being answered is a HEAD: no body
   bool reading_ = false;
   bool lingering_ = false;
+  bool holding_ = false;  // a reply waits for its send_at (Hold)
   bool stopping_ = false;
   bool closed_ = false;
 };

@@ -32,6 +32,12 @@
 // - The handler runs on the I/O thread: it must not block for long (the memory store does
 //   not). A handler that waits for a remote store defers its reply (HttpRequestView::deferral):
 //   the connection reads nothing more until the reply comes, from any thread, and is sent.
+// - A reply with a future HttpReply::send_at is held until then on a timer of the connection's
+//   thread (no thread waits; no request deadline runs). A connection holds one reply at most
+//   (its next request, even pipelined, is read after the reply is sent), so the server holds at
+//   most max_connections; a holding connection is busy, never shed for a new client. A client
+//   that closes (or half-closes) while its reply is held is closed at once. Stop() sends held
+//   replies at once (with Connection: close): their requests were admitted.
 #ifndef SLUICE_HTTP_HTTP_SERVER_H_
 #define SLUICE_HTTP_HTTP_SERVER_H_
 

@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <string>
@@ -231,6 +233,217 @@ TEST(HttpServer, HeadHasNoBodySoTheConnectionStaysInStep) {
   ASSERT_TRUE(get.has_value());
   EXPECT_EQ(get->status, 200);
   EXPECT_EQ(get->body, "GET /g ");
+}
+
+// HttpReply::send_at: the reply goes out at that time, from the event loop -- a one-thread
+// server answers another connection meanwhile, and a deferred reply can be held too.
+TEST(HttpServer, AReplyIsHeldUntilItsSendAtWithoutHoldingTheThread) {
+  auto result =
+      HttpServer::Start({.address = "127.0.0.1:0", .threads = 1}, [](const HttpRequestView& r) {
+        HttpReply reply;
+        reply.content_type = "text/plain";
+        reply.body = std::string(r.target);
+        if (r.target == "/held") {
+          reply.send_at = std::chrono::steady_clock::now() + 400ms;
+        }
+        return reply;
+      });
+  ASSERT_TRUE(result.has_value()) << result.error().message;
+  auto& server = *result;
+  const auto asked = std::chrono::steady_clock::now();
+  HttpClient held(server->port());
+  ASSERT_TRUE(held.Send(HttpClient::Format("GET", "/held")));
+  HttpClient other(server->port());
+  EXPECT_EQ(other.Request("GET", "/now")->body, "/now");
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, 300ms) << "the one thread was free";
+  auto reply = held.Read();
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->body, "/held");
+  EXPECT_GE(std::chrono::steady_clock::now() - asked, 400ms);
+  // The connection carries on after a held reply.
+  EXPECT_EQ(held.Request("GET", "/again")->body, "/again");
+}
+
+// True once `done` holds, polled until `timeout`.
+template <typename Pred>
+bool WaitFor(Pred done, std::chrono::milliseconds timeout = 5s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+// A server whose replies are held `hold` from when the handler ran (and say when that was, in
+// microseconds since `epoch`); "/now" is not held. `calls` counts the requests handled.
+struct HoldingServer {
+  explicit HoldingServer(std::chrono::milliseconds hold, HttpServerOptions o = {}) {
+    o.address = "127.0.0.1:0";
+    auto started = HttpServer::Start(o, [this, hold](const HttpRequestView& r) {
+      const auto now = std::chrono::steady_clock::now();
+      HttpReply reply;
+      reply.content_type = "text/plain";
+      reply.body = std::string(r.target);
+      if (r.target != "/now") reply.send_at = now + hold;
+      reply.headers.emplace_back(
+          "Handled-At",
+          std::to_string(
+              std::chrono::duration_cast<std::chrono::microseconds>(now - epoch).count()));
+      ++calls;
+      return reply;
+    });
+    EXPECT_TRUE(started.has_value());
+    if (started) server = std::move(*started);
+  }
+  // When the reply `r` was handled.
+  std::chrono::steady_clock::time_point HandledAt(const sluice::testing::HttpResponse& r) const {
+    return epoch + std::chrono::microseconds(std::stoll(r.Header("Handled-At").value_or("0")));
+  }
+  const std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
+  std::atomic<int> calls{0};
+  std::unique_ptr<HttpServer> server;
+};
+
+// One held reply per connection: pipelined requests are read only after the reply before them
+// is sent, so each is handled (and held) a whole hold after the one before.
+TEST(HttpServer, PipelinedRequestsBehindAHeldReplyWaitTheirTurn) {
+  HoldingServer s(100ms);
+  ASSERT_TRUE(s.server);
+  HttpClient c(s.server->port());
+  ASSERT_TRUE(c.Send(HttpClient::Format("GET", "/a") + HttpClient::Format("GET", "/b") +
+                     HttpClient::Format("GET", "/c")));
+  std::vector<std::chrono::steady_clock::time_point> handled, arrived;
+  for (const char* target : {"/a", "/b", "/c"}) {
+    const auto r = c.Read(3s);
+    ASSERT_TRUE(r.has_value()) << target;
+    arrived.push_back(std::chrono::steady_clock::now());
+    EXPECT_EQ(r->body, target);
+    handled.push_back(s.HandledAt(*r));
+  }
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_GE(arrived[k] - handled[k], 100ms) << k << ": sent before its time";
+    if (k > 0) {
+      EXPECT_GE(handled[k] - handled[k - 1], 100ms) << k << ": read while one was held";
+    }
+  }
+}
+
+// Many held replies on one thread: each goes out at its own time (not early, and late by no
+// more than scheduling), and an unheld request is answered meanwhile.
+TEST(HttpServer, ManyHeldRepliesShareOneThread) {
+  constexpr int kClients = 200;
+  HoldingServer s(400ms, {.threads = 1});
+  ASSERT_TRUE(s.server);
+  std::vector<std::unique_ptr<HttpClient>> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(std::make_unique<HttpClient>(s.server->port()));
+    ASSERT_TRUE(clients.back()->Send(HttpClient::Format("GET", "/held" + std::to_string(i))));
+  }
+  ASSERT_TRUE(WaitFor([&] { return s.calls.load() == kClients; }));
+  const auto asked = std::chrono::steady_clock::now();
+  HttpClient other(s.server->port());
+  const auto now = other.Request("GET", "/now");
+  ASSERT_TRUE(now.has_value());
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, 200ms) << "the one thread was free";
+  std::chrono::microseconds latest{0};
+  for (int i = 0; i < kClients; ++i) {
+    const auto r = clients[i]->Read(3s);
+    ASSERT_TRUE(r.has_value()) << i;
+    const auto late = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::steady_clock::now() - (s.HandledAt(*r) + 400ms));
+    EXPECT_EQ(r->body, "/held" + std::to_string(i));
+    EXPECT_GE(late.count(), 0) << i << ": sent before its time";
+    latest = std::max(latest, late);
+  }
+  // Read in order after the last is due: the latest is how late the last ones went out.
+  EXPECT_LT(latest, 300ms);
+  ::testing::Test::RecordProperty("latest_us", std::to_string(latest.count()));
+}
+
+// A client that goes away while its reply is held costs nothing until the reply's time: the
+// connection is closed at once (its count drops to 0 long before the 10 s hold), and the
+// server carries on.
+TEST(HttpServer, AClientThatClosesWhileHeldIsDroppedAtOnce) {
+  HoldingServer s(10s);
+  ASSERT_TRUE(s.server);
+  {
+    std::vector<std::unique_ptr<HttpClient>> leaving;
+    for (int i = 0; i < 5; ++i) {
+      leaving.push_back(std::make_unique<HttpClient>(s.server->port()));
+      ASSERT_TRUE(leaving.back()->Send(HttpClient::Format("GET", "/held")));
+    }
+    ASSERT_TRUE(WaitFor([&] { return s.calls.load() == 5; }));
+    EXPECT_EQ(s.server->connections(), 5u);
+  }  // closed
+  EXPECT_TRUE(WaitFor([&] { return s.server->connections() == 0; }, 2s))
+      << s.server->connections() << " still open";
+  HttpClient after(s.server->port());
+  EXPECT_EQ(after.Request("GET", "/now")->body, "/now");
+}
+
+// Stop sends held replies at once (their requests were admitted), with Connection: close,
+// rather than waiting for their time or dropping them.
+TEST(HttpServer, StopSendsHeldRepliesAtOnce) {
+  HoldingServer s(10s);
+  ASSERT_TRUE(s.server);
+  std::vector<std::unique_ptr<HttpClient>> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(std::make_unique<HttpClient>(s.server->port()));
+    ASSERT_TRUE(held.back()->Send(HttpClient::Format("GET", "/held" + std::to_string(i))));
+  }
+  ASSERT_TRUE(WaitFor([&] { return s.calls.load() == 3; }));
+  const auto start = std::chrono::steady_clock::now();
+  std::thread stopper([&] { s.server->Stop(); });
+  for (int i = 0; i < 3; ++i) {
+    const auto r = held[i]->Read(3s);
+    ASSERT_TRUE(r.has_value()) << i;
+    EXPECT_EQ(r->body, "/held" + std::to_string(i));
+    EXPECT_EQ(r->Header("Connection"), "close");
+    held[i].reset();  // the server lingers until the client closes
+  }
+  stopper.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  EXPECT_EQ(s.server->connections(), 0u);
+}
+
+// A connection holding a reply is busy: at the connection bound it keeps its slot (a new client
+// gets 503), and a deferred reply can be held too.
+TEST(HttpServer, AHeldConnectionIsNotShedAndADeferredReplyCanBeHeld) {
+  std::mutex mu;
+  std::vector<std::thread> answering;
+  HttpServerOptions o;
+  o.address = "127.0.0.1:0";
+  o.max_connections = 1;
+  std::atomic<int> deferred{0};
+  auto started = HttpServer::Start(o, [&](const HttpRequestView& r) {
+    HttpReplyCallback send = r.deferral->Defer();
+    std::lock_guard<std::mutex> lock(mu);
+    answering.emplace_back([send = std::move(send), &deferred]() mutable {
+      HttpReply reply;
+      reply.body = "held";
+      reply.send_at = std::chrono::steady_clock::now() + 300ms;
+      send(std::move(reply));
+      ++deferred;
+    });
+    return DeferredReply();
+  });
+  ASSERT_TRUE(started.has_value());
+  auto server = std::move(*started);
+  HttpClient held(server->port());
+  ASSERT_TRUE(held.Send(HttpClient::Format("GET", "/held")));
+  ASSERT_TRUE(WaitFor([&] { return deferred.load() == 1; }));
+  const auto answered = std::chrono::steady_clock::now();
+  HttpClient late(server->port());
+  const auto refused = late.Read(2s);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->status, 503);
+  const auto r = held.Read(3s);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->body, "held");
+  EXPECT_GE(std::chrono::steady_clock::now() - answered, 250ms);
+  std::lock_guard<std::mutex> lock(mu);
+  for (auto& t : answering) t.join();
 }
 
 // A handler that throws fails its request (500, connection closed), not the process.
