@@ -19,7 +19,8 @@ struct PendingCheck {
   std::mutex mu;
   std::condition_variable answered;  // for a request without a deferral (tests)
   std::optional<HttpReply> reply;    // the answer, while the handler has not taken it
-  HttpReplyCallback send;            // set once the handler deferred
+  std::chrono::steady_clock::time_point asked = std::chrono::steady_clock::now();
+  HttpReplyCallback send;  // set once the handler deferred
   bool deferred = false;
   std::atomic<int> refs{2};  // the handler's and the answer's
 
@@ -34,7 +35,7 @@ HttpReply AnswerCheck(RateLimitService& service, const CheckRequest& check,
                       const HttpRequestView& request, const CheckReplier& replier) {
   auto* pending = new PendingCheck;
   service.CheckAsync(check, [&replier, pending](Result<CheckResponse> response) {
-    HttpReply reply = replier.Reply(response);
+    HttpReply reply = replier.Reply(response, pending->asked);
     std::unique_lock<std::mutex> lock(pending->mu);
     if (pending->deferred) {
       const HttpReplyCallback send = std::move(pending->send);

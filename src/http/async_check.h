@@ -6,6 +6,8 @@
 #ifndef SLUICE_HTTP_ASYNC_CHECK_H_
 #define SLUICE_HTTP_ASYNC_CHECK_H_
 
+#include <chrono>
+
 #include "http/http_message.h"
 #include "service/check.h"
 #include "service/rate_limit_service.h"
@@ -14,10 +16,13 @@ namespace sluice::server {
 
 // Makes the reply to a service answer. Called once per check, on whichever thread answers;
 // must be thread-safe and outlive the check (the front end that owns it outlives its server).
+// `asked`: when the check was asked, which a shaper's delay counts from (a reply held for it,
+// HttpReply::send_at, is due at asked + delay, the store's round trip included in the wait).
 class CheckReplier {
  public:
   virtual ~CheckReplier() = default;
-  virtual HttpReply Reply(const Result<CheckResponse>& response) const = 0;
+  virtual HttpReply Reply(const Result<CheckResponse>& response,
+                          std::chrono::steady_clock::time_point asked) const = 0;
 };
 
 // Asks `service` and returns the handler's reply: the reply itself, or DeferredReply() after

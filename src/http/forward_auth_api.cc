@@ -94,17 +94,22 @@ HttpReply ForwardAuthApi::Handle(const HttpRequestView& request) const {
   return AnswerCheck(*service_, check, request, *this);
 }
 
-HttpReply ForwardAuthApi::Reply(const Result<CheckResponse>& response) const {
+HttpReply ForwardAuthApi::Reply(const Result<CheckResponse>& response,
+                                std::chrono::steady_clock::time_point asked) const {
   if (!response) return BadRequest(response.error().message);
   HttpReply reply;
   reply.content_type = kText;
   reply.headers = RateLimitHeaders(*response, options_.headers);
   if (response->overall == Code::kOk) {
     metrics_->RecordForwardAuth(ForwardAuthResult::kAllowed);
-    // Shaping (issue 14, the `shaping` branch): an admitted request a shaper delays is to be
-    // answered this 200 only after its delay, held without a thread by the HTTP server's hold,
-    // so that the proxy passes requests on spaced as nginx limit_req without nodelay does. Until
-    // that lands the 200 is sent at once (docs/gateways.md says so).
+    // A shaper's delay: the 200 goes out that long after the check was asked, held by the HTTP
+    // server on a timer (no thread waits), so that the proxy, which forwards the request when
+    // the answer comes, passes requests on spaced 1/r apart as nginx limit_req without nodelay
+    // does. A wait beyond max_delay was already refused (429, at once).
+    if (response->delay > Duration(0)) {
+      reply.send_at =
+          asked + std::chrono::duration_cast<std::chrono::steady_clock::duration>(response->delay);
+    }
     return reply;
   }
   metrics_->RecordForwardAuth(ForwardAuthResult::kOverLimit);

@@ -43,7 +43,8 @@ class ForwardAuthApi final : private CheckReplier {
   HttpReply Handle(const HttpRequestView& request) const;
 
  private:
-  HttpReply Reply(const Result<CheckResponse>& response) const override;  // CheckReplier
+  HttpReply Reply(const Result<CheckResponse>& response,
+                  std::chrono::steady_clock::time_point asked) const override;  // CheckReplier
   HttpReply BadRequest(std::string message) const;
 
   RateLimitService* service_;

@@ -138,7 +138,10 @@ HttpReply HttpApi::Check(const HttpRequestView& request) const {
 }
 
 // The body and the status are HTTP's; the headers are the service's (ratelimit_headers.h).
-HttpReply HttpApi::Reply(const Result<CheckResponse>& response) const {
+// Answered at once, whatever the delay: the caller of /v1/check is the one that waits, by
+// delay_ms, before it sends its request on (holding the answer would only add the wait twice).
+HttpReply HttpApi::Reply(const Result<CheckResponse>& response,
+                         std::chrono::steady_clock::time_point /*asked*/) const {
   if (!response) return ErrorReply(400, response.error().message);
   HttpReply reply;
   reply.status = response->overall == Code::kOk ? 200 : 429;

@@ -58,7 +58,8 @@ class HttpApi final : private CheckReplier {
 
  private:
   HttpReply Check(const HttpRequestView& request) const;
-  HttpReply Reply(const Result<CheckResponse>& response) const override;  // CheckReplier
+  HttpReply Reply(const Result<CheckResponse>& response,
+                  std::chrono::steady_clock::time_point asked) const override;  // CheckReplier
   HttpReply Limits() const;
   HttpReply State(const HttpRequestView& request, bool reset) const;
   HttpReply Top(const HttpRequestView& request) const;

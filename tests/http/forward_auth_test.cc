@@ -4,6 +4,7 @@
 // a manual clock. Expected values come from the config text and the headers each test writes.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -327,6 +328,42 @@ TEST_F(ForwardAuthApiTest, NoDomainWithTheSectionIsABadRequestNotACrash) {
   const HttpReply r = Ask("127.0.0.1", "");
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(r.body, "sluice forward-auth: no domain of the config has a forward_auth section\n");
+}
+
+// A shaper: the 200 is held (send_at) for the request's place in the queue, counted from when
+// the check was asked; one that would wait over max_delay is 429 at once. The manual clock
+// stands still, so the k-th request of one client waits k release intervals (20/s: 50 ms), the
+// schedule nginx limit_req keeps; 1 s of max_delay admits 21 (waits 0 to 1000 ms).
+TEST_F(ForwardAuthApiTest, AShapersAnswerIsHeldForItsDelayAndBeyondMaxDelayRefusedAtOnce) {
+  Start({{"api.yaml", R"yaml(
+domain: api
+forward_auth:
+  actions:
+    - [remote_address]
+descriptors:
+  - key: remote_address
+    rate_limit: {name: paced, unit: second, requests_per_unit: 20, algorithm: leaky_bucket,
+                 burst: 40, shaper: true, max_delay: 1s}
+)yaml"}});
+  using Steady = std::chrono::steady_clock;
+  for (int k = 0; k <= 20; ++k) {
+    const Steady::time_point before = Steady::now();
+    const HttpReply r = Ask("203.0.113.9", "");
+    const Steady::time_point after = Steady::now();
+    ASSERT_EQ(r.status, 200) << "request " << k << ": " << r.body;
+    const auto wait = std::chrono::milliseconds(50 * k);
+    if (k == 0) {
+      EXPECT_EQ(r.send_at, Steady::time_point{}) << "the first is not held";
+      continue;
+    }
+    EXPECT_GE(r.send_at, before + wait) << "request " << k;
+    EXPECT_LE(r.send_at, after + wait) << "request " << k;
+  }
+  const HttpReply over = Ask("203.0.113.9", "");
+  EXPECT_EQ(over.status, 429);
+  EXPECT_EQ(over.send_at, Steady::time_point{}) << "a refusal is not held";
+  // Another client has a queue of its own.
+  EXPECT_EQ(Ask("203.0.113.10", "").send_at, Steady::time_point{});
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -79,6 +80,8 @@ TEST(ShapingDelay, DelayMsIsTheLimitReqScheduleAndRefusalsTakeNothing) {
     }
     ASSERT_EQ(reply.status, 200) << "request " << i << " at " << t << " ns: " << reply.body;
     ASSERT_EQ(answer["delay_ms"], want / 1'000'000) << "request " << i;
+    // Said, not waited: the caller holds its own request (docs/server.md).
+    EXPECT_EQ(reply.send_at, std::chrono::steady_clock::time_point{}) << "request " << i;
     delayed += want > 0;
   }
   EXPECT_GT(delayed, 100);
