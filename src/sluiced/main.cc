@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "config/config.h"
 #include "grpc/grpc_server.h"
@@ -435,9 +436,13 @@ int Run(const Flags& flags) {
   // Not ready from here on: /readyz answers 503 and gRPC health NOT_SERVING while requests in
   // flight finish.
   (*service)->StartDraining();
-  if (http) http->Stop();
-  if (forward_auth_http) forward_auth_http->Stop();
-  if (grpc) grpc->Shutdown();
+  // The front ends drain side by side, each its own requests in flight (a held forward-auth or
+  // gRPC answer goes out at once), so that none waits out another's grace first.
+  std::vector<std::thread> stopping;
+  if (http) stopping.emplace_back([&http] { http->Stop(); });
+  if (forward_auth_http) stopping.emplace_back([&forward_auth_http] { forward_auth_http->Stop(); });
+  if (grpc) stopping.emplace_back([&grpc] { grpc->Shutdown(); });
+  for (std::thread& t : stopping) t.join();
   // A check still waiting on Redis when the grace ran out is answered by the store as it
   // closes, and that answer goes to the HTTP API and a server's io_context: close the store
   // now, while they exist, rather than after them in reverse declaration order.

@@ -4,6 +4,8 @@
 // picked free. The client connects from 127.0.0.2, the proxies reach sluiced from 127.0.0.1
 // (the one trusted proxy), so a spoofed X-Forwarded-For would show as a different identity.
 // The limit is 5 per hour (token bucket): it cannot refill during a test.
+// ForwardAuthProxiesShaping: a leaky-bucket shaper, whose 200 sluiced holds so that the proxy
+// reaches its upstream one release interval after the request before.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -13,9 +15,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -121,11 +126,12 @@ class Proxy {
 class ForwardAuthProxies : public ::testing::Test {
  protected:
   void SetUp() override {
-    const auto config = dir_.Write("api.yaml", kConfig);
+    const auto config = dir_.Write("api.yaml", config_yaml_);
     sluiced_ = std::make_unique<SluicedProcess>(
-        std::vector<std::string>{"--config", config.string(), "--http", "off", "--grpc", "off",
+        std::vector<std::string>{"--config", config.string(), "--http",
+                                 with_http_ ? "127.0.0.1:0" : "off", "--grpc", "off",
                                  "--forward-auth", "127.0.0.1:0"},
-        /*wait_for_http=*/false);
+        /*wait_for_http=*/with_http_);
     forward_auth_port_ = sluiced_->ForwardAuthPort();
     ASSERT_GT(forward_auth_port_, 0) << sluiced_->Log();
     port_ = FreePort();
@@ -184,7 +190,11 @@ class ForwardAuthProxies : public ::testing::Test {
   }
 
   std::optional<HttpResponse> Get(const char* from, const std::string& spoofed = "") const {
-    HttpClient client(port_, from);
+    return GetFrom(port_, from, spoofed);
+  }
+  static std::optional<HttpResponse> GetFrom(int port, const char* from,
+                                             const std::string& spoofed = "") {
+    HttpClient client(port, from);
     std::vector<std::string> headers;
     if (!spoofed.empty()) headers.push_back("X-Forwarded-For: " + spoofed);
     return client.Request("GET", "/orders?page=2", "", headers);
@@ -226,6 +236,8 @@ class ForwardAuthProxies : public ::testing::Test {
     ASSERT_NE(sluiced_->WaitExit(), -1);
   }
 
+  std::string config_yaml_ = kConfig;
+  bool with_http_ = false;  // the HTTP API too (its /metrics), on a port of its own
   server::test::TempConfigDir dir_{"fauth-proxies"};
   std::unique_ptr<SluicedProcess> sluiced_;
   std::vector<std::string> env_;  // the proxy's environment (putenv keeps pointers)
@@ -253,6 +265,116 @@ TEST_F(ForwardAuthProxies, CaddyForwardAuthRecipe) {
   const auto r = Get(kClient);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->status, 502);
+}
+
+// Every client is one identity on a shaper of 20/s (one release every 50 ms) that refuses waits
+// over 1 s. The `slow` one (1/s, waits up to 10 s) applies when the request has X-Slow.
+constexpr char kShapingConfig[] = R"yaml(
+domain: api
+forward_auth:
+  trusted_proxies: [127.0.0.1/32]
+  actions:
+    - [remote_address]
+    - [{header: X-Slow, key: slow}]
+descriptors:
+  - key: remote_address
+    rate_limit: {name: paced, unit: second, requests_per_unit: 20, algorithm: leaky_bucket,
+                 burst: 40, shaper: true, max_delay: 1s}
+  - key: slow
+    rate_limit: {name: slow, unit: second, requests_per_unit: 1, algorithm: leaky_bucket,
+                 burst: 10, shaper: true, max_delay: 10s}
+)yaml";
+
+class ForwardAuthProxiesShaping : public ForwardAuthProxies {
+ protected:
+  ForwardAuthProxiesShaping() {
+    config_yaml_ = kShapingConfig;
+    with_http_ = true;
+  }
+
+  // Waits until sluiced has allowed `count` forward-auth checks (its /metrics says so).
+  bool WaitForAllowed(int count) const {
+    const std::string series =
+        "sluice_forward_auth_requests_total{result=\"allowed\"} " + std::to_string(count) + "\n";
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < deadline) {
+      HttpClient c(sluiced_->port());
+      const auto r = c.Request("GET", "/metrics");
+      if (r && r->body.find(series) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
+  // `count` requests at once, each from a thread of its own; when each response came.
+  static std::vector<std::chrono::steady_clock::time_point> Concurrently(
+      int count, const std::function<std::optional<HttpResponse>()>& request) {
+    std::vector<std::chrono::steady_clock::time_point> at(static_cast<size_t>(count));
+    std::vector<int> status(static_cast<size_t>(count), 0);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < count; ++i) {
+      threads.emplace_back([&, i] {
+        const auto r = request();
+        at[static_cast<size_t>(i)] = std::chrono::steady_clock::now();
+        status[static_cast<size_t>(i)] = r ? r->status : -1;
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int i = 0; i < count; ++i) EXPECT_EQ(status[static_cast<size_t>(i)], 204) << i;
+    std::sort(at.begin(), at.end());
+    return at;
+  }
+};
+
+// nginx auth_request forwards a request when sluiced's 200 comes: ten at once reach the
+// upstream (a `return 204`, whose answer is the moment it was reached, give or take a loopback
+// hop) one release interval apart. The held ones are due k intervals after the first was
+// checked; the first, not held, goes its way at once but its answer may take longer (nginx's
+// first connections), so the schedule is read from the second: the k-th comes k - 1 intervals
+// after it. Tolerance: 5 ms early, 60 ms late (two proxies' hops and ten client threads on a
+// shared 2-core machine). And the last cannot come before 9 intervals from the start.
+TEST_F(ForwardAuthProxiesShaping, NginxPassesShapedRequestsOnOneIntervalApart) {
+  const auto nginx = StartNginx();
+  constexpr int kClients = 10;
+  constexpr auto kInterval = std::chrono::milliseconds(50);
+  const auto start = std::chrono::steady_clock::now();
+  const auto at = Concurrently(kClients, [this] { return Get(kClient); });
+  EXPECT_GE(at[kClients - 1] - start, (kClients - 1) * kInterval);
+  EXPECT_LE(at[1] - at[0], kInterval + std::chrono::milliseconds(60));
+  for (int k = 2; k < kClients; ++k) {
+    const auto off = at[static_cast<size_t>(k)] - at[1] - (k - 1) * kInterval;
+    EXPECT_GE(off, -std::chrono::milliseconds(5)) << "response " << k;
+    EXPECT_LE(off, std::chrono::milliseconds(60)) << "response " << k;
+  }
+}
+
+// SIGTERM with answers held (up to 9 s on the slow shaper): sluiced sends them at once, 200
+// (their requests were admitted), and exits within the moment that takes.
+TEST_F(ForwardAuthProxiesShaping, SigtermSendsHeldAnswersAtOnce) {
+  constexpr int kHeld = 5;
+  std::vector<std::unique_ptr<HttpClient>> clients;
+  for (int i = 0; i < kHeld; ++i) {
+    clients.push_back(std::make_unique<HttpClient>(forward_auth_port_));
+    ASSERT_TRUE(clients.back()->Send(HttpClient::Format("GET", "/", "", {"X-Slow: 1"})));
+  }
+  // The first is answered at once; the others are held (1, 2, 3, 4 s).
+  ASSERT_TRUE(WaitForAllowed(kHeld));
+  const auto first = clients[0]->Read(std::chrono::seconds(2));
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->status, 200);
+  const auto signalled = std::chrono::steady_clock::now();
+  sluiced_->Signal(SIGTERM);
+  for (int i = 1; i < kHeld; ++i) {
+    const auto r = clients[static_cast<size_t>(i)]->Read(std::chrono::seconds(3));
+    ASSERT_TRUE(r.has_value()) << i;
+    EXPECT_EQ(r->status, 200) << i;
+    EXPECT_EQ(r->Header("Connection"), "close") << i;
+    clients[static_cast<size_t>(i)].reset();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - signalled, std::chrono::milliseconds(900))
+      << "the 4 s hold was not waited for";
+  clients.clear();
+  EXPECT_EQ(sluiced_->WaitExit(std::chrono::seconds(5)), 0) << sluiced_->Log();
 }
 
 // docs/gateways.md shows the recipes as they are tested.
