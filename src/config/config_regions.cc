@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "config/config_parse.h"
@@ -87,7 +88,7 @@ Result<RegionScope> ParseRegionScope(const std::string& file,
   // Redis is kept in units scaled to its rate, which a part that moves would misread.
   if (out.mode == RegionMode::kLeased && limit.spec.algorithm != Algorithm::kFixedWindow) {
     return ErrorAt(file, *mode,
-                   limit_name + ": regions mode leased needs fixed_window, not " +
+                   limit_name + ": regions mode leased needs algorithm: fixed_window, not " +
                        std::string(AlgorithmName(limit.spec.algorithm)) +
                        " (a region's part moves while the limit runs; docs/regions.md)");
   }
@@ -135,9 +136,10 @@ Result<RegionScope> ParseRegionScope(const std::string& file,
   }
   if (out.shares.empty()) return ErrorAt(file, *shares, "shares lists no region");
   if (sum > kWholeShare) {
+    char shown[32];  // the sum as the shares are written: 1.1, not 1.100000
+    std::snprintf(shown, sizeof shown, "%.6g", static_cast<double>(sum) / kWholeShare);
     return ErrorAt(file, *shares,
-                   limit_name + ": shares sum to " +
-                       std::to_string(static_cast<double>(sum) / 1e6) +
+                   limit_name + ": shares sum to " + shown +
                        ", more than 1 (the regions together would admit more than the limit)");
   }
   std::sort(out.shares.begin(), out.shares.end(),

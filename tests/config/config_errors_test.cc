@@ -94,7 +94,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"bad_sync_no_mode.yaml", 8, "sync needs a 'mode'"},
         // scope: global and its regions (docs/regions.md).
         BadCase{"bad_regions_shares_over_one.yaml", 11,
-                "rate_limit 'r': shares sum to 1.100000, more than 1"},
+                "rate_limit 'r': shares sum to 1.1, more than 1"},
         BadCase{"bad_regions_share_zero.yaml", 11,
                 "share of region 'us' must be a number in (0, 1]"},
         BadCase{"bad_regions_share_below_one_request.yaml", 11,
@@ -110,7 +110,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"bad_regions_refresh_range.yaml", 12, "refresh must be a duration from 50ms to 1h"},
         BadCase{"bad_regions_region_name.yaml", 11, "region name 'us:east' must be 1 to 64"},
         BadCase{"bad_regions_leased_not_fixed_window.yaml", 11,
-                "rate_limit 'r': regions mode leased needs fixed_window, not sliding_window_log"},
+                "rate_limit 'r': regions mode leased needs algorithm: fixed_window, not "
+                "sliding_window_log"},
         BadCase{"bad_regions_no_shares.yaml", 10, "regions needs 'shares'"},
         BadCase{"bad_share_threshold.yaml", 5, "share_threshold needs a wildcard value"},
         // Merge keys: a bad merge value, and a typo in a merged mapping named where it is
