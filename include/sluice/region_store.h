@@ -17,6 +17,7 @@
 #include <string>
 
 #include "sluice/clock.h"
+#include "sluice/redis_store.h"
 #include "sluice/status.h"
 #include "sluice/store.h"
 #include "sluice/time.h"
@@ -35,6 +36,11 @@ struct RegionStoreOptions {
   const Clock* clock = nullptr;
   // false: no background thread; the owner calls RefreshDue (tests).
   bool refresh_in_background = true;
+  // Told, for a log, when the global store is first reached (kConnected), when it cannot be
+  // (kConnectionLost: at start, the limits decide on their static shares), when a limit's grant
+  // expires while it cannot be (kConnectionLost again, naming the limit) and when it can be again
+  // (kConnectionRestored). Once per change, on the refreshing thread; must be quick.
+  RedisEventHook on_event = {};
 };
 
 class RegionStore : public Store {

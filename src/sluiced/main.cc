@@ -123,6 +123,32 @@ void LogWarnings(const Config& config, const std::string& store) {
   }
 }
 
+// --region and --global-store are accepted without a limit that uses them (a reload may add
+// one), but say so: a flag that does nothing yet must not look as if it did.
+void LogRegionFlags(const Config& config, const RegionOptions& flags) {
+  if (flags.region.empty()) return;
+  size_t global = 0, leased = 0;
+  for (const auto& [name, domain] : config.domains()) {
+    for (const sluice::server::Limit& limit : domain.limits) {
+      global += limit.regions.global;
+      leased += limit.regions.global && limit.regions.mode == sluice::RegionMode::kLeased;
+    }
+  }
+  if (global == 0) {
+    spdlog::warn(
+        "--region {}: no limit has scope: global; every limit holds per store (the flag takes "
+        "effect when a config with one is loaded)",
+        flags.region);
+  } else if (flags.global_store && leased == 0) {
+    spdlog::warn(
+        "--global-store: no limit has regions mode leased; the global store is not contacted "
+        "(static shares need none)");
+  } else {
+    spdlog::info("region {}: {} limits of scope global, {} of them leased from the global store",
+                 flags.region, global, leased);
+  }
+}
+
 // A domain the new config lacks was being answered until now; from here on its checks are those
 // of an unknown domain (400 over HTTP, OK and unlimited over gRPC, as Envoy expects). A domain
 // file lost to a bad deploy must not vanish as quietly as "1 domains".
@@ -173,6 +199,7 @@ void Reload(const std::string& path, const std::string& store, const LoadOptions
     return;
   }
   LogWarnings(**config, store);
+  LogRegionFlags(**config, load.region);
   const std::string summary = Summary(**config);
   // The service counts the outcome of its own Reload; only a config that never reached it is
   // counted here.
@@ -267,6 +294,7 @@ int Run(const Flags& flags) {
     return 1;
   }
   LogWarnings(**config, flags.store);
+  LogRegionFlags(**config, LoadOptionsFrom(flags).region);
   spdlog::info("config loaded from {}: {}", flags.config, Summary(**config));
 
   Metrics metrics(flags.near_limit_ratio);

@@ -71,9 +71,10 @@ Result<std::shared_ptr<Store>> OpenStore(std::string_view address,
                                          const OpenStoreOptions& options) {
   auto store = OpenRegionalStore(address, options);
   if (!store || options.global_store.empty()) return store;
-  auto region = OpenRegionStore(
-      std::move(*store),
-      {.region = options.region, .global_store = options.global_store, .clock = options.clock});
+  auto region = OpenRegionStore(std::move(*store), {.region = options.region,
+                                                    .global_store = options.global_store,
+                                                    .clock = options.clock,
+                                                    .on_event = options.redis_events});
   if (!region) return std::unexpected(region.error());
   return std::shared_ptr<Store>(std::move(*region));
 }

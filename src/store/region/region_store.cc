@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <deque>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -22,6 +23,15 @@ namespace {
 constexpr int kLeaseRefreshes = 3;
 // Demand is asked for with this headroom (in percent), so a region's part is not its ceiling.
 constexpr int64_t kDemandHeadroomPercent = 125;
+// Demand is the rate of hits over the limit's period, but over no more than this many refreshes
+// (an hourly limit's demand is what the last few refreshes saw).
+constexpr int kDemandRefreshes = 8;
+
+// The hits one refresh interval saw, from `since` to the next one's since.
+struct Seen {
+  Timestamp since;
+  int64_t hits = 0;
+};
 
 class RegionStoreImpl;
 
@@ -39,6 +49,7 @@ struct Pool {
   Timestamp lease_until{};  // our grant is valid until then (asked-at + kLeaseRefreshes refresh)
   Timestamp last_grant{};
   Timestamp demand_since{};
+  std::deque<Seen> seen;  // the last refreshes' hits, oldest first, spanning about a period
 
   std::atomic<int64_t> requested{0};  // hits asked for since demand_since (refused ones too)
   std::atomic<bool> cut_off{false};   // the last exchange with the global store failed
@@ -262,28 +273,53 @@ class RegionStoreImpl final : public RegionStore {
     {
       std::lock_guard<std::mutex> lock(pool.mu);
       pool.next_due = asked + refresh;
-      const double seconds = std::chrono::duration<double>(asked - pool.demand_since).count();
-      const double period = std::chrono::duration<double>(pool.scope.global_spec.period).count();
-      const int64_t hits = pool.requested.exchange(0, std::memory_order_relaxed);
+      pool.seen.push_back(
+          {pool.demand_since, pool.requested.exchange(0, std::memory_order_relaxed)});
       pool.demand_since = asked;
-      if (seconds > 0) {
-        demand = static_cast<int64_t>(static_cast<double>(hits) * period / seconds *
-                                      kDemandHeadroomPercent / 100.0);
+      // The larger of two rates: over the last refresh, so that a rise is asked for at once, and
+      // over the last period of the limit (kDemandRefreshes refreshes at most), so that a quiet
+      // region whose few hits a refresh read as 1 one time and 2 the next is not cut to the
+      // lower reading in the middle of a window it still uses.
+      const Duration span =
+          std::clamp<Duration>(pool.scope.global_spec.period, refresh, refresh * kDemandRefreshes);
+      while (pool.seen.size() > 1 && pool.seen.front().since < asked - span) {
+        pool.seen.pop_front();
       }
+      const auto per_period = [&](int64_t hits, Timestamp since) {
+        const double seconds = std::chrono::duration<double>(asked - since).count();
+        const double period = std::chrono::duration<double>(pool.scope.global_spec.period).count();
+        return seconds > 0 ? static_cast<double>(hits) * period / seconds : 0.0;
+      };
+      int64_t hits = 0;
+      for (const Seen& seen : pool.seen) hits += seen.hits;
+      const double rate = std::max(per_period(pool.seen.back().hits, pool.seen.back().since),
+                                   per_period(hits, pool.seen.front().since));
+      demand = static_cast<int64_t>(rate * kDemandHeadroomPercent / 100.0);
     }
     const Duration ttl = refresh * kLeaseRefreshes;
     auto granted = AskGlobal(pool, demand, ttl);
     if (!granted) {
       pool.cut_off.store(true, std::memory_order_relaxed);
+      LinkDown(granted.error().message);
       // Past the grant: back to the static share, which the global store counts us at now.
       bool expired;
+      int64_t held;
       {
         std::lock_guard<std::mutex> lock(pool.mu);
         expired = asked >= pool.lease_until;
+        held = pool.units;
       }
-      if (expired) Install(pool, pool.static_units);
+      if (expired && held != pool.static_units) {
+        Tell(RedisEventKind::kConnectionLost,
+             "limit '" + pool.inner_options.id + "': its grant of " + std::to_string(held) +
+                 " expired while the global store is unreachable; deciding on its static part, " +
+                 std::to_string(pool.static_units) + " of " +
+                 std::to_string(pool.scope.global_spec.limit));
+        Install(pool, pool.static_units);
+      }
       return;
     }
+    LinkUp();
     pool.cut_off.store(false, std::memory_order_relaxed);
     pool.leases.fetch_add(1, std::memory_order_relaxed);
     {
@@ -292,6 +328,30 @@ class RegionStoreImpl final : public RegionStore {
       pool.last_grant = clock_->Now();
     }
     Install(pool, *granted);
+  }
+
+  // The link's changes, told once each (the refreshing thread's only, as client_).
+  void LinkDown(const std::string& why) {
+    if (link_ == Link::kDown) return;
+    Tell(RedisEventKind::kConnectionLost,
+         std::string("unreachable (") + why + "): leased limits keep their grants until they " +
+             "expire (3 x refresh after asking), then decide on their static shares" +
+             (link_ == Link::kUnknown ? "; until it answers they decide on their static shares"
+                                      : ""));
+    link_ = Link::kDown;
+  }
+  void LinkUp() {
+    if (link_ == Link::kUp) return;
+    Tell(link_ == Link::kUnknown ? RedisEventKind::kConnected : RedisEventKind::kConnectionRestored,
+         link_ == Link::kUnknown ? "reached: leased limits follow demand"
+                                 : "reachable again: leased limits follow demand");
+    link_ = Link::kUp;
+  }
+  void Tell(RedisEventKind kind, const std::string& what) const {
+    if (!options_.on_event) return;
+    const std::string server = global_.host + ":" + std::to_string(global_.port);
+    options_.on_event(
+        {.kind = kind, .server = server, .message = "global store redis " + server + ": " + what});
   }
 
   void Install(Pool& pool, int64_t units) {
@@ -379,6 +439,8 @@ class RegionStoreImpl final : public RegionStore {
   MonotonicClock own_clock_;
   const Clock* const clock_;
   std::unique_ptr<internal::RedisClient> client_;  // the refreshing thread's only
+  enum class Link { kUnknown, kUp, kDown };
+  Link link_ = Link::kUnknown;  // the refreshing thread's only
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::shared_ptr<Pool>> pools_;
