@@ -8,7 +8,9 @@
 //   auto store = OpenRegionStore(regional, {.region = "us", .global_store = "redis://g:6379"});
 //
 // When the global store cannot be reached a node keeps its last part until its grant expires
-// (3 x refresh after it asked), then decides on its static share. Thread-safe.
+// (2 x refresh after it asked for a part above its static share, 5 x refresh for one at or
+// below it: the regions above give theirs up first), then decides on its static share.
+// Thread-safe.
 #ifndef SLUICE_REGION_STORE_H_
 #define SLUICE_REGION_STORE_H_
 

@@ -328,16 +328,21 @@ TEST_F(SluicedRegions, LeasedQuotaFollowsSkewedDemandAndACutLinkKeepsEveryRegion
 
   // The link is cut: every region keeps deciding, on its grant until it expires (3 refreshes
   // after asking), then on its static part.
+  // The regions above their static part give it up before those below take theirs back: the
+  // parts in force sum to at most the limit all along (each tick, the parts at one moment).
   h_.link().Cut();
   LeasedDriver::Tally cut;
+  int64_t most = 0;
   const bool fell_back = d.Drive(
       cut,
       [&] {
+        if (const auto p = d.Snapshot()) most = std::max(most, (*p)[0] + (*p)[1] + (*p)[2]);
         return d.Part(0) == kLeasedStatic[0] && d.Part(1) == kLeasedStatic[1] &&
                d.Part(2) == kLeasedStatic[2];
       },
       seconds(3));
   EXPECT_TRUE(fell_back) << d.Part(0) << " " << d.Part(1) << " " << d.Part(2);
+  EXPECT_LE(most, kLimit) << "parts in force at one moment while the grants expired";
   LeasedDriver::Tally fallen;
   d.Drive(fallen, nullptr, milliseconds(1100));
   LeasedDriver::ExpectWithinBound(cut, "cut");

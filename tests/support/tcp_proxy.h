@@ -62,7 +62,13 @@ class TcpProxy {
     cut_ = true;
     ++generation_;
   }
-  void Restore() { cut_ = false; }
+  void Restore() {
+    cut_ = false;
+    silent_ = false;
+  }
+  // Connections stay open and new ones are taken, but nothing goes through either way: a far
+  // side that went silent (packets dropped), which only a timeout tells from a slow one.
+  void Silence() { silent_ = true; }
 
  private:
   struct Chunk {
@@ -144,6 +150,7 @@ class TcpProxy {
           open = false;
           break;
         }
+        if (silent_) continue;  // dropped
         (i == 0 ? to_server : to_client).push_back({due, std::string(buf, static_cast<size_t>(n))});
       }
     }
@@ -154,6 +161,7 @@ class TcpProxy {
   const int target_port_;
   std::atomic<int64_t> delay_ms_;
   std::atomic<bool> cut_{false};
+  std::atomic<bool> silent_{false};
   std::atomic<int> generation_{0};
   std::atomic<bool> stop_{false};
   int listener_ = -1;

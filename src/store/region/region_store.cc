@@ -18,9 +18,18 @@
 namespace sluice {
 namespace {
 
-// A lease from the global store lasts this many refresh periods: one failed refresh, even two,
-// change nothing.
+// The global store counts a grant for this many refresh periods after it answered: one failed
+// refresh, even two, change nothing.
 constexpr int kLeaseRefreshes = 3;
+// A node keeps a grant, after it asked for it, for fewer refreshes if it is above its static part
+// and for more if not. The parts above the static ones were carved from regions holding less
+// than theirs: with the link gone for every region, the regions above their static parts must
+// give them up before any region below takes its static part back (every node asks once a
+// refresh: their last grants were asked for within a refresh and a round trip of each other);
+// with the link gone for one region below its static part, the global store frees its static
+// part after 3 refreshes, and the others shrink at their next refresh, before it takes it back.
+constexpr int kAboveStaticRefreshes = 2;
+constexpr int kAtMostStaticRefreshes = 5;
 // Demand is asked for with this headroom (in percent), so a region's part is not its ceiling.
 constexpr int64_t kDemandHeadroomPercent = 125;
 // Demand is the rate of hits over the limit's period, but over no more than this many refreshes
@@ -41,6 +50,8 @@ struct Pool {
   RegionScope scope;
   LimiterOptions inner_options;  // how the inner store makes the part's limiter
   int64_t static_units = 0;
+  const Clock* clock = nullptr;       // the store's
+  std::shared_ptr<Limiter> fallback;  // the static part's limiter, never null
 
   mutable std::mutex mu;
   std::shared_ptr<Limiter> current;  // never null
@@ -55,12 +66,19 @@ struct Pool {
   std::atomic<bool> cut_off{false};   // the last exchange with the global store failed
   std::atomic<uint64_t> leases{0};
   std::atomic<uint64_t> cutoff_decisions{0};
-  std::atomic<int64_t> share_units{0};
 
+  // A part above the static one ends with its grant on the request path, not when the refresher
+  // next runs: an exchange with a global store that went silent blocks the refresher for its
+  // whole timeout, and the regions below their static parts take theirs back on time.
   std::shared_ptr<Limiter> Current() const {
     std::lock_guard<std::mutex> lock(mu);
-    return current;
+    return Expired() ? fallback : current;
   }
+  int64_t UnitsInForce() const {
+    std::lock_guard<std::mutex> lock(mu);
+    return Expired() ? static_units : units;
+  }
+  bool Expired() const { return units > static_units && clock->Now() >= lease_until; }
   void Count(int64_t cost) {
     requested.fetch_add(std::max<int64_t>(cost, 0), std::memory_order_relaxed);
     if (cut_off.load(std::memory_order_relaxed)) {
@@ -177,9 +195,10 @@ class RegionStoreImpl final : public RegionStore {
     pool->scope = options.region;
     pool->inner_options = options;
     pool->static_units = spec.limit;
+    pool->clock = clock_;
     pool->units = spec.limit;
-    pool->share_units = spec.limit;
     pool->current = std::move(*inner);
+    pool->fallback = pool->current;
     const Timestamp now = clock_->Now();
     pool->demand_since = now;
     pool->last_grant = now;  // the age counts from the start until a first grant
@@ -211,7 +230,7 @@ class RegionStoreImpl final : public RegionStore {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& pool : pools_) {
       s.region_leased = true;
-      s.region_share_units += pool->share_units.load(std::memory_order_relaxed);
+      s.region_share_units += pool->UnitsInForce();
       s.region_global_leases += pool->leases.load(std::memory_order_relaxed);
       s.region_cutoff_decisions += pool->cutoff_decisions.load(std::memory_order_relaxed);
       s.region_sync_age_seconds = std::max(s.region_sync_age_seconds, AgeSeconds(*pool, now));
@@ -324,7 +343,9 @@ class RegionStoreImpl final : public RegionStore {
     pool.leases.fetch_add(1, std::memory_order_relaxed);
     {
       std::lock_guard<std::mutex> lock(pool.mu);
-      pool.lease_until = asked + ttl;  // counted from the asking: never later than the store's
+      // Counted from the asking; see kAboveStaticRefreshes.
+      pool.lease_until = asked + refresh * (*granted > pool.static_units ? kAboveStaticRefreshes
+                                                                         : kAtMostStaticRefreshes);
       pool.last_grant = clock_->Now();
     }
     Install(pool, *granted);
@@ -335,7 +356,8 @@ class RegionStoreImpl final : public RegionStore {
     if (link_ == Link::kDown) return;
     Tell(RedisEventKind::kConnectionLost,
          std::string("unreachable (") + why + "): leased limits keep their grants until they " +
-             "expire (3 x refresh after asking), then decide on their static shares" +
+             "expire (2 x refresh after asking above their static shares, 5 x at or below), " +
+             "then decide on their static shares" +
              (link_ == Link::kUnknown ? "; until it answers they decide on their static shares"
                                       : ""));
     link_ = Link::kDown;
@@ -359,17 +381,20 @@ class RegionStoreImpl final : public RegionStore {
       std::lock_guard<std::mutex> lock(pool.mu);
       if (pool.units == units) return;
     }
-    auto spec = RegionPart(pool.scope.global_spec, units);
-    if (!spec) return;
-    auto made = inner_->MakeLimiter(*spec, pool.inner_options);
-    if (!made) return;  // keeps the part it has
+    std::shared_ptr<Limiter> made = pool.fallback;
+    if (units != pool.static_units) {
+      auto spec = RegionPart(pool.scope.global_spec, units);
+      if (!spec) return;
+      auto limiter = inner_->MakeLimiter(*spec, pool.inner_options);
+      if (!limiter) return;  // keeps the part it has
+      made = std::move(*limiter);
+    }
     std::shared_ptr<Limiter> old;
     {
       std::lock_guard<std::mutex> lock(pool.mu);
-      old = std::exchange(pool.current, std::shared_ptr<Limiter>(std::move(*made)));
+      old = std::exchange(pool.current, std::move(made));
       pool.units = units;
     }
-    pool.share_units.store(units, std::memory_order_relaxed);
   }
 
   Result<int64_t> AskGlobal(const Pool& pool, int64_t demand, Duration ttl) {
@@ -465,7 +490,7 @@ StoreStats RegionLimiter::Stats() const {
   StoreStats s = Inner()->Stats();
   if (pool_) {
     s.region_leased = true;
-    s.region_share_units = pool_->share_units.load(std::memory_order_relaxed);
+    s.region_share_units = pool_->UnitsInForce();
     s.region_global_leases = pool_->leases.load(std::memory_order_relaxed);
     s.region_cutoff_decisions = pool_->cutoff_decisions.load(std::memory_order_relaxed);
   }

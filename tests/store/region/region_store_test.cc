@@ -197,5 +197,34 @@ TEST(LeasedRegions, CutLinkKeepsServingWithinBoundAndRestoreReconverges) {
   ExpectWithinBound(back);
 }
 
+// A global store that goes silent holds each refresh for the whole exchange timeout (1 s here,
+// ten refreshes): a part above the static one must still end 2 refreshes after it was asked for,
+// on the request path, before the regions below their static parts take theirs back.
+TEST(LeasedRegions, ASilentGlobalStoreEndsAPartAboveTheStaticOneOnTime) {
+  RegionHarness h;
+  World w(h, RegionMode::kLeased, {{"us", 340'000}, {"eu", 330'000}, {"ap", 330'000}});
+  Tally t;
+  ASSERT_TRUE(Drive(
+      w, {30, 1, 1}, t, [&] { return w.Part(0) >= kLimit * 8 / 10; }, seconds(5)));
+  h.link().Silence();
+  const auto silenced = std::chrono::steady_clock::now();
+  Tally silent;
+  int64_t most = 0;
+  const bool fell_back = Drive(
+      w, {30, 1, 1}, silent,
+      [&] {
+        most = std::max(most, w.Part(0) + w.Part(1) + w.Part(2));
+        return w.Part(0) == 340;
+      },
+      seconds(3));
+  const auto took = std::chrono::steady_clock::now() - silenced;
+  EXPECT_TRUE(fell_back) << w.Part(0);
+  // Asked at most a refresh (100 ms) and a round trip before the silence, kept 2 refreshes.
+  EXPECT_LT(took, milliseconds(600)) << "the refresher's timeout is 1 s";
+  EXPECT_LE(most, kLimit) << "the parts in force while the grants ended";
+  ExpectWithinBound(silent);
+  h.link().Restore();
+}
+
 }  // namespace
 }  // namespace sluice
