@@ -34,8 +34,10 @@ struct OpenStoreOptions {
   std::chrono::milliseconds redis_command_timeout{50};
   int redis_breaker_failures = 5;
   std::chrono::milliseconds redis_breaker_open_for{1000};
-  RedisEventHook redis_events;   // the Redis store's state changes, rate-limited (for logs)
-  bool redis_monitor = true;     // false: no monitor thread (nothing connects until first use)
+  RedisEventHook redis_events;  // the Redis store's state changes, rate-limited (for logs)
+  bool redis_monitor = true;    // false: no monitor thread (nothing connects until first use)
+  // false: the region layer renews no part (--check-config: the global store is not written to)
+  bool region_refresh = true;
   size_t max_key_bytes = 65535;  // longest identity either store accepts
   // Redis: the over-limit cache's memory bound (OverLimitCacheOptions::max_bytes); 0: no cache,
   // every decision asks Redis.

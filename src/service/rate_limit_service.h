@@ -53,6 +53,9 @@ struct ServiceOptions {
   std::string region;
   std::string global_store;
   bool redis_monitor = true;  // the Redis store's monitor (docs/redis.md); off for --check-config
+  // The region layer's renewals from the global store (docs/regions.md); off for --check-config,
+  // which must not leave a node's demand and grant there.
+  bool region_refresh = true;
   // How hits over a limit count where its rule does not say (over_limit_hits): drop (a refused
   // request takes nothing) or count (every hit is charged, as envoyproxy/ratelimit counts).
   OverLimitHits over_limit_hits = OverLimitHits::kDrop;

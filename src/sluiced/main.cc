@@ -251,7 +251,8 @@ ServiceOptions ServiceOptionsFrom(const Flags& flags) {
 
 // --check-config: the config, and every limit of it made by the store --store names, as serving
 // would (the Redis store refuses limits beyond its exact range that the memory store takes).
-// Redis is not contacted: its store connects lazily and decides what it accepts by itself.
+// Neither Redis is contacted: the region's store connects lazily and decides what it accepts by
+// itself, and no part is leased from the global store.
 int CheckConfig(const Flags& flags) {
   auto checked = LoadConfig(flags.config, LoadOptionsFrom(flags));
   if (!checked) {
@@ -263,7 +264,8 @@ int CheckConfig(const Flags& flags) {
   }
   Metrics metrics;
   ServiceOptions options = ServiceOptionsFrom(flags);
-  options.redis_monitor = false;  // nothing to watch: the process is about to exit
+  options.redis_monitor = false;   // nothing to watch: the process is about to exit
+  options.region_refresh = false;  // nor any part to lease from the global store
   if (auto service = RateLimitService::Create(*checked, options, &metrics); !service) {
     std::fprintf(stderr, "%s (with --store %s)\n", service.error().message.c_str(),
                  sluice::RedactRedisAddress(flags.store).c_str());

@@ -6,8 +6,11 @@
 // regions held while the window ran, read from /metrics before and after every request tick
 // (leased; docs/regions.md states the bound). Then the load errors and warnings of regions, and a
 // reload that changes shares.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -99,6 +102,27 @@ double Metric(int port, const std::string& sample) {
   const size_t at = r->body.find("\n" + sample + " ");
   if (at == std::string::npos) return -1;
   return std::stod(r->body.substr(at + sample.size() + 2));
+}
+
+// The number of keys in the Redis on `port` (DBSIZE, over a plain socket), or -1.
+int64_t KeysIn(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string reply;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      send(fd, "DBSIZE\r\n", 8, MSG_NOSIGNAL) == 8) {
+    char buf[64];
+    while (reply.find("\r\n") == std::string::npos) {
+      const ssize_t n = recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      reply.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  return reply.starts_with(":") ? std::atoll(reply.c_str() + 1) : -1;
 }
 
 std::string Series(const char* name) {
@@ -451,6 +475,16 @@ descriptors:
        2,
        "--global-store (SLUICE_GLOBAL_STORE) needs --region"},
   };
+  // --check-config opens the stores as serving would, but leases nothing: the global store
+  // stays empty.
+  {
+    WriteConfig(Config());
+    std::string log;
+    std::vector<std::string> args = Args(0);
+    args.push_back("--check-config");
+    EXPECT_EQ(ExitOf(args, log), 0) << log;
+    EXPECT_EQ(KeysIn(h_.global().port()), 0);
+  }
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     WriteConfig(c.yaml);

@@ -74,6 +74,7 @@ Result<std::shared_ptr<Store>> OpenStore(std::string_view address,
   auto region = OpenRegionStore(std::move(*store), {.region = options.region,
                                                     .global_store = options.global_store,
                                                     .clock = options.clock,
+                                                    .refresh_in_background = options.region_refresh,
                                                     .on_event = options.redis_events});
   if (!region) return std::unexpected(region.error());
   return std::shared_ptr<Store>(std::move(*region));

@@ -57,7 +57,7 @@ struct Pool {
   std::shared_ptr<Limiter> current;  // never null
   int64_t units = 0;                 // current's limit
   Timestamp next_due{};
-  Timestamp lease_until{};  // our grant is valid until then (asked-at + kLeaseRefreshes refresh)
+  Timestamp lease_until{};  // our grant is valid until then (see kAboveStaticRefreshes)
   Timestamp last_grant{};
   Timestamp demand_since{};
   std::deque<Seen> seen;  // the last refreshes' hits, oldest first, spanning about a period
