@@ -160,10 +160,10 @@ TEST(LeasedRegions, SkewedTrafficMovesTheLimitToTheBusyRegion) {
   ExpectWithinBound(steady);
   // The quiet regions get what they ask, the busy one the rest: most of the limit (a 2.1 s run
   // may span two windows and parts of two more that the traffic before it had already spent).
-  // A quiet region's part is its demand over the last refresh (100 ms here) plus 25%: on a
-  // loaded machine the test thread's ticks bunch, a refresh period's offered load then varies
-  // by more than that, and a few of its requests are refused until the next refresh. Hence
-  // three quarters, not all.
+  // A quiet region's part is its demand plus 25%, its demand the larger of its rate over the
+  // last refresh (100 ms here) and over the last second: on a loaded machine the test thread's
+  // ticks bunch, the offered load rises by more than that within a second, and a few of its
+  // requests are refused until the next refresh. Hence three quarters, not all.
   EXPECT_GE(steady.total[1] * 4, steady.offered[1] * 3) << steady.total[1];
   EXPECT_GE(steady.total[2] * 4, steady.offered[2] * 3) << steady.total[2];
   EXPECT_GE(steady.total[0], kLimit * 12 / 10) << steady.total[0] << " of " << steady.offered[0];
