@@ -89,6 +89,19 @@ size_t UsageViewBytes(const Flags& flags) {
 // "off" (or empty) turns a listener off.
 bool Disabled(const std::string& address) { return address.empty() || address == "off"; }
 
+// The HTTP API and the forward-auth endpoint are two listeners with the same bounds and
+// timeouts: one place says which flags make them.
+HttpServerOptions ListenerOptions(const Flags& flags, const std::string& address) {
+  HttpServerOptions o;
+  o.address = address;
+  o.threads = flags.threads;
+  o.max_connections = flags.http_max_connections;
+  o.max_body_bytes = flags.http_max_body_bytes;
+  o.request_timeout = std::chrono::milliseconds(flags.http_timeout_ms);
+  o.shutdown_grace = std::chrono::milliseconds(flags.shutdown_grace_ms);
+  return o;
+}
+
 // Each open connection is a descriptor; the default soft limit (often 1024) would cap the
 // connection bound below what --http-max-connections promises.
 void RaiseFileLimit() {
@@ -338,15 +351,8 @@ int Run(const Flags& flags) {
 
   std::unique_ptr<HttpServer> http;
   if (!Disabled(flags.http)) {
-    HttpServerOptions http_options;
-    http_options.address = flags.http;
-    http_options.threads = flags.threads;
-    http_options.max_connections = flags.http_max_connections;
-    http_options.max_body_bytes = api_options.max_body_bytes;
-    http_options.request_timeout = std::chrono::milliseconds(flags.http_timeout_ms);
-    http_options.shutdown_grace = std::chrono::milliseconds(flags.shutdown_grace_ms);
-    auto started =
-        HttpServer::Start(http_options, [&api](const HttpRequestView& r) { return api.Handle(r); });
+    auto started = HttpServer::Start(ListenerOptions(flags, flags.http),
+                                     [&api](const HttpRequestView& r) { return api.Handle(r); });
     if (!started) {
       spdlog::error("{}", started.error().message);
       return 1;
@@ -362,15 +368,9 @@ int Run(const Flags& flags) {
   const ForwardAuthApi forward_auth(service->get(), &metrics, {.headers = headers});
   std::unique_ptr<HttpServer> forward_auth_http;
   if (!Disabled(flags.forward_auth)) {
-    HttpServerOptions fa_options;
-    fa_options.address = flags.forward_auth;
-    fa_options.threads = flags.threads;
-    fa_options.max_connections = flags.http_max_connections;
-    fa_options.max_body_bytes = api_options.max_body_bytes;
-    fa_options.request_timeout = std::chrono::milliseconds(flags.http_timeout_ms);
-    fa_options.shutdown_grace = std::chrono::milliseconds(flags.shutdown_grace_ms);
     auto started = HttpServer::Start(
-        fa_options, [&forward_auth](const HttpRequestView& r) { return forward_auth.Handle(r); });
+        ListenerOptions(flags, flags.forward_auth),
+        [&forward_auth](const HttpRequestView& r) { return forward_auth.Handle(r); });
     if (!started) {
       spdlog::error("forward-auth: {}", started.error().message);
       return 1;
