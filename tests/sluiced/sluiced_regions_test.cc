@@ -181,14 +181,15 @@ class SluicedRegions : public ::testing::Test {
 };
 
 // Offers `offered` requests of `body` to each port in turn and checks that in every window each
-// region admitted exactly min(offered in it, its part).
+// region admitted exactly min(offered in it, its part). `period` is the limit's window: the
+// answers are grouped by it (a wrong one merges or splits windows).
 void ExpectExactParts(const std::vector<int>& ports, const std::vector<int64_t>& parts,
-                      const std::string& body, int offered) {
+                      const std::string& body, int offered, milliseconds period) {
   for (size_t i = 0; i < ports.size(); ++i) {
     HttpClient client(ports[i]);
     std::map<int64_t, std::pair<int64_t, int64_t>> by_window;  // offered, admitted
     for (int k = 0; k < offered; ++k) {
-      const auto a = Check(client, body, seconds(60));
+      const auto a = Check(client, body, period);
       ASSERT_TRUE(a.has_value()) << "region " << i << " request " << k;
       auto& [o, admitted] = by_window[a->window];
       ++o;
@@ -211,7 +212,8 @@ TEST_F(SluicedRegions, StaticEachRegionAdmitsExactlyItsShareWithoutTheGlobalStor
   auto eu = Start(1, /*global=*/false);
   auto ap = Start(2, /*global=*/false);
   // A burst far over every part; a window boundary may fall inside it.
-  ExpectExactParts({us->port(), eu->port(), ap->port()}, {50, 30, 20}, Body("static", "k"), 80);
+  ExpectExactParts({us->port(), eu->port(), ap->port()}, {50, 30, 20}, Body("static", "k"), 80,
+                   seconds(60));
 }
 
 // Traffic over the three regions, the parts they held, and what was admitted, per window.
@@ -514,24 +516,25 @@ TEST_F(SluicedRegions, AnUnreachableGlobalStoreServesStaticSharesAndAReloadMoves
   ASSERT_GT(us->port(), 0);
   EXPECT_TRUE(us->WaitForLog("unreachable")) << us->Log();
   EXPECT_TRUE(us->WaitForLog("until it answers they decide on their static shares")) << us->Log();
-  ExpectExactParts({us->port()}, {34}, Body("leased", "a"), 40);  // 100 a second, us 0.34
+  ExpectExactParts({us->port()}, {34}, Body("leased", "a"), 40,
+                   seconds(1));  // 100 a second, us 0.34
   EXPECT_EQ(Metric(us->port(), Series("sluice_region_share_units")), 34);
   EXPECT_GT(Metric(us->port(), Series("sluice_region_cutoff_decisions_total")), 0);
-  ExpectExactParts({us->port()}, {50}, Body("static", "a"), 60);
+  ExpectExactParts({us->port()}, {50}, Body("static", "a"), 60, seconds(60));
 
   WriteConfig(Config("{us: 0.2, eu: 0.3, ap: 0.5}", "{us: 0.6, eu: 0.2, ap: 0.2}"));
   us->Signal(SIGHUP);
   ASSERT_TRUE(us->WaitForLog("config reloaded")) << us->Log();
   EXPECT_EQ(Metric(us->port(), Series("sluice_region_share_units")), 60);
-  ExpectExactParts({us->port()}, {60}, Body("leased", "b"), 70);
-  ExpectExactParts({us->port()}, {20}, Body("static", "b"), 30);
+  ExpectExactParts({us->port()}, {60}, Body("leased", "b"), 70, seconds(1));
+  ExpectExactParts({us->port()}, {20}, Body("static", "b"), 30, seconds(60));
 
   // A reload that drops the us share is refused; the running config keeps serving.
   WriteConfig(Config("{eu: 0.5, ap: 0.5}"));
   us->Signal(SIGHUP);
   ASSERT_TRUE(us->WaitForLog("reload failed, keeping the running config")) << us->Log();
   EXPECT_NE(us->Log().find("do not list this node's region 'us'"), std::string::npos);
-  ExpectExactParts({us->port()}, {20}, Body("static", "c"), 30);
+  ExpectExactParts({us->port()}, {20}, Body("static", "c"), 30, seconds(60));
 
   WriteConfig(
       "domain: world\ndescriptors:\n  - key: plain\n    rate_limit: {unit: second, "
