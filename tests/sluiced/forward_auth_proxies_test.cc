@@ -368,7 +368,11 @@ TEST_F(ForwardAuthProxiesShaping, SigtermSendsHeldAnswersAtOnce) {
     const auto r = clients[static_cast<size_t>(i)]->Read(std::chrono::seconds(3));
     ASSERT_TRUE(r.has_value()) << i;
     EXPECT_EQ(r->status, 200) << i;
-    EXPECT_EQ(r->Header("Connection"), "close") << i;
+    // The 1 s hold can come due about when the signal lands (slow under a sanitizer): sent at
+    // its own time it is an ordinary answer. Every later one must be the shutdown's.
+    if (i > 1) {
+      EXPECT_EQ(r->Header("Connection"), "close") << i;
+    }
     clients[static_cast<size_t>(i)].reset();
   }
   EXPECT_LT(std::chrono::steady_clock::now() - signalled, std::chrono::milliseconds(900))
