@@ -11,6 +11,7 @@
 
 #include "core/arith.h"
 #include "sluice/decide_all.h"
+#include "store/give_back.h"
 #include "store/redis/crc16.h"
 #include "store/redis/redis_client.h"
 #include "store/redis/redis_events.h"
@@ -246,7 +247,8 @@ class RedisStoreImpl final : public RedisStore,
   GroupOutcome ReadGroup(const SlotGroup& group, const Result<RedisReply>& reply,
                          std::span<Decision> out) const;
   std::vector<std::string> RefundArgs(const SlotCheck& c, Timestamp now, int64_t at_us) const;
-  void CountRefund(bool given_back, const SlotCheck& c, Decision& d);
+  // Counts a refund's outcome; returns it.
+  bool CountRefund(bool given_back);
   static void RefundAsync(const std::shared_ptr<AsyncAll>& state);
   static void RefundNext(const std::shared_ptr<AsyncAll>& state);
 
@@ -718,8 +720,8 @@ GroupOutcome RedisStoreImpl::ReadGroup(const SlotGroup& group, const Result<Redi
     if (!ok || !c.limiter->Read(reply->elements[1].elements[k], c.cost, c.charge, d)) {
       d = c.limiter->Failed(d,
                             reply ? Error{"redis: unexpected multi-limit reply"} : reply.error());
-    } else if (d.allowed && rolled_back && !c.charge) {
-      d.remaining = std::min(d.limit, d.remaining + c.cost);
+    } else if (rolled_back && internal::TookQuota(c.charge, d)) {
+      internal::ReportGivenBack(d, c.cost);  // the script gave it back
     }
   }
   outcome.admitted = ok && !rolled_back;
@@ -735,14 +737,25 @@ std::vector<std::string> RedisStoreImpl::RefundArgs(const SlotCheck& c, Timestam
   return args;
 }
 
-void RedisStoreImpl::CountRefund(bool given_back, const SlotCheck& c, Decision& d) {
-  if (given_back) {
-    d.remaining = std::min(d.limit, d.remaining + c.cost);
-    refunds_.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    refund_failures_.fetch_add(1, std::memory_order_relaxed);
-  }
+bool RedisStoreImpl::CountRefund(bool given_back) {
+  (given_back ? refunds_ : refund_failures_).fetch_add(1, std::memory_order_relaxed);
+  return given_back;
 }
+
+namespace {
+
+// Per check, the group's script now if its group's admissions stood (null otherwise: a group
+// the script rolled back gave its admissions back itself).
+std::vector<std::pair<const SlotCheck*, int64_t>> AdmittedByIndex(
+    size_t checks, std::span<const std::pair<const SlotGroup*, int64_t>> admitted) {
+  std::vector<std::pair<const SlotCheck*, int64_t>> by_index(checks, {nullptr, 0});
+  for (const auto& [group, at_us] : admitted) {
+    for (const SlotCheck& c : group->checks) by_index[c.index] = {&c, at_us};
+  }
+  return by_index;
+}
+
+}  // namespace
 
 void RedisStoreImpl::DecideAll(std::span<const LimitCheck> checks, Timestamp now,
                                std::span<Decision> out) {
@@ -758,23 +771,16 @@ void RedisStoreImpl::DecideAll(std::span<const LimitCheck> checks, Timestamp now
         ReadGroup(group, transport_->Eval(internal::kMultiScript, keys, args), out);
     if (outcome.admitted) admitted.emplace_back(&group, outcome.at_us);
   }
-  if (!RequestRefused(checks, out)) return;
-
-  // Another slot (or a check decided without Redis) refused the request: give back what these
-  // admitted, newest first, so that a limit checked twice unwinds in the reverse order (a
-  // sliding-log refund can only take the newest entry).
-  for (auto group = admitted.rbegin(); group != admitted.rend(); ++group) {
-    const auto& checks_of = group->first->checks;
-    for (auto c = checks_of.rbegin(); c != checks_of.rend(); ++c) {
-      Decision& d = out[c->index];
-      if (!d.allowed || d.degraded || c->charge) continue;  // a charge stays taken
-      const std::string keys[1] = {c->key};
-      CountRefund(
-          transport_->Eval(internal::kRefundScript, keys, RefundArgs(*c, now, group->second))
-              .has_value(),
-          *c, d);
-    }
-  }
+  // Another slot (or a check decided without Redis) refused the request: the groups whose
+  // admissions stood give them back, one script each.
+  const auto by_index = AdmittedByIndex(checks.size(), admitted);
+  internal::GiveBackIfRefused(checks, out, [&](size_t i) {
+    const auto [c, at_us] = by_index[i];
+    if (c == nullptr) return false;
+    const std::string keys[1] = {c->key};
+    return CountRefund(
+        transport_->Eval(internal::kRefundScript, keys, RefundArgs(*c, now, at_us)).has_value());
+  });
 }
 
 // The state of one DecideAllAsync: its groups' replies may come on different connections'
@@ -832,16 +838,11 @@ void RedisStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timestam
 // (a sliding-log refund can only take the newest entry), and refunds sent together could run in
 // any order on different connections.
 void RedisStoreImpl::RefundAsync(const std::shared_ptr<AsyncAll>& state) {
-  if (RequestRefused(state->kinds, state->out)) {
-    for (auto group = state->admitted.rbegin(); group != state->admitted.rend(); ++group) {
-      const auto& checks = group->first->checks;
-      for (auto c = checks.rbegin(); c != checks.rend(); ++c) {
-        const Decision& d = state->out[c->index];
-        if (!d.allowed || d.degraded || c->charge) continue;  // a charge stays taken
-        state->refunds.push_back({&*c, group->second});
-      }
-    }
-  }
+  const auto by_index = AdmittedByIndex(state->kinds.size(), state->admitted);
+  internal::GiveBackIfRefused(state->kinds, state->out, [&](size_t i) {
+    if (by_index[i].first != nullptr) state->refunds.push_back(by_index[i]);
+    return false;  // reported when its refund is answered (RefundNext)
+  });
   RefundNext(state);
 }
 
@@ -854,7 +855,9 @@ void RedisStoreImpl::RefundNext(const std::shared_ptr<AsyncAll>& state) {
       [state, c](Result<RedisReply> reply) {
         {
           std::lock_guard<std::mutex> lock(state->mu);
-          state->store->CountRefund(reply.has_value(), *c, state->out[c->index]);
+          if (state->store->CountRefund(reply.has_value())) {
+            internal::ReportGivenBack(state->out[c->index], c->cost);
+          }
           ++state->refunded;
         }
         RefundNext(state);
