@@ -1,6 +1,6 @@
 #include "sluice/decide_all.h"
 
-#include <algorithm>
+#include "store/give_back.h"
 
 namespace sluice {
 
@@ -31,14 +31,10 @@ void DecideAll(std::span<const LimitCheck> checks, Timestamp now, std::span<Deci
           c.charge ? c.limiter->Charge(c.key, now, c.cost) : c.limiter->Decide(c.key, now, c.cost);
     }
   }
-  if (!RequestRefused(checks, out)) return;
-  // Newest first, so a limit checked twice for one request unwinds in the reverse order.
-  for (size_t i = checks.size(); i-- > 0;) {
-    Decision& d = out[i];
-    if (!d.allowed || d.degraded || checks[i].charge) continue;  // charges stay taken
+  internal::GiveBackIfRefused(checks, out, [&](size_t i) {
     checks[i].limiter->Refund(checks[i].key, now, now, checks[i].cost);
-    d.remaining = std::min(d.limit, d.remaining + checks[i].cost);
-  }
+    return true;
+  });
 }
 
 }  // namespace sluice

@@ -18,7 +18,7 @@ namespace sluice::internal {
 
 BatchedLimiter::BatchedLimiter(std::shared_ptr<BatchedStoreImpl> store,
                                std::shared_ptr<Limiter> inner, std::shared_ptr<ViewTable> table)
-    : WrappingLimiter(store.get(), std::move(inner)),
+    : ForwardingLimiter(store.get(), std::move(inner)),
       store_(std::move(store)),
       table_(std::move(table)) {}
 
@@ -27,7 +27,7 @@ BatchedLimiter::BatchedLimiter(std::shared_ptr<BatchedStoreImpl> store,
 BatchedLimiter::~BatchedLimiter() { store_->Retire(table_); }
 
 StoreStats BatchedLimiter::Stats() const {
-  StoreStats s = inner_->Stats();
+  StoreStats s = inner()->Stats();
   s.batched = true;
   s.keys += table_->views();
   s.batched_pending_hits = table_->pending_hits();

@@ -1,6 +1,6 @@
-// The batched store's limiters: one that passes everything to the inner store's limiter (every
-// sync mode but batched), and one per batchable algorithm that decides from local views kept in
-// a ViewTable. Internal to the batched store (include/sluice/batched_store.h).
+// The batched store's limiters: one that passes everything to the inner store's limiter, counted
+// (every sync mode but batched), and one per batchable algorithm that decides from local views kept
+// in a ViewTable. Internal to the batched store (include/sluice/batched_store.h).
 #ifndef SLUICE_STORE_BATCHED_BATCHED_LIMITER_H_
 #define SLUICE_STORE_BATCHED_BATCHED_LIMITER_H_
 
@@ -14,58 +14,46 @@
 
 #include "sluice/batched_store.h"
 #include "sluice/limiter.h"
+#include "store/forwarding.h"
 
 namespace sluice::internal {
 
 class BatchedStoreImpl;
 
-// A limiter of the batched store: the inner store's limiter it wraps (shared: a batched limit's
-// views keep it alive for their last send).
-class WrappingLimiter : public Limiter {
- public:
-  WrappingLimiter(const Store* owner, std::shared_ptr<Limiter> inner)
-      : Limiter(owner), inner_(std::move(inner)) {}
-  Limiter* inner() const { return inner_.get(); }
-  virtual class ViewTable* table() const { return nullptr; }  // null: passes through
-  const LimitSpec& spec() const override { return inner_->spec(); }
-
- protected:
-  const std::shared_ptr<Limiter> inner_;
-};
-
 // Every other sync mode: the inner store's limiter, unchanged; its decisions are counted as the
 // inner store's (`forwarded`).
-class PassLimiter final : public WrappingLimiter {
+class CountingLimiter final : public ForwardingLimiter {
  public:
-  PassLimiter(const Store* owner, std::shared_ptr<Limiter> inner, std::atomic<uint64_t>& forwarded)
-      : WrappingLimiter(owner, std::move(inner)), forwarded_(forwarded) {}
+  CountingLimiter(const Store* owner, std::shared_ptr<Limiter> inner,
+                  std::atomic<uint64_t>& forwarded)
+      : ForwardingLimiter(owner, std::move(inner)), forwarded_(forwarded) {}
   Decision Decide(std::string_view key, Timestamp now, int64_t cost) override {
     Count(1);
-    return inner_->Decide(key, now, cost);
+    return ForwardingLimiter::Decide(key, now, cost);
   }
   Decision Charge(std::string_view key, Timestamp now, int64_t cost) override {
     Count(1);
-    return inner_->Charge(key, now, cost);
+    return ForwardingLimiter::Charge(key, now, cost);
   }
   void DecideAsync(std::string_view key, Timestamp now, int64_t cost,
                    DecisionCallback done) override {
     Count(1);
-    inner_->DecideAsync(key, now, cost, std::move(done));
+    ForwardingLimiter::DecideAsync(key, now, cost, std::move(done));
   }
   void ChargeAsync(std::string_view key, Timestamp now, int64_t cost,
                    DecisionCallback done) override {
     Count(1);
-    inner_->ChargeAsync(key, now, cost, std::move(done));
+    ForwardingLimiter::ChargeAsync(key, now, cost, std::move(done));
   }
   void DecideBatch(std::span<const DecideRequest> requests, std::span<Decision> out) override {
     Count(requests.size());
-    inner_->DecideBatch(requests, out);
+    ForwardingLimiter::DecideBatch(requests, out);
   }
-  void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
-    inner_->Refund(key, at, now, cost);
+  void TakeAsync(std::string_view key, Timestamp now, const LeaseRequest& request,
+                 LeaseCallback done) override {
+    Count(1);  // one decision of the request's cost, with its units, in one step
+    ForwardingLimiter::TakeAsync(key, now, request, std::move(done));
   }
-  void Reset(std::string_view key) override { inner_->Reset(key); }
-  StoreStats Stats() const override { return inner_->Stats(); }
 
  private:
   void Count(size_t n) { forwarded_.fetch_add(n, std::memory_order_relaxed); }
@@ -145,12 +133,13 @@ std::shared_ptr<ViewTable> MakeViewTable(BatchedStoreImpl& store, std::shared_pt
 
 // A batched limit's limiter: its table's operations; when it goes, the store sends what the
 // table still holds.
-class BatchedLimiter final : public WrappingLimiter {
+class BatchedLimiter final : public ForwardingLimiter {
  public:
   BatchedLimiter(std::shared_ptr<BatchedStoreImpl> store, std::shared_ptr<Limiter> inner,
                  std::shared_ptr<ViewTable> table);
   ~BatchedLimiter() override;
-  ViewTable* table() const override { return table_.get(); }
+  ViewTable* table() const { return table_.get(); }
+  bool served_by_layer() const override { return true; }
 
   Decision Decide(std::string_view key, Timestamp now, int64_t cost) override {
     return table_->Take(key, now, cost, /*charge=*/false);
@@ -168,6 +157,22 @@ class BatchedLimiter final : public WrappingLimiter {
   }
   void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
     table_->Refund(key, at, now, cost);
+  }
+  // A view's refund is in memory: it never waits for the inner store.
+  void RefundAsync(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
+    table_->Refund(key, at, now, cost);
+  }
+  // The rest from the views too, as Limiter's defaults do it over the calls above: a batch one
+  // by one, a lease's units with a second take, units given back as a refund.
+  void DecideBatch(std::span<const DecideRequest> requests, std::span<Decision> out) override {
+    Limiter::DecideBatch(requests, out);
+  }
+  void TakeAsync(std::string_view key, Timestamp now, const LeaseRequest& request,
+                 LeaseCallback done) override {
+    Limiter::TakeAsync(key, now, request, std::move(done));
+  }
+  void GiveBack(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units) override {
+    Limiter::GiveBack(key, stamp_us, now, units);
   }
   void Reset(std::string_view key) override { table_->Reset(key); }
   StoreStats Stats() const override;

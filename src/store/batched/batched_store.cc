@@ -38,7 +38,7 @@ Result<std::shared_ptr<BatchedStore>> OpenBatchedStore(std::shared_ptr<Store> in
 namespace internal {
 
 BatchedStoreImpl::BatchedStoreImpl(std::shared_ptr<Store> inner, const BatchedStoreOptions& options)
-    : inner_(std::move(inner)), max_bytes_(options.max_bytes), clock_(options.clock) {}
+    : ForwardingStore(std::move(inner)), max_bytes_(options.max_bytes), clock_(options.clock) {}
 
 BatchedStoreImpl::~BatchedStoreImpl() {
   if (timer_.joinable()) {
@@ -85,10 +85,10 @@ Result<std::unique_ptr<Limiter>> BatchedStoreImpl::MakeLimiter(const LimitSpec& 
       return MakeError("sync mode batched: interval must be positive");
     }
   }
-  auto inner = inner_->MakeLimiter(spec, options);
+  auto inner = inner_store().MakeLimiter(spec, options);
   if (!inner) return std::unexpected(inner.error());
   if (options.sync.mode != SyncMode::kBatched) {
-    return std::make_unique<PassLimiter>(this, std::move(*inner), forwarded_);
+    return std::make_unique<CountingLimiter>(this, std::move(*inner), forwarded_);
   }
   std::shared_ptr<Limiter> shared_inner = std::move(*inner);
   auto table = MakeViewTable(*this, shared_inner, spec, options.sync.interval);
@@ -105,34 +105,19 @@ Result<std::unique_ptr<Limiter>> BatchedStoreImpl::MakeLimiter(const LimitSpec& 
                                           std::move(table));
 }
 
-WrappingLimiter* BatchedStoreImpl::Mine(const LimitCheck& c) const {
-  return c.limiter != nullptr && c.limiter->owner() == this
-             ? static_cast<WrappingLimiter*>(c.limiter)
-             : nullptr;
-}
-
 bool BatchedStoreImpl::AllLocal(std::span<const LimitCheck> checks) const {
   if (checks.empty()) return false;
   return std::all_of(checks.begin(), checks.end(), [this](const LimitCheck& c) {
-    const WrappingLimiter* mine = Mine(c);
-    return mine != nullptr && mine->table() != nullptr && mine->table()->HasView(c.key);
+    const BatchedLimiter* mine = Own<BatchedLimiter>(c);
+    return mine != nullptr && mine->table()->HasView(c.key);
   });
-}
-
-std::vector<LimitCheck> BatchedStoreImpl::InnerChecks(std::span<const LimitCheck> checks) const {
-  std::vector<LimitCheck> inner(checks.begin(), checks.end());
-  for (LimitCheck& c : inner) {
-    const WrappingLimiter* mine = Mine(c);
-    c.limiter = mine != nullptr ? mine->inner() : nullptr;  // null: kInvalidRequest there
-  }
-  return inner;
 }
 
 std::vector<bool> BatchedStoreImpl::TrackAll(std::span<const LimitCheck> checks) {
   std::vector<bool> tracked(checks.size(), false);
   for (size_t i = 0; i < checks.size(); ++i) {
-    WrappingLimiter* mine = Mine(checks[i]);
-    if (mine == nullptr || mine->table() == nullptr) continue;
+    BatchedLimiter* mine = Own<BatchedLimiter>(checks[i]);
+    if (mine == nullptr) continue;
     tracked[i] = mine->table()->Track(checks[i].key, checks[i].cost);
   }
   return tracked;
@@ -148,8 +133,8 @@ void BatchedStoreImpl::ObserveAll(std::span<const LimitCheck> checks, Timestamp 
     const Decision& d = out[i];
     const bool answered = !d.degraded && d.reason != DecisionReason::kInvalidRequest;
     const bool taken = answered && (checks[i].charge || (d.allowed && !refused));
-    Mine(checks[i])->table()->Observe(checks[i].key, now, checks[i].cost, checks[i].charge, d,
-                                      taken);
+    Own<BatchedLimiter>(checks[i])->table()->Observe(checks[i].key, now, checks[i].cost,
+                                                     checks[i].charge, d, taken);
   }
 }
 
@@ -157,20 +142,6 @@ void BatchedStoreImpl::ObserveAll(std::span<const LimitCheck> checks, Timestamp 
 // it (local refunds). Anything else -- an exact limit among them, a key seen for the first time
 // -- goes to the inner store whole, which keeps all-or-nothing its job, and its answers seed the
 // views.
-void BatchedStoreImpl::DecideAll(std::span<const LimitCheck> checks, Timestamp now,
-                                 std::span<Decision> out) {
-  SawTime(now);
-  if (AllLocal(checks)) {
-    sluice::DecideAll(checks, now, out);
-    return;
-  }
-  const std::vector<LimitCheck> inner = InnerChecks(checks);
-  const std::vector<bool> tracked = TrackAll(checks);
-  inner_->DecideAll(inner, now, out);
-  CountForwarded(checks.size());
-  ObserveAll(checks, now, out, tracked);
-}
-
 void BatchedStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
                                       DecideAllCallback done) {
   SawTime(now);
@@ -182,19 +153,19 @@ void BatchedStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timest
   }
   // What the answer's handler reads: the checks with keys of their own.
   auto pending = std::make_shared<internal::OwnedChecks>(checks);
-  const std::vector<LimitCheck> inner = InnerChecks(checks);
+  const std::vector<LimitCheck> inner = InnerChecks(checks).checks;
   auto self = shared_from_this();
-  inner_->DecideAllAsync(inner, now,
-                         [self, pending, now, tracked = TrackAll(checks),
-                          done = std::move(done)](std::span<const Decision> out) {
-                           self->CountForwarded(pending->checks.size());
-                           self->ObserveAll(pending->checks, now, out, tracked);
-                           done(out);
-                         });
+  inner_store().DecideAllAsync(inner, now,
+                               [self, pending, now, tracked = TrackAll(checks),
+                                done = std::move(done)](std::span<const Decision> out) {
+                                 self->CountForwarded(pending->checks.size());
+                                 self->ObserveAll(pending->checks, now, out, tracked);
+                                 done(out);
+                               });
 }
 
 StoreStats BatchedStoreImpl::Stats() const {
-  StoreStats s = inner_->Stats();
+  StoreStats s = ForwardingStore::Stats();
   s.batched = true;
   s.bytes += bytes_.load(std::memory_order_relaxed);
   s.max_bytes += max_bytes_;
@@ -314,7 +285,7 @@ void BatchedStoreImpl::Send(
       checks.push_back(
           LimitCheck{item.table->inner(), item.key, item.hits, /*charge=*/item.hits > 0});
     }
-    inner_->DecideAllAsync(
+    inner_store().DecideAllAsync(
         checks, now, [answered, begin](std::span<const Decision> out) { answered(begin, out); });
   }
 }

@@ -19,7 +19,7 @@
 
 namespace sluice::internal {
 
-class BatchedStoreImpl final : public BatchedStore,
+class BatchedStoreImpl final : public ForwardingStore<BatchedStore>,
                                public std::enable_shared_from_this<BatchedStoreImpl> {
  public:
   static constexpr size_t kChecksPerCall = 128;  // charges per inner DecideAll of a flush
@@ -31,13 +31,9 @@ class BatchedStoreImpl final : public BatchedStore,
 
   Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec,
                                                const LimiterOptions& options) override;
-  void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
-                 std::span<Decision> out) override;
   void DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
                       DecideAllCallback done) override;
-  bool Ready() override { return inner_->Ready(); }
   StoreStats Stats() const override;
-  size_t MaxTransientLimiters() const override { return inner_->MaxTransientLimiters(); }
   BatchedFlush FlushDue(Timestamp now) override;
   BatchedFlush Flush(Timestamp now) override;
 
@@ -63,8 +59,6 @@ class BatchedStoreImpl final : public BatchedStore,
             const std::function<void(size_t, std::span<const Decision>)>& answered);
   // Every check is a batched limiter's, on a key it holds a view of: decided here.
   bool AllLocal(std::span<const LimitCheck> checks) const;
-  WrappingLimiter* Mine(const LimitCheck& c) const;
-  std::vector<LimitCheck> InnerChecks(std::span<const LimitCheck> checks) const;
   // The whole request goes to the inner store: each batched check's view counts its cost as
   // taken until the answer (ViewTable::Track); whether each was tracked.
   std::vector<bool> TrackAll(std::span<const LimitCheck> checks);
@@ -73,7 +67,6 @@ class BatchedStoreImpl final : public BatchedStore,
                   const std::vector<bool>& tracked);
   void RunTimer();
 
-  const std::shared_ptr<Store> inner_;
   const size_t max_bytes_;
   const std::shared_ptr<const Clock> clock_;
 

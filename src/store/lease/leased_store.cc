@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "sluice/decide_all.h"
+#include "store/forwarding.h"
+#include "store/give_back.h"
 #include "store/lease/lease_book.h"
 
 namespace sluice {
@@ -26,63 +28,8 @@ constexpr auto kSweepEvery = std::chrono::milliseconds(20);
 class LeasedStoreImpl;
 class LeasedLimiter;
 
-// Every limiter this store makes: the inner store's limiter it wraps, and whether it leases.
-class LayerLimiter : public Limiter {
- public:
-  virtual Limiter* inner() const = 0;
-  virtual LeasedLimiter* leased() { return nullptr; }
-
- protected:
-  explicit LayerLimiter(const Store* owner) : Limiter(owner) {}
-};
-
-// A limiter of another sync mode: the inner store's, under this store's name.
-class PassLimiter final : public LayerLimiter {
- public:
-  PassLimiter(const Store* owner, std::unique_ptr<Limiter> inner)
-      : LayerLimiter(owner), inner_(std::move(inner)) {}
-
-  Decision Decide(std::string_view key, Timestamp now, int64_t cost) override {
-    return inner_->Decide(key, now, cost);
-  }
-  Decision Charge(std::string_view key, Timestamp now, int64_t cost) override {
-    return inner_->Charge(key, now, cost);
-  }
-  void DecideAsync(std::string_view key, Timestamp now, int64_t cost,
-                   DecisionCallback done) override {
-    inner_->DecideAsync(key, now, cost, std::move(done));
-  }
-  void ChargeAsync(std::string_view key, Timestamp now, int64_t cost,
-                   DecisionCallback done) override {
-    inner_->ChargeAsync(key, now, cost, std::move(done));
-  }
-  void DecideBatch(std::span<const DecideRequest> requests, std::span<Decision> out) override {
-    inner_->DecideBatch(requests, out);
-  }
-  void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
-    inner_->Refund(key, at, now, cost);
-  }
-  void RefundAsync(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
-    inner_->RefundAsync(key, at, now, cost);
-  }
-  void TakeAsync(std::string_view key, Timestamp now, const LeaseRequest& request,
-                 LeaseCallback done) override {
-    inner_->TakeAsync(key, now, request, std::move(done));
-  }
-  void GiveBack(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units) override {
-    inner_->GiveBack(key, stamp_us, now, units);
-  }
-  void Reset(std::string_view key) override { inner_->Reset(key); }
-  StoreStats Stats() const override { return inner_->Stats(); }
-  const LimitSpec& spec() const override { return inner_->spec(); }
-  Limiter* inner() const override { return inner_.get(); }
-
- private:
-  const std::unique_ptr<Limiter> inner_;
-};
-
 // A limiter whose keys are decided from leases.
-class LeasedLimiter final : public LayerLimiter {
+class LeasedLimiter final : public internal::ForwardingLimiter {
  public:
   LeasedLimiter(LeasedStoreImpl* store, std::unique_ptr<Limiter> inner, const QuotaSync& sync,
                 std::shared_ptr<std::atomic<int64_t>> byte_budget);
@@ -102,36 +49,33 @@ class LeasedLimiter final : public LayerLimiter {
                    DecisionCallback done) override {
     DecideOneAsync(key, now, cost, /*charge=*/true, std::move(done));
   }
+  // One by one, each from the leases (Limiter's loop over Decide).
+  void DecideBatch(std::span<const DecideRequest> requests, std::span<Decision> out) override {
+    Limiter::DecideBatch(requests, out);
+  }
   // A fixed window's admission goes back to the window it was counted in, which only the
   // shared store knows; the buckets' into the units held (the same quota, nearer).
   void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
     if (cost <= 0 || cost > spec().Capacity()) return;
     if (spec().algorithm == Algorithm::kFixedWindow || !book_->PutBack(key, now, cost)) {
-      inner_->Refund(key, at, now, cost);
+      inner()->Refund(key, at, now, cost);
     }
   }
   void RefundAsync(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
     if (cost <= 0 || cost > spec().Capacity()) return;
     if (spec().algorithm == Algorithm::kFixedWindow || !book_->PutBack(key, now, cost)) {
-      inner_->RefundAsync(key, at, now, cost);
+      inner()->RefundAsync(key, at, now, cost);
     }
   }
-  void TakeAsync(std::string_view key, Timestamp now, const LeaseRequest& request,
-                 LeaseCallback done) override {
-    inner_->TakeAsync(key, now, request, std::move(done));
-  }
-  void GiveBack(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units) override {
-    inner_->GiveBack(key, stamp_us, now, units);
-  }
+  // TakeAsync and GiveBack (the leases' own traffic, from a layer above) pass through.
   // The shared counter is forgotten: what this node held of it goes with it.
   void Reset(std::string_view key) override {
     book_->Forget(key);
-    inner_->Reset(key);
+    inner()->Reset(key);
   }
   StoreStats Stats() const override;
-  const LimitSpec& spec() const override { return inner_->spec(); }
-  Limiter* inner() const override { return inner_.get(); }
-  LeasedLimiter* leased() override { return this; }
+  bool served_by_layer() const override { return true; }
+  using ForwardingLimiter::inner;
   LeaseBook& book() { return *book_; }
   const QuotaSync& sync() const { return sync_; }
 
@@ -147,16 +91,14 @@ class LeasedLimiter final : public LayerLimiter {
                       DecisionCallback done);
 
   LeasedStoreImpl* const store_;
-  // Shared with the takes in flight, which may answer after this limiter is gone (a reload).
-  const std::shared_ptr<Limiter> inner_;
   const QuotaSync sync_;
   const std::shared_ptr<LeaseBook> book_;
 };
 
-class LeasedStoreImpl final : public LeasedStore {
+class LeasedStoreImpl final : public internal::ForwardingStore<LeasedStore> {
  public:
   LeasedStoreImpl(std::shared_ptr<Store> inner, LeasedStoreOptions options)
-      : inner_(std::move(inner)),
+      : ForwardingStore(std::move(inner)),
         options_(std::move(options)),
         clock_(options_.clock != nullptr ? options_.clock : &own_clock_),
         byte_budget_(
@@ -181,36 +123,16 @@ class LeasedStoreImpl final : public LeasedStore {
 
   Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec,
                                                const LimiterOptions& options) override {
-    if (options.sync.mode == SyncMode::kLeased) {
-      if (!SharedSyncCanServe(spec)) {
-        return MakeError("limit '" + options.id + "': sync mode leased needs token_bucket, gcra, " +
-                         "fixed_window or leaky_bucket without shaper, not " +
-                         std::string(AlgorithmName(spec.algorithm)) +
-                         (spec.shaper ? " shaper" : ""));
-      }
+    if (options.sync.mode != SyncMode::kLeased) return ForwardingStore::MakeLimiter(spec, options);
+    if (!SharedSyncCanServe(spec)) {
+      return MakeError("limit '" + options.id + "': sync mode leased needs token_bucket, gcra, " +
+                       "fixed_window or leaky_bucket without shaper, not " +
+                       std::string(AlgorithmName(spec.algorithm)) + (spec.shaper ? " shaper" : ""));
     }
-    auto inner = inner_->MakeLimiter(spec, options);
+    auto inner = inner_store().MakeLimiter(spec, options);
     if (!inner) return std::unexpected(inner.error());
-    if (options.sync.mode != SyncMode::kLeased) {
-      return std::unique_ptr<Limiter>(std::make_unique<PassLimiter>(this, std::move(*inner)));
-    }
     return std::unique_ptr<Limiter>(
         std::make_unique<LeasedLimiter>(this, std::move(*inner), options.sync, byte_budget_));
-  }
-
-  void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
-                 std::span<Decision> out) override {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool ready = false;
-    DecideAllAsync(checks, now, [&](std::span<const Decision> decided) {
-      std::copy(decided.begin(), decided.end(), out.begin());
-      std::lock_guard<std::mutex> lock(mu);
-      ready = true;
-      cv.notify_one();
-    });
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return ready; });
   }
 
   void DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
@@ -219,10 +141,8 @@ class LeasedStoreImpl final : public LeasedStore {
   void DecideOneLeased(LeasedLimiter& l, const LimitCheck& c, Timestamp now,
                        DecideAllCallback done);
 
-  bool Ready() override { return inner_->Ready(); }
-
   StoreStats Stats() const override {
-    StoreStats s = inner_->Stats();
+    StoreStats s = ForwardingStore::Stats();
     std::lock_guard<std::mutex> lock(registry_mu_);
     for (const LeasedLimiter* l : limiters_) {
       const StoreStats own = l->Stats();
@@ -234,8 +154,6 @@ class LeasedStoreImpl final : public LeasedStore {
     }
     return s;
   }
-
-  size_t MaxTransientLimiters() const override { return inner_->MaxTransientLimiters(); }
 
   void ReturnExpired(Timestamp now) override {
     std::lock_guard<std::mutex> lock(registry_mu_);
@@ -264,7 +182,6 @@ class LeasedStoreImpl final : public LeasedStore {
     }
   }
 
-  const std::shared_ptr<Store> inner_;
   LeasedStoreOptions options_;
   MonotonicClock own_clock_;
   const Clock* const clock_;
@@ -280,11 +197,10 @@ class LeasedStoreImpl final : public LeasedStore {
 LeasedLimiter::LeasedLimiter(LeasedStoreImpl* store, std::unique_ptr<Limiter> inner,
                              const QuotaSync& sync,
                              std::shared_ptr<std::atomic<int64_t>> byte_budget)
-    : LayerLimiter(store),
+    : ForwardingLimiter(store, std::move(inner)),
       store_(store),
-      inner_(std::move(inner)),
       sync_(sync),
-      book_(std::make_shared<LeaseBook>(inner_->spec(), sync, std::move(byte_budget))) {
+      book_(std::make_shared<LeaseBook>(spec(), sync, std::move(byte_budget))) {
   store_->Register(this);
 }
 
@@ -294,12 +210,12 @@ LeasedLimiter::~LeasedLimiter() {
   book_->Close();
   const Timestamp now = store_->clock().Now();
   for (const internal::GiveBackOrder& o : book_->TakeAll()) {
-    inner_->GiveBack(o.key, o.stamp_us, now, o.units);
+    inner()->GiveBack(o.key, o.stamp_us, now, o.units);
   }
 }
 
 StoreStats LeasedLimiter::Stats() const {
-  StoreStats s = inner_->Stats();
+  StoreStats s = inner()->Stats();
   const internal::LeaseCounters& c = book_->counters();
   s.leased_decisions = c.local.load(std::memory_order_relaxed);
   s.leases_taken = c.taken.load(std::memory_order_relaxed);
@@ -313,22 +229,24 @@ void LeasedLimiter::Take(std::string_view key, Timestamp now, int64_t cost, int6
                          std::function<void(const Decision&)> done) {
   const LeaseRequest request{
       .cost = cost, .want = want, .holder = store_->holder(), .ttl = sync_.lease_ttl};
-  inner_->TakeAsync(key, now, request,
-                    [book = book_, inner = inner_, key = std::string(key), now, cost, want,
-                     done = std::move(done)](const LeaseGrant& grant) {
-                      book->Granted(key, now, cost, want, grant);
-                      if (book->closed()) {  // the limiter went while this was out
-                        for (const internal::GiveBackOrder& o : book->TakeAll()) {
-                          inner->GiveBack(o.key, o.stamp_us, now, o.units);
-                        }
-                      }
-                      if (done) done(grant.decision);
-                    });
+  // The inner limiter is shared with the take, which may answer after this limiter is gone (a
+  // reload).
+  inner()->TakeAsync(key, now, request,
+                     [book = book_, inner = shared_inner(), key = std::string(key), now, cost, want,
+                      done = std::move(done)](const LeaseGrant& grant) {
+                       book->Granted(key, now, cost, want, grant);
+                       if (book->closed()) {  // the limiter went while this was out
+                         for (const internal::GiveBackOrder& o : book->TakeAll()) {
+                           inner->GiveBack(o.key, o.stamp_us, now, o.units);
+                         }
+                       }
+                       if (done) done(grant.decision);
+                     });
 }
 
 void LeasedLimiter::ReturnExpired(Timestamp now) {
   for (const internal::GiveBackOrder& o : book_->TakeExpired(now)) {
-    inner_->GiveBack(o.key, o.stamp_us, now, o.units);
+    inner()->GiveBack(o.key, o.stamp_us, now, o.units);
   }
 }
 
@@ -368,25 +286,20 @@ struct Pending {
     if (outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) Finish();
   }
 
-  // All or nothing, as every store: a refused request keeps nothing but its charges.
+  // All or nothing, as every store: a refused request keeps nothing but its charges. Possibly
+  // on the inner store's I/O thread: nothing here may wait for that store.
   void Finish() {
-    if (RequestRefused(checks, out)) {
-      for (size_t i = 0; i < checks.size(); ++i) {
-        Decision& d = out[i];
-        if (!d.allowed || d.degraded || checks[i].charge) continue;
-        const Item& item = items[i];
-        const int64_t cost = checks[i].cost;
-        // Possibly on the inner store's I/O thread: nothing here may wait for that store.
-        if (item.leased != nullptr) {
-          item.leased->RefundAsync(item.key, now, now, cost);
-        } else if (!inner_refused) {
-          item.inner->RefundAsync(item.key, now, now, cost);
-        } else {
-          continue;  // given back, and reported so, by the inner store
-        }
-        d.remaining = std::min(d.limit, d.remaining + cost);
+    internal::GiveBackIfRefused(checks, out, [this](size_t i) {
+      const Item& item = items[i];
+      if (item.leased != nullptr) {
+        item.leased->RefundAsync(item.key, now, now, checks[i].cost);
+      } else if (!inner_refused) {
+        item.inner->RefundAsync(item.key, now, now, checks[i].cost);
+      } else {
+        return false;  // given back, and reported so, by the inner store
       }
-    }
+      return true;
+    });
     done(out);
   }
 };
@@ -416,36 +329,33 @@ void LeasedStoreImpl::DecideOneLeased(LeasedLimiter& l, const LimitCheck& c, Tim
 void LeasedStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
                                      DecideAllCallback done) {
   // The hot path: one check of a leased limit, which needs no all-or-nothing bookkeeping.
-  if (checks.size() == 1 && checks[0].limiter != nullptr && checks[0].limiter->owner() == this) {
-    if (LeasedLimiter* l = static_cast<LayerLimiter*>(checks[0].limiter)->leased()) {
+  if (checks.size() == 1) {
+    if (LeasedLimiter* l = Own<LeasedLimiter>(checks[0])) {
       return DecideOneLeased(*l, checks[0], now, std::move(done));
     }
   }
-  auto p = std::make_shared<Pending>();
-  p->now = now;
-  p->done = std::move(done);
-  p->items.resize(checks.size());
   bool leased = false, quota = false, other = false;
-  for (size_t i = 0; i < checks.size(); ++i) {
-    const LimitCheck& c = checks[i];
-    Pending::Item& item = p->items[i];
-    item.key = std::string(c.key);
-    if (c.limiter == nullptr || c.limiter->owner() != this) continue;  // inner says: invalid
-    auto* layer = static_cast<LayerLimiter*>(c.limiter);               // this store made it
-    item.inner = layer->inner();
-    item.leased = layer->leased();
-    (item.leased != nullptr ? leased : other) = true;
+  for (const LimitCheck& c : checks) {
+    const internal::ForwardingLimiter* mine = Mine(c);
+    if (mine == nullptr) continue;  // inner says: invalid
+    (mine->served_by_layer() ? leased : other) = true;
     quota = quota || c.quota;
   }
   // Quota checks split between leases and the inner store would need the quota rule applied
   // across both before either keeps anything: such rare requests are decided exactly instead.
-  if (!leased || (quota && other)) {
-    for (size_t i = 0; i < checks.size(); ++i) {
-      LimitCheck c = checks[i];
-      c.limiter = p->items[i].inner;
-      p->inner_checks.push_back(c);
-    }
-    return inner_->DecideAllAsync(p->inner_checks, now, std::move(p->done));
+  if (!leased || (quota && other))
+    return ForwardingStore::DecideAllAsync(checks, now, std::move(done));
+
+  auto p = std::make_shared<Pending>();
+  p->now = now;
+  p->done = std::move(done);
+  p->items.resize(checks.size());
+  const internal::InnerRequest unwrapped = InnerChecks(checks);
+  for (size_t i = 0; i < checks.size(); ++i) {
+    Pending::Item& item = p->items[i];
+    item.key = std::string(checks[i].key);
+    item.inner = unwrapped.checks[i].limiter;
+    item.leased = Own<LeasedLimiter>(checks[i]);
   }
 
   p->out.resize(checks.size());
@@ -491,7 +401,7 @@ void LeasedStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timesta
                              });
   }
   if (!p->inner_checks.empty()) {
-    inner_->DecideAllAsync(p->inner_checks, now, [p](std::span<const Decision> decided) {
+    inner_store().DecideAllAsync(p->inner_checks, now, [p](std::span<const Decision> decided) {
       for (size_t j = 0; j < decided.size() && j < p->inner_index.size(); ++j) {
         p->out[p->inner_index[j]] = decided[j];
       }

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "store/forwarding.h"
 #include "store/overlimit/refusal_cache.h"
 #include "store/owned_checks.h"
 
@@ -18,7 +19,7 @@ namespace {
 
 class CacheStore;
 
-class CachedLimiter final : public Limiter {
+class CachedLimiter final : public internal::ForwardingLimiter {
  public:
   CachedLimiter(std::shared_ptr<CacheStore> store, std::unique_ptr<Limiter> inner, uint64_t serial,
                 bool exact);
@@ -29,20 +30,18 @@ class CachedLimiter final : public Limiter {
                    DecisionCallback done) override;
   void ChargeAsync(std::string_view key, Timestamp now, int64_t cost,
                    DecisionCallback done) override;
+  // One by one, each answered from the cache if it can be (Limiter's loop over Decide).
+  void DecideBatch(std::span<const DecideRequest> requests, std::span<Decision> out) override {
+    Limiter::DecideBatch(requests, out);
+  }
   void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override;
   void RefundAsync(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override;
+  // Unspent units of a lease go back to the key like a refund: what was known of it may no
+  // longer hold. (TakeAsync passes through: a take only makes a refusal surer.)
+  void GiveBack(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units) override;
   void Reset(std::string_view key) override;
-  void TakeAsync(std::string_view key, Timestamp now, const LeaseRequest& request,
-                 LeaseCallback done) override {
-    inner_->TakeAsync(key, now, request, std::move(done));
-  }
-  void GiveBack(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units) override {
-    inner_->GiveBack(key, stamp_us, now, units);
-  }
-  StoreStats Stats() const override { return inner_->Stats(); }
-  const LimitSpec& spec() const override { return inner_->spec(); }
+  bool served_by_layer() const override { return true; }
 
-  Limiter* inner() const { return inner_.get(); }
   uint64_t serial() const { return serial_; }
   // A sure refusal of `cost` for `key` at `now` from memory, if there is one.
   std::optional<Decision> Find(std::string_view key, Timestamp now, int64_t cost) const;
@@ -54,7 +53,6 @@ class CachedLimiter final : public Limiter {
 
  private:
   const std::shared_ptr<CacheStore> store_;
-  const std::unique_ptr<Limiter> inner_;
   const uint64_t serial_;  // names its keys in the cache
   const bool fixed_window_;
   // The limit's every decision is the inner store's own (sync: exact). Leased and batched
@@ -66,27 +64,19 @@ class CachedLimiter final : public Limiter {
   const bool bounded_shaper_;
 };
 
-class CacheStore final : public Store, public std::enable_shared_from_this<CacheStore> {
+class CacheStore final : public internal::ForwardingStore<Store>,
+                         public std::enable_shared_from_this<CacheStore> {
  public:
   CacheStore(std::shared_ptr<Store> inner, size_t max_bytes)
-      : inner_(std::move(inner)), cache_(max_bytes) {}
+      : ForwardingStore(std::move(inner)), cache_(max_bytes) {}
 
   Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec,
                                                const LimiterOptions& options) override {
-    auto inner = inner_->MakeLimiter(spec, options);
+    auto inner = inner_store().MakeLimiter(spec, options);
     if (!inner) return std::unexpected(inner.error());
     return std::make_unique<CachedLimiter>(shared_from_this(), std::move(*inner),
                                            next_serial_.fetch_add(1, std::memory_order_relaxed),
                                            options.sync.mode == SyncMode::kExact);
-  }
-
-  void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
-                 std::span<Decision> out) override {
-    if (AnswerFromCache(checks, now, out)) return;
-    const uint64_t generation = this->generation();
-    std::vector<LimitCheck> inner = InnerChecks(checks);
-    inner_->DecideAll(inner, now, out);
-    LearnAll(checks, now, out, generation);
   }
 
   void DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
@@ -99,9 +89,9 @@ class CacheStore final : public Store, public std::enable_shared_from_this<Cache
     const uint64_t generation = this->generation();
     // What the answer's handler reads: the checks with keys of their own.
     auto pending = std::make_shared<internal::OwnedChecks>(checks);
-    std::vector<LimitCheck> inner = InnerChecks(checks);
+    std::vector<LimitCheck> inner = InnerChecks(checks).checks;
     auto self = shared_from_this();
-    inner_->DecideAllAsync(
+    inner_store().DecideAllAsync(
         inner, now,
         [self, pending, now, generation, done = std::move(done)](std::span<const Decision> out) {
           self->LearnAll(pending->checks, now, out, generation);
@@ -109,10 +99,8 @@ class CacheStore final : public Store, public std::enable_shared_from_this<Cache
         });
   }
 
-  bool Ready() override { return inner_->Ready(); }
-
   StoreStats Stats() const override {
-    StoreStats s = inner_->Stats();
+    StoreStats s = ForwardingStore::Stats();
     s.over_limit_cache = true;
     s.bytes += cache_.bytes();  // the layers behind it may hold memory of their own
     s.max_bytes += cache_.max_bytes();
@@ -121,8 +109,6 @@ class CacheStore final : public Store, public std::enable_shared_from_this<Cache
     s.forwarded_decisions = forwarded_.load(std::memory_order_relaxed);
     return s;
   }
-
-  size_t MaxTransientLimiters() const override { return inner_->MaxTransientLimiters(); }
 
   internal::RefusalCache& cache() { return cache_; }
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
@@ -133,12 +119,6 @@ class CacheStore final : public Store, public std::enable_shared_from_this<Cache
   void CountForwarded(size_t n) { forwarded_.fetch_add(n, std::memory_order_relaxed); }
 
  private:
-  CachedLimiter* Mine(const LimitCheck& c) const {
-    return c.limiter != nullptr && c.limiter->owner() == this
-               ? static_cast<CachedLimiter*>(c.limiter)
-               : nullptr;
-  }
-
   // The request answered from memory when every check is a decision (no charge) that the cache
   // surely refuses: the request is then refused whatever its quota checks, and took nothing.
   // Anything else -- one check the cache cannot answer, a charge, an invalid check -- goes to
@@ -146,7 +126,7 @@ class CacheStore final : public Store, public std::enable_shared_from_this<Cache
   bool AnswerFromCache(std::span<const LimitCheck> checks, Timestamp now, std::span<Decision> out) {
     if (checks.empty()) return false;
     for (size_t i = 0; i < checks.size(); ++i) {
-      const CachedLimiter* mine = Mine(checks[i]);
+      const CachedLimiter* mine = Own<CachedLimiter>(checks[i]);
       if (mine == nullptr || checks[i].charge) return false;
       auto refused = mine->Find(checks[i].key, now, checks[i].cost);
       if (!refused) return false;
@@ -156,20 +136,11 @@ class CacheStore final : public Store, public std::enable_shared_from_this<Cache
     return true;
   }
 
-  std::vector<LimitCheck> InnerChecks(std::span<const LimitCheck> checks) const {
-    std::vector<LimitCheck> inner(checks.begin(), checks.end());
-    for (LimitCheck& c : inner) {
-      const CachedLimiter* mine = Mine(c);
-      c.limiter = mine != nullptr ? mine->inner() : nullptr;  // null: kInvalidRequest there
-    }
-    return inner;
-  }
-
   void LearnAll(std::span<const LimitCheck> checks, Timestamp now, std::span<const Decision> out,
                 uint64_t generation) {
     CountForwarded(checks.size());
     for (size_t i = 0; i < checks.size(); ++i) {
-      const CachedLimiter* mine = Mine(checks[i]);
+      const CachedLimiter* mine = Own<CachedLimiter>(checks[i]);
       if (mine == nullptr) continue;
       // A limit and key checked twice in one request: the later check was decided after the
       // earlier one's take, which a refused request gave back. Its refusal may not hold.
@@ -181,7 +152,6 @@ class CacheStore final : public Store, public std::enable_shared_from_this<Cache
     }
   }
 
-  const std::shared_ptr<Store> inner_;
   internal::RefusalCache cache_;
   std::atomic<uint64_t> next_serial_{1};
   std::atomic<uint64_t> generation_{0};
@@ -191,18 +161,17 @@ class CacheStore final : public Store, public std::enable_shared_from_this<Cache
 
 CachedLimiter::CachedLimiter(std::shared_ptr<CacheStore> store, std::unique_ptr<Limiter> inner,
                              uint64_t serial, bool exact)
-    : Limiter(store.get()),
+    : ForwardingLimiter(store.get(), std::move(inner)),
       store_(std::move(store)),
-      inner_(std::move(inner)),
       serial_(serial),
-      fixed_window_(inner_->spec().algorithm == Algorithm::kFixedWindow),
+      fixed_window_(spec().algorithm == Algorithm::kFixedWindow),
       exact_(exact),
-      bounded_shaper_(inner_->spec().shaper && inner_->spec().HasMaxDelay()) {}
+      bounded_shaper_(spec().shaper && spec().HasMaxDelay()) {}
 
 std::optional<Decision> CachedLimiter::Find(std::string_view key, Timestamp now,
                                             int64_t cost) const {
   if (cost < 0) return std::nullopt;  // the inner store says why it is invalid
-  return store_->cache().Find(serial_, key, cost, now, fixed_window_, inner_->spec().Capacity());
+  return store_->cache().Find(serial_, key, cost, now, fixed_window_, spec().Capacity());
 }
 
 void CachedLimiter::Learn(std::string_view key, Timestamp now, int64_t cost, const Decision& d,
@@ -235,7 +204,7 @@ Decision CachedLimiter::Decide(std::string_view key, Timestamp now, int64_t cost
     return *refused;
   }
   const uint64_t generation = store_->generation();
-  const Decision d = inner_->Decide(key, now, cost);
+  const Decision d = inner()->Decide(key, now, cost);
   store_->CountForwarded(1);
   Learn(key, now, cost, d, generation);
   return d;
@@ -249,20 +218,20 @@ void CachedLimiter::DecideAsync(std::string_view key, Timestamp now, int64_t cos
     return;
   }
   const uint64_t generation = store_->generation();
-  inner_->DecideAsync(key, now, cost,
-                      [this, owned = std::string(key), now, cost, generation,
-                       done = std::move(done)](const Decision& d) {
-                        store_->CountForwarded(1);
-                        Learn(owned, now, cost, d, generation);
-                        done(d);
-                      });
+  inner()->DecideAsync(key, now, cost,
+                       [this, owned = std::string(key), now, cost, generation,
+                        done = std::move(done)](const Decision& d) {
+                         store_->CountForwarded(1);
+                         Learn(owned, now, cost, d, generation);
+                         done(d);
+                       });
 }
 
 // A charge is never answered here: it is counted by the inner store, into debt if need be. Its
 // answer is about the key after the charge, so a refused one is a fact like any refusal.
 Decision CachedLimiter::Charge(std::string_view key, Timestamp now, int64_t cost) {
   const uint64_t generation = store_->generation();
-  const Decision d = inner_->Charge(key, now, cost);
+  const Decision d = inner()->Charge(key, now, cost);
   store_->CountForwarded(1);
   store_->cache().Drop(serial_, key);  // the key took more: what was known is not exact
   Learn(key, now, cost, d, generation);
@@ -272,32 +241,38 @@ Decision CachedLimiter::Charge(std::string_view key, Timestamp now, int64_t cost
 void CachedLimiter::ChargeAsync(std::string_view key, Timestamp now, int64_t cost,
                                 DecisionCallback done) {
   const uint64_t generation = store_->generation();
-  inner_->ChargeAsync(key, now, cost,
-                      [this, owned = std::string(key), now, cost, generation,
-                       done = std::move(done)](const Decision& d) {
-                        store_->CountForwarded(1);
-                        store_->cache().Drop(serial_, owned);
-                        Learn(owned, now, cost, d, generation);
-                        done(d);
-                      });
+  inner()->ChargeAsync(key, now, cost,
+                       [this, owned = std::string(key), now, cost, generation,
+                        done = std::move(done)](const Decision& d) {
+                         store_->CountForwarded(1);
+                         store_->cache().Drop(serial_, owned);
+                         Learn(owned, now, cost, d, generation);
+                         done(d);
+                       });
 }
 
 // The inner store first, then the cache: an answer asked before the give-back is not
 // remembered (the generation moved), and one asked after it sees it.
 void CachedLimiter::Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) {
-  inner_->Refund(key, at, now, cost);
+  inner()->Refund(key, at, now, cost);
   store_->Invalidate();
   store_->cache().Drop(serial_, key);
 }
 
 void CachedLimiter::RefundAsync(std::string_view key, Timestamp at, Timestamp now, int64_t cost) {
-  inner_->RefundAsync(key, at, now, cost);
+  inner()->RefundAsync(key, at, now, cost);
+  store_->Invalidate();
+  store_->cache().Drop(serial_, key);
+}
+
+void CachedLimiter::GiveBack(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units) {
+  inner()->GiveBack(key, stamp_us, now, units);
   store_->Invalidate();
   store_->cache().Drop(serial_, key);
 }
 
 void CachedLimiter::Reset(std::string_view key) {
-  inner_->Reset(key);
+  inner()->Reset(key);
   store_->Invalidate();
   store_->cache().Drop(serial_, key);
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sluice/redis_store.h"
+#include "store/forwarding.h"
 #include "store/redis/redis_client.h"
 #include "store/region/region_script.h"
 
@@ -87,76 +88,57 @@ struct Pool {
   }
 };
 
-// Every limiter of this store: the inner store's limiter, fixed, or a leased pool's current one.
-class RegionLimiter final : public Limiter {
+// A leased limit's limiter: its pool's current part, the demand it sees counted. A limit of
+// any other kind passes through the layer (a plain ForwardingLimiter).
+class RegionLimiter final : public internal::ForwardingLimiter {
  public:
-  RegionLimiter(RegionStoreImpl* store, std::unique_ptr<Limiter> fixed);
   RegionLimiter(RegionStoreImpl* store, std::shared_ptr<Pool> pool, const LimitSpec& spec);
   ~RegionLimiter() override;
 
-  std::shared_ptr<Limiter> Inner() const { return pool_ ? pool_->Current() : fixed_; }
-  Pool* pool() const { return pool_.get(); }
-  void Count(int64_t cost) const {
-    if (pool_) pool_->Count(cost);
-  }
+  void Count(int64_t cost) const { pool_->Count(cost); }
 
   Decision Decide(std::string_view key, Timestamp now, int64_t cost) override {
     Count(cost);
-    return Inner()->Decide(key, now, cost);
+    return ForwardingLimiter::Decide(key, now, cost);
   }
   Decision Charge(std::string_view key, Timestamp now, int64_t cost) override {
     Count(cost);
-    return Inner()->Charge(key, now, cost);
+    return ForwardingLimiter::Charge(key, now, cost);
   }
   void DecideAsync(std::string_view key, Timestamp now, int64_t cost,
                    DecisionCallback done) override {
     Count(cost);
-    auto inner = Inner();
-    inner->DecideAsync(key, now, cost,
-                       [inner, done = std::move(done)](const Decision& d) { done(d); });
+    ForwardingLimiter::DecideAsync(key, now, cost, std::move(done));
   }
   void ChargeAsync(std::string_view key, Timestamp now, int64_t cost,
                    DecisionCallback done) override {
     Count(cost);
-    auto inner = Inner();
-    inner->ChargeAsync(key, now, cost,
-                       [inner, done = std::move(done)](const Decision& d) { done(d); });
+    ForwardingLimiter::ChargeAsync(key, now, cost, std::move(done));
   }
   void DecideBatch(std::span<const DecideRequest> requests, std::span<Decision> out) override {
     for (const DecideRequest& r : requests) Count(r.cost);
-    Inner()->DecideBatch(requests, out);
+    ForwardingLimiter::DecideBatch(requests, out);
   }
-  void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
-    Inner()->Refund(key, at, now, cost);
-  }
-  void RefundAsync(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
-    Inner()->RefundAsync(key, at, now, cost);
-  }
-  void TakeAsync(std::string_view key, Timestamp now, const LeaseRequest& request,
-                 LeaseCallback done) override {
-    Inner()->TakeAsync(key, now, request, std::move(done));
-  }
-  void GiveBack(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units) override {
-    Inner()->GiveBack(key, stamp_us, now, units);
-  }
-  void Reset(std::string_view key) override { Inner()->Reset(key); }
   StoreStats Stats() const override;
-  // A leased limit's spec is its static part: the part it enforces moves (Decision::limit says
-  // which one decided), the spec a caller sees does not.
-  const LimitSpec& spec() const override { return pool_ ? spec_ : fixed_->spec(); }
+  // Its spec is the static part: the part it enforces moves (Decision::limit says which one
+  // decided), the spec a caller sees does not.
+  const LimitSpec& spec() const override { return spec_; }
+  bool served_by_layer() const override { return true; }
+
+ protected:
+  std::shared_ptr<Limiter> Current() const override { return pool_->Current(); }
 
  private:
   RegionStoreImpl* const store_;
-  const std::shared_ptr<Limiter> fixed_;
   const std::shared_ptr<Pool> pool_;
   const LimitSpec spec_;
 };
 
-class RegionStoreImpl final : public RegionStore {
+class RegionStoreImpl final : public internal::ForwardingStore<RegionStore> {
  public:
   RegionStoreImpl(std::shared_ptr<Store> inner, RegionStoreOptions options,
                   RedisStoreOptions global)
-      : inner_(std::move(inner)),
+      : ForwardingStore(std::move(inner)),
         options_(std::move(options)),
         global_(std::move(global)),
         clock_(options_.clock != nullptr ? options_.clock : &own_clock_) {
@@ -181,15 +163,13 @@ class RegionStoreImpl final : public RegionStore {
   Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec,
                                                const LimiterOptions& options) override {
     if (!options.region.global || options.region.mode != RegionMode::kLeased) {
-      auto inner = inner_->MakeLimiter(spec, options);
-      if (!inner) return std::unexpected(inner.error());
-      return std::unique_ptr<Limiter>(std::make_unique<RegionLimiter>(this, std::move(*inner)));
+      return ForwardingStore::MakeLimiter(spec, options);
     }
     if (options.region.region != options_.region) {
       return MakeError("limit '" + options.id + "' is for region '" + options.region.region +
                        "', this store's is '" + options_.region + "'");
     }
-    auto inner = inner_->MakeLimiter(spec, options);  // the static part, where a node starts
+    auto inner = inner_store().MakeLimiter(spec, options);  // the static part, where a node starts
     if (!inner) return std::unexpected(inner.error());
     auto pool = std::make_shared<Pool>();
     pool->scope = options.region;
@@ -206,26 +186,18 @@ class RegionStoreImpl final : public RegionStore {
     return std::unique_ptr<Limiter>(std::make_unique<RegionLimiter>(this, std::move(pool), spec));
   }
 
-  void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
-                 std::span<Decision> out) override {
-    std::vector<std::shared_ptr<Limiter>> hold;
-    std::vector<LimitCheck> inner = Translate(checks, hold);
-    inner_->DecideAll(inner, now, out);
-  }
-
+  // The demand the leased limits see; the inner limiters of their current parts stay alive until
+  // the answer, even if a refresh replaces them (ForwardingStore).
   void DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
                       DecideAllCallback done) override {
-    auto hold = std::make_shared<std::vector<std::shared_ptr<Limiter>>>();
-    std::vector<LimitCheck> inner = Translate(checks, *hold);
-    // The inner limiters stay alive until the answer, even if a refresh replaces them.
-    inner_->DecideAllAsync(
-        inner, now, [hold, done = std::move(done)](std::span<const Decision> d) { done(d); });
+    for (const LimitCheck& c : checks) {
+      if (const RegionLimiter* l = Own<RegionLimiter>(c)) l->Count(c.cost);
+    }
+    ForwardingStore::DecideAllAsync(checks, now, std::move(done));
   }
 
-  bool Ready() override { return inner_->Ready(); }
-
   StoreStats Stats() const override {
-    StoreStats s = inner_->Stats();
+    StoreStats s = ForwardingStore::Stats();
     const Timestamp now = clock_->Now();
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& pool : pools_) {
@@ -237,8 +209,6 @@ class RegionStoreImpl final : public RegionStore {
     }
     return s;
   }
-
-  size_t MaxTransientLimiters() const override { return inner_->MaxTransientLimiters(); }
 
   void RefreshDue(Timestamp now, bool force) override {
     std::vector<std::shared_ptr<Pool>> due;
@@ -270,20 +240,6 @@ class RegionStoreImpl final : public RegionStore {
   }
 
  private:
-  std::vector<LimitCheck> Translate(std::span<const LimitCheck> checks,
-                                    std::vector<std::shared_ptr<Limiter>>& hold) {
-    std::vector<LimitCheck> inner(checks.begin(), checks.end());
-    hold.reserve(checks.size());
-    for (LimitCheck& c : inner) {
-      if (c.limiter == nullptr || c.limiter->owner() != this) continue;  // inner says: invalid
-      const auto* l = static_cast<const RegionLimiter*>(c.limiter);
-      l->Count(c.cost);
-      hold.push_back(l->Inner());
-      c.limiter = hold.back().get();
-    }
-    return inner;
-  }
-
   // One exchange with the global store for `pool`: its demand out, its part back.
   void Refresh(Pool& pool) {
     const Timestamp asked = clock_->Now();
@@ -385,7 +341,7 @@ class RegionStoreImpl final : public RegionStore {
     if (units != pool.static_units) {
       auto spec = RegionPart(pool.scope.global_spec, units);
       if (!spec) return;
-      auto limiter = inner_->MakeLimiter(*spec, pool.inner_options);
+      auto limiter = inner_store().MakeLimiter(*spec, pool.inner_options);
       if (!limiter) return;  // keeps the part it has
       made = std::move(*limiter);
     }
@@ -458,7 +414,6 @@ class RegionStoreImpl final : public RegionStore {
     }
   }
 
-  const std::shared_ptr<Store> inner_;
   RegionStoreOptions options_;
   const RedisStoreOptions global_;
   MonotonicClock own_clock_;
@@ -473,27 +428,20 @@ class RegionStoreImpl final : public RegionStore {
   std::thread refresher_;
 };
 
-RegionLimiter::RegionLimiter(RegionStoreImpl* store, std::unique_ptr<Limiter> fixed)
-    : Limiter(store), store_(store), fixed_(std::move(fixed)) {}
-
 RegionLimiter::RegionLimiter(RegionStoreImpl* store, std::shared_ptr<Pool> pool,
                              const LimitSpec& spec)
-    : Limiter(store), store_(store), pool_(std::move(pool)), spec_(spec) {
+    : ForwardingLimiter(store), store_(store), pool_(std::move(pool)), spec_(spec) {
   store_->Register(pool_);
 }
 
-RegionLimiter::~RegionLimiter() {
-  if (pool_) store_->Unregister(pool_.get());
-}
+RegionLimiter::~RegionLimiter() { store_->Unregister(pool_.get()); }
 
 StoreStats RegionLimiter::Stats() const {
-  StoreStats s = Inner()->Stats();
-  if (pool_) {
-    s.region_leased = true;
-    s.region_share_units = pool_->UnitsInForce();
-    s.region_global_leases = pool_->leases.load(std::memory_order_relaxed);
-    s.region_cutoff_decisions = pool_->cutoff_decisions.load(std::memory_order_relaxed);
-  }
+  StoreStats s = ForwardingLimiter::Stats();
+  s.region_leased = true;
+  s.region_share_units = pool_->UnitsInForce();
+  s.region_global_leases = pool_->leases.load(std::memory_order_relaxed);
+  s.region_cutoff_decisions = pool_->cutoff_decisions.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -1,0 +1,95 @@
+// Store addresses: redis://[user:password@]host:port[/db] and redis+cluster://..., parsed into
+// options and shown without their credentials.
+#include <string>
+#include <utility>
+
+#include "sluice/redis_store.h"
+
+namespace sluice {
+namespace {
+
+Result<std::pair<std::string, int>> ParseHostPort(std::string_view hp, const std::string& shown) {
+  const size_t colon = hp.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return MakeError("store address '" + shown + "': expected host:port");
+  }
+  const std::string_view port = hp.substr(colon + 1);
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string_view::npos ||
+      std::stoi(std::string(port)) == 0 || std::stoi(std::string(port)) > 65535) {
+    return MakeError("store address '" + shown + "': port must be 1-65535");
+  }
+  return std::make_pair(std::string(hp.substr(0, colon)), std::stoi(std::string(port)));
+}
+
+}  // namespace
+
+std::string RedactRedisAddress(std::string_view address) {
+  const size_t scheme = address.find("://");
+  if (scheme == std::string_view::npos) return std::string(address);
+  const size_t authority = scheme + 3;
+  // Credentials end at the last '@', as ParseRedisAddress reads them: a password may itself
+  // hold '@', ':' or '/'.
+  const size_t at = address.rfind('@');
+  if (at == std::string_view::npos || at < authority) return std::string(address);
+  return std::string(address.substr(0, authority)) + "***" + std::string(address.substr(at));
+}
+
+Result<RedisStoreOptions> ParseRedisAddress(std::string_view address) {
+  // Error messages show the address without its credentials: they end up in logs.
+  const std::string shown = RedactRedisAddress(address);
+  constexpr std::string_view kScheme = "redis://";
+  constexpr std::string_view kClusterScheme = "redis+cluster://";
+  const bool cluster = address.starts_with(kClusterScheme);
+  if (!cluster && !address.starts_with(kScheme)) {
+    return MakeError("store address '" + shown +
+                     "' must look like redis://[user:password@]host:port[/db] or "
+                     "redis+cluster://[user:password@]host:port[,host:port...]");
+  }
+  std::string_view rest = address.substr(cluster ? kClusterScheme.size() : kScheme.size());
+  RedisStoreOptions o;
+  if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
+    const std::string_view cred = rest.substr(0, at);
+    const size_t colon = cred.find(':');
+    if (colon == std::string_view::npos) {
+      o.password = std::string(cred);
+    } else {
+      o.user = std::string(cred.substr(0, colon));
+      o.password = std::string(cred.substr(colon + 1));
+    }
+    rest.remove_prefix(at + 1);
+  }
+  if (const size_t slash = rest.find('/'); slash != std::string_view::npos) {
+    if (cluster) return MakeError("store address '" + shown + "': a cluster has only database 0");
+    const std::string_view db = rest.substr(slash + 1);
+    if (db.empty() || db.size() > 4 ||
+        db.find_first_not_of("0123456789") != std::string_view::npos) {
+      return MakeError("store address '" + shown + "': database must be a number");
+    }
+    o.db = std::stoi(std::string(db));
+    rest = rest.substr(0, slash);
+  }
+  if (!cluster) {
+    auto hp = ParseHostPort(rest, shown);
+    if (!hp) return std::unexpected(hp.error());
+    o.host = hp->first;
+    o.port = hp->second;
+    return o;
+  }
+  for (;;) {
+    const size_t comma = rest.find(',');
+    const std::string_view one = rest.substr(0, comma);
+    auto hp = ParseHostPort(one, shown);
+    if (!hp) return std::unexpected(hp.error());
+    o.cluster_seeds.push_back(hp->first + ":" + std::to_string(hp->second));
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  if (o.cluster_seeds.empty()) {
+    return MakeError("store address '" + shown + "': expected host:port[,host:port...]");
+  }
+  o.host = o.cluster_seeds.front().substr(0, o.cluster_seeds.front().rfind(':'));
+  return o;
+}
+
+}  // namespace sluice

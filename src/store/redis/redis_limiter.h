@@ -1,0 +1,128 @@
+// RedisLimiter: one limit's counters in Redis, each decision one script call; what the store's
+// multi-limit scripts need of it (its script id, arguments, how to read an answer). Internal.
+#ifndef SLUICE_STORE_REDIS_REDIS_LIMITER_H_
+#define SLUICE_STORE_REDIS_REDIS_LIMITER_H_
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/limiter.h"
+#include "sluice/redis_store.h"
+#include "store/redis/redis_reply.h"
+#include "store/redis/redis_scripts.h"
+
+namespace sluice::internal {
+
+constexpr int64_t kNanosPerUs = 1000;
+
+// A script's `now` argument: empty under Redis's clock, else microseconds.
+std::string NowArg(const RedisStoreOptions& options, Timestamp now);
+
+class RedisStoreImpl;
+
+class RedisLimiter final : public Limiter {
+ public:
+  RedisLimiter(std::shared_ptr<RedisStoreImpl> store, const LimitSpec& spec, std::string limit_id,
+               bool fail_open, std::vector<std::string> params, const LuaScript& script);
+
+  Decision Decide(std::string_view key, Timestamp now, int64_t cost) override {
+    return Run(key, now, cost, /*charge=*/false);
+  }
+  Decision Charge(std::string_view key, Timestamp now, int64_t cost) override {
+    return Run(key, now, cost, /*charge=*/true);
+  }
+  void DecideAsync(std::string_view key, Timestamp now, int64_t cost,
+                   DecisionCallback done) override {
+    RunAsync(key, now, cost, /*charge=*/false, std::move(done));
+  }
+  void ChargeAsync(std::string_view key, Timestamp now, int64_t cost,
+                   DecisionCallback done) override {
+    RunAsync(key, now, cost, /*charge=*/true, std::move(done));
+  }
+
+  // The checks before any I/O: false with `d` filled when the request is decided without Redis
+  // (invalid, too costly, or refused by an open breaker); true with the key to use otherwise.
+  // A charge is never too costly: it is taken up to the debt cap.
+  bool Prepare(std::string_view key, int64_t cost, bool charge, Decision& d,
+               std::string& redis_key);
+  // A single-limit script's ARGV: now (empty under Redis's clock), the spec's, the cost, charge.
+  std::vector<std::string> ScriptArgs(Timestamp now, int64_t cost, bool charge) const;
+  // The script arguments after now: the spec's, the cost (a charge's clamped to twice the
+  // capacity, which is all a key can hold), then the flags (charge, quota).
+  void AppendArgs(int64_t cost, bool charge, std::vector<std::string>& args,
+                  bool quota = false) const {
+    args.insert(args.end(), params_.begin(), params_.end());
+    args.push_back(std::to_string(std::min(cost, 2 * spec_.Capacity())));
+    args.push_back(std::to_string((charge ? 1 : 0) + (quota ? 2 : 0)));  // redis_scripts.h
+  }
+  // A script's answer into `d`; false when it is not one. A charge above the capacity can
+  // never pass as a request: kCostExceedsCapacity, retry never.
+  bool Read(const RedisReply& reply, int64_t cost, bool charge, Decision& d) const {
+    if (!ReadDecision(reply, d)) return false;
+    if (charge && cost > spec_.Capacity()) {
+      d.reason = DecisionReason::kCostExceedsCapacity;
+      d.retry_after = kNever;
+    }
+    return true;
+  }
+  // `d` after Redis failed to answer: the failure policy, marked degraded.
+  Decision Failed(const Decision& d, const Error& error);
+  // Counted for this limiter and for its store.
+  void CountFailure(bool short_circuit);
+  // Gives back an admission (see Limiter::Refund). Under Redis's clock the admission time is
+  // taken as Redis's now: the caller's clock may be skewed from it.
+  void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override;
+  void RefundAsync(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override;
+  // Forgets the key's counter.
+  void Reset(std::string_view key) override;
+  // Both in one script (redis_script_lease.h), under the store's clock; the nodes drawing on
+  // the key are counted in a hash next to it.
+  void TakeAsync(std::string_view key, Timestamp now, const LeaseRequest& request,
+                 LeaseCallback done) override;
+  // kRefundScript at the lease's own time in Redis's clock, whichever clock decides; queued,
+  // not waited for (it may come from an I/O thread or a destructor).
+  void GiveBack(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units) override;
+
+  int script_id() const { return script_id_; }
+
+  StoreStats Stats() const override {
+    StoreStats s;
+    s.store_errors = errors_.load(std::memory_order_relaxed);
+    s.short_circuited = short_circuited_.load(std::memory_order_relaxed);
+    return s;
+  }
+  const LimitSpec& spec() const override { return spec_; }
+
+ private:
+  Decision Degraded(Decision d) const {
+    d.reason = DecisionReason::kStoreUnavailable;
+    d.allowed = fail_open_;
+    d.degraded = true;
+    return d;
+  }
+  // kRefundScript for an admission at `at_arg` (microseconds, '' for now), queued.
+  void RefundInBackground(std::string_view key, std::string at_arg, Timestamp now, int64_t cost);
+  // Decide (charge false) or Charge, waiting for Redis.
+  Decision Run(std::string_view key, Timestamp now, int64_t cost, bool charge);
+  void RunAsync(std::string_view key, Timestamp now, int64_t cost, bool charge,
+                DecisionCallback done);
+
+  const std::shared_ptr<RedisStoreImpl> store_;
+  const int script_id_;  // its body in the multi-limit scripts
+  const LimitSpec spec_;
+  const std::string limit_id_;
+  const bool fail_open_;
+  const std::vector<std::string> params_;  // the script's spec arguments, between now and cost
+  const LuaScript& script_;
+  std::atomic<uint64_t> errors_{0};
+  std::atomic<uint64_t> short_circuited_{0};
+};
+
+}  // namespace sluice::internal
+
+#endif  // SLUICE_STORE_REDIS_REDIS_LIMITER_H_

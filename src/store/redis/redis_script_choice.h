@@ -1,0 +1,25 @@
+// Which script decides a limit in Redis, and its spec arguments; a limit outside what the
+// scripts decide exactly is refused here. Internal.
+#ifndef SLUICE_STORE_REDIS_REDIS_SCRIPT_CHOICE_H_
+#define SLUICE_STORE_REDIS_REDIS_SCRIPT_CHOICE_H_
+
+#include <string>
+#include <vector>
+
+#include "sluice/limit_spec.h"
+#include "sluice/status.h"
+#include "store/redis/redis_scripts.h"
+
+namespace sluice::internal {
+
+// The script and its spec arguments (between now and cost) for one limit.
+struct ScriptCall {
+  const LuaScript* script = nullptr;
+  std::vector<std::string> params;
+};
+
+Result<ScriptCall> ScriptFor(const LimitSpec& spec);
+
+}  // namespace sluice::internal
+
+#endif  // SLUICE_STORE_REDIS_REDIS_SCRIPT_CHOICE_H_
