@@ -97,12 +97,17 @@ format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
 
 # clang-format must be clean; no layer may include a higher one (scripts/check-layers,
-# docs/design.md); cppcheck stands in for clang-tidy, because Debian 12's
+# docs/design.md); no function in src/ over 120 lines but tables (scripts/check-function-length);
+# commit subjects of at most 72 characters since origin/main or SLUICE_COMMIT_BASE
+# (scripts/check-commit-subjects; skipped without either). cppcheck stands in for clang-tidy,
+# and the function-length script for its readability-function-size, because Debian 12's
 # clang-tidy 14 cannot parse libstdc++ 12's <expected> (it crashes). .clang-tidy is kept for
-# newer toolchains.
+# newer toolchains. The scripts' own tests run in ctest (tests/lint).
 lint: deps
 	clang-format --dry-run -Werror $$(git ls-files '*.h' '*.cc')
 	scripts/check-layers
+	scripts/check-function-length
+	scripts/check-commit-subjects
 	cppcheck --std=c++20 --enable=warning,performance,portability --error-exitcode=1 --quiet \
 	  -I include -I src src/
 
