@@ -99,9 +99,8 @@ struct StoreGauges {
   // held and batched limits' answers from their views (counted within forwarded_decisions,
   // which is everything the outermost layer passed on).
   uint64_t local_decisions = 0;
-  std::vector<LeaseSeries> leases = {};
-  std::vector<BatchedSeries> batched_limits =
-      {};  // one per batched limit of the config  // one per leased limit of the running config
+  std::vector<LeaseSeries> leases = {};            // one per leased limit of the running config
+  std::vector<BatchedSeries> batched_limits = {};  // one per batched limit of the config
   // A store with a batched layer (StoreStats::batched): hits taken here not yet sent to Redis,
   // and hits admitted here that the syncs found the shared quota had no room for. Shown only
   // then.
