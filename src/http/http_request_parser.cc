@@ -231,6 +231,68 @@ std::string_view CheckTrailerLine(std::string_view line) {
   return {};
 }
 
+// What the head's header fields say about the message: its framing, whether the connection
+// stays open, and its first Authorization.
+struct HeaderFields {
+  bool has_length = false;
+  uint64_t length = 0;
+  bool chunked = false;
+  bool close = false;
+  bool keep_alive = false;
+  bool has_authorization = false;
+  std::string_view authorization;
+};
+
+// Reads the header lines (each ending in CRLF) into `f`; the error, or empty.
+std::string_view ParseHeaderFields(std::string_view head, HeaderFields& f) {
+  bool has_transfer_encoding = false;
+  while (!head.empty()) {
+    const size_t eol = head.find(kCrlf);
+    const std::string_view line = head.substr(0, eol);
+    head.remove_prefix(eol + 2);
+    if (line.front() == ' ' || line.front() == '\t') return "obsolete line folding";
+    const size_t colon = line.find(':');
+    if (colon == std::string_view::npos) return "bad header line";
+    const std::string_view name = line.substr(0, colon);
+    if (!IsToken(name)) return "bad header name";
+    const std::string_view value = TrimOws(line.substr(colon + 1));
+    if (!IsFieldValue(value)) return "bad header value";
+    switch (util::ToLowerAscii(name.front())) {
+      case 'c':
+        if (util::EqualsIgnoreAsciiCase(name, "content-length")) {
+          uint64_t n = 0;
+          if (!ParseLength(value, n) || (f.has_length && n != f.length)) {
+            return "bad Content-Length";
+          }
+          f.has_length = true;
+          f.length = n;
+        } else if (util::EqualsIgnoreAsciiCase(name, "connection")) {
+          f.close = f.close || HasToken(value, "close");
+          f.keep_alive = f.keep_alive || HasToken(value, "keep-alive");
+        }
+        break;
+      case 't':
+        if (util::EqualsIgnoreAsciiCase(name, "transfer-encoding")) {
+          // Only chunked is decoded; any other coding could not be read.
+          if (has_transfer_encoding || !util::EqualsIgnoreAsciiCase(value, "chunked")) {
+            return "unsupported Transfer-Encoding";
+          }
+          has_transfer_encoding = f.chunked = true;
+        }
+        break;
+      case 'a':
+        if (!f.has_authorization && util::EqualsIgnoreAsciiCase(name, "authorization")) {
+          f.authorization = value;
+          f.has_authorization = true;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 ParseOutcome HttpRequestParser::Parse(std::string_view data) {
@@ -326,61 +388,13 @@ std::optional<ParseOutcome> HttpRequestParser::ParseHead(std::string_view data) 
   }
   head.remove_prefix(eol + 2);
   const std::string_view header_lines = head;
-  bool has_length = false;
-  uint64_t length = 0;
-  bool chunked = false;
-  bool has_transfer_encoding = false;
-  bool close = false;
-  bool keep_alive = false;
-  bool has_authorization = false;
-  while (!head.empty()) {
-    eol = head.find(kCrlf);
-    const std::string_view line = head.substr(0, eol);
-    head.remove_prefix(eol + 2);
-    if (line.front() == ' ' || line.front() == '\t') return Bad("obsolete line folding");
-    const size_t colon = line.find(':');
-    if (colon == std::string_view::npos) return Bad("bad header line");
-    const std::string_view name = line.substr(0, colon);
-    if (!IsToken(name)) return Bad("bad header name");
-    const std::string_view value = TrimOws(line.substr(colon + 1));
-    if (!IsFieldValue(value)) return Bad("bad header value");
-    switch (util::ToLowerAscii(name.front())) {
-      case 'c':
-        if (util::EqualsIgnoreAsciiCase(name, "content-length")) {
-          uint64_t n = 0;
-          if (!ParseLength(value, n) || (has_length && n != length)) {
-            return Bad("bad Content-Length");
-          }
-          has_length = true;
-          length = n;
-        } else if (util::EqualsIgnoreAsciiCase(name, "connection")) {
-          close = close || HasToken(value, "close");
-          keep_alive = keep_alive || HasToken(value, "keep-alive");
-        }
-        break;
-      case 't':
-        if (util::EqualsIgnoreAsciiCase(name, "transfer-encoding")) {
-          // Only chunked is decoded; any other coding could not be read.
-          if (has_transfer_encoding || !util::EqualsIgnoreAsciiCase(value, "chunked")) {
-            return Bad("unsupported Transfer-Encoding");
-          }
-          has_transfer_encoding = chunked = true;
-        }
-        break;
-      case 'a':
-        if (!has_authorization && util::EqualsIgnoreAsciiCase(name, "authorization")) {
-          request.authorization = value;
-          has_authorization = true;
-        }
-        break;
-      default:
-        break;
-    }
-  }
-  if (has_length && chunked) return Bad("both Content-Length and Transfer-Encoding");
-  if (chunked && request.version == 10) return Bad("chunked body in HTTP/1.0");
+  HeaderFields f;
+  if (auto error = ParseHeaderFields(head, f); !error.empty()) return Bad(error);
+  if (f.has_authorization) request.authorization = f.authorization;
+  if (f.has_length && f.chunked) return Bad("both Content-Length and Transfer-Encoding");
+  if (f.chunked && request.version == 10) return Bad("chunked body in HTTP/1.0");
   // "close" wins over "keep-alive" in either version: the client will not read a second response.
-  request.keep_alive = !close && (request.version == 11 || keep_alive);
+  request.keep_alive = !f.close && (request.version == 11 || f.keep_alive);
 
   const auto offset = [&](std::string_view v) {
     return static_cast<size_t>(v.data() - data.data());
@@ -390,17 +404,17 @@ std::optional<ParseOutcome> HttpRequestParser::ParseHead(std::string_view data) 
   h.method_size = request.method.size();
   h.target_at = offset(request.target);
   h.target_size = request.target.size();
-  if (has_authorization) {
+  if (f.has_authorization) {
     h.authorization_at = offset(request.authorization);
     h.authorization_size = request.authorization.size();
   }
   h.header_lines_at = offset(header_lines);
   h.header_lines_size = header_lines.size();
   h.body_start = body_start;
-  h.length = length;
+  h.length = f.length;
   h.version = request.version;
   h.keep_alive = request.keep_alive;
-  h.chunked = chunked;
+  h.chunked = f.chunked;
   return std::nullopt;
 }
 
