@@ -11,10 +11,12 @@
 
 #include "cli/trace_reader.h"
 #include "http/check_json.h"
+#include "service/check.h"
 #include "service/rate_limit_service.h"
 #include "sluice/clock.h"
 #include "sluice/duration.h"
 #include "sluice/limit_spec.h"
+#include "sluice/open_store.h"
 
 namespace sluice::cli {
 namespace {
@@ -69,11 +71,18 @@ Result<std::pair<int64_t, server::CheckRequest>> ParseCheckLine(std::string_view
 Result<ConfigReplay> ReplayConfig(std::shared_ptr<const server::Config> config, std::FILE* in,
                                   ConfigReplayOutput output, std::FILE* out) {
   ManualClock clock;
+  // The memory store, as sluiced opens it for --store memory, except that a replay must not
+  // evict.
+  OpenStoreOptions store_options;
+  store_options.memory.max_bytes = size_t{64} << 30;
+  store_options.max_key_bytes = server::kCheckLimits.max_counter_key_bytes;
+  store_options.clock = &clock;
+  auto store = OpenStore("memory", store_options);
+  if (!store) return std::unexpected(store.error());
   server::ServiceOptions options;
-  options.store = "memory";
-  options.memory_max_bytes = size_t{64} << 30;  // a replay must not evict
   options.clock = &clock;
-  auto service = server::RateLimitService::Create(config, options, /*metrics=*/nullptr);
+  auto service =
+      server::RateLimitService::Create(config, std::move(*store), options, /*metrics=*/nullptr);
   if (!service) return std::unexpected(service.error());
 
   ConfigReplay replay;

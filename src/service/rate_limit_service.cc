@@ -15,7 +15,6 @@
 #include "service/limiter_set.h"
 #include "service/unchecked_report.h"
 #include "sluice/decide_all.h"
-#include "sluice/open_store.h"
 
 namespace sluice::server {
 namespace {
@@ -438,29 +437,6 @@ void Service::CheckAsync(const CheckRequest& request, CheckCallback done) {
 }
 
 }  // namespace
-
-Result<std::unique_ptr<RateLimitService>> RateLimitService::Create(
-    std::shared_ptr<const Config> config, ServiceOptions options, Metrics* metrics) {
-  OpenStoreOptions store_options;
-  store_options.memory.max_bytes = options.memory_max_bytes;
-  store_options.local_cache_bytes = options.local_cache_bytes;
-  store_options.batched_bytes = options.batched_bytes;
-  store_options.redis_connections = options.redis_connections;
-  store_options.redis_connect_timeout = std::chrono::milliseconds(options.redis_connect_timeout_ms);
-  store_options.redis_command_timeout = std::chrono::milliseconds(options.redis_command_timeout_ms);
-  store_options.redis_breaker_failures = options.redis_breaker_failures;
-  store_options.redis_breaker_open_for = std::chrono::milliseconds(options.redis_breaker_open_ms);
-  store_options.max_key_bytes = kCheckLimits.max_counter_key_bytes;
-  store_options.redis_events = options.redis_events;
-  store_options.redis_monitor = options.redis_monitor;
-  store_options.region_refresh = options.region_refresh;
-  store_options.clock = options.clock;
-  store_options.region = options.region;
-  store_options.global_store = options.global_store;
-  auto store = OpenStore(options.store, store_options);
-  if (!store) return std::unexpected(store.error());
-  return Create(std::move(config), std::move(*store), std::move(options), metrics);
-}
 
 Result<std::unique_ptr<RateLimitService>> RateLimitService::Create(
     std::shared_ptr<const Config> config, std::shared_ptr<Store> store, ServiceOptions options,

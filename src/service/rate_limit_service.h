@@ -3,8 +3,9 @@
 // no quota from the others), applies the limit's mode (enforce, shadow, soft) and failure mode,
 // and records metrics. Both front ends (HTTP JSON and Envoy gRPC) call CheckAsync().
 //
-//   auto service = RateLimitService::Create(config, options, &metrics);
-//   Result<CheckResponse> r = (*service)->Check(request);   // error: a bad request (400)
+//   auto store = OpenStore("memory", {});                  // sluice/open_store.h
+//   auto service = RateLimitService::Create(config, *store, options, &metrics);
+//   Result<CheckResponse> r = (*service)->Check(request);  // error: a bad request (400)
 //
 // The config is swapped atomically by Reload(); a Check() in flight finishes on the config it
 // started with. Limits keep their counters across a reload when their id and spec are
@@ -24,38 +25,13 @@
 #include "service/check.h"
 #include "sluice/clock.h"
 #include "sluice/limiter.h"
-#include "sluice/redis_store.h"
+#include "sluice/quota_sync.h"
 #include "sluice/status.h"
 #include "sluice/store.h"
 
 namespace sluice::server {
 
 struct ServiceOptions {
-  // "memory", "redis://[user:password@]host:port[/db]" or "redis+cluster://host:port[,...]".
-  std::string store = "memory";
-  // Memory store: the bound for everything its limiters hold. Three quarters are shared evenly
-  // by the configured limits, one quarter by the override limits (OpenMemoryStore).
-  size_t memory_max_bytes = size_t{512} << 20;
-  // Redis: the over-limit cache's bound (sluice/over_limit_cache.h); 0: no cache.
-  size_t local_cache_bytes = size_t{64} << 20;
-  // Redis: the batched limits' views' bound (sluice/batched_store.h); 0: no views (batched
-  // limits are then decided by Redis, exactly).
-  size_t batched_bytes = size_t{16} << 20;
-  // Redis: pool, timeouts and breaker (the rest comes from the address). docs/redis.md.
-  int redis_connections = 4;  // pipelined connections per Redis server
-  int64_t redis_connect_timeout_ms = 200;
-  int64_t redis_command_timeout_ms = 50;
-  int redis_breaker_failures = 5;        // consecutive failures that open a server's breaker
-  int64_t redis_breaker_open_ms = 1000;  // how long it stays open before one probe
-  RedisEventHook redis_events;           // Redis state changes, rate-limited: sluiced logs them
-  // docs/regions.md: this node's region and the global store's address (empty: none), for
-  // limits of scope global with regions mode leased.
-  std::string region;
-  std::string global_store;
-  bool redis_monitor = true;  // the Redis store's monitor (docs/redis.md); off for --check-config
-  // The region layer's renewals from the global store (docs/regions.md); off for --check-config,
-  // which must not leave a node's demand and grant there.
-  bool region_refresh = true;
   // How hits over a limit count where its rule does not say (over_limit_hits): drop (a refused
   // request takes nothing) or count (every hit is charged, as envoyproxy/ratelimit counts).
   OverLimitHits over_limit_hits = OverLimitHits::kDrop;
@@ -79,10 +55,8 @@ struct CounterState {
 
 class RateLimitService {
  public:
-  // Decides in the store options.store names (OpenStore).
-  static Result<std::unique_ptr<RateLimitService>> Create(std::shared_ptr<const Config> config,
-                                                          ServiceOptions options, Metrics* metrics);
-  // Decides in `store` (options.store and the store settings are unused).
+  // Decides in `store`: the service makes its limiters there and never learns which store it
+  // is (the server binary opens it, sluiced/server.cc, from --store with OpenStore).
   static Result<std::unique_ptr<RateLimitService>> Create(std::shared_ptr<const Config> config,
                                                           std::shared_ptr<Store> store,
                                                           ServiceOptions options, Metrics* metrics);

@@ -29,6 +29,7 @@
 #include "service/check_rules.h"
 #include "service/rate_limit_service.h"
 #include "sluice/clock.h"
+#include "sluice/open_store.h"
 
 namespace {
 
@@ -161,8 +162,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
   sluice::server::Metrics metrics;
   sluice::server::ServiceOptions options;
   options.clock = &clock;
-  options.memory_max_bytes = size_t{64} << 20;
-  auto service = sluice::server::RateLimitService::Create(LoadedConfig(), options, &metrics);
+  sluice::OpenStoreOptions store_options;
+  store_options.memory.max_bytes = size_t{64} << 20;
+  auto opened = sluice::OpenStore("memory", store_options);
+  FUZZ_CHECK(opened.has_value());
+  auto service =
+      sluice::server::RateLimitService::Create(LoadedConfig(), *opened, options, &metrics);
   FUZZ_CHECK(service.has_value());
   // Twice: the second call meets the counters the first one left.
   for (int round = 0; round < 2; ++round) {

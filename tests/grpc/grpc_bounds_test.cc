@@ -17,6 +17,7 @@
 #include "grpc/grpc_test_util.h"
 #include "metrics/metrics.h"
 #include "sluice/clock.h"
+#include "sluice/open_store.h"
 #include "support/bounds_config.h"
 #include "support/temp_config_dir.h"
 
@@ -35,7 +36,9 @@ class GrpcBounds : public ::testing::Test {
     ServiceOptions options;
     options.clock = &clock_;
     options.unchecked_warning = [this](const std::string& m) { warnings_.push_back(m); };
-    auto service = RateLimitService::Create(*config, options, &metrics_);
+    auto opened = OpenStore("memory", {});
+    ASSERT_TRUE(opened.has_value()) << opened.error().message;
+    auto service = RateLimitService::Create(*config, *opened, options, &metrics_);
     ASSERT_TRUE(service.has_value()) << service.error().message;
     service_ = std::move(*service);
     auto server = GrpcServer::Start({.address = "127.0.0.1:0", .threads = 2}, *service_);

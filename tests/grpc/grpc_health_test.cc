@@ -18,6 +18,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/raw_http2.h"
 #include "metrics/metrics.h"
+#include "sluice/open_store.h"
 #include "support/redis_server.h"
 #include "support/temp_config_dir.h"
 
@@ -224,9 +225,11 @@ class GrpcHealthOverService : public ::testing::Test {
     auto config = LoadConfig(dir_.Write("health.yaml", kConfig));
     ASSERT_TRUE(config.has_value()) << config.error().message;
     ServiceOptions service_options;
-    service_options.store = store;
-    service_options.redis_monitor = false;
-    auto service = RateLimitService::Create(*config, service_options, &metrics_);
+    OpenStoreOptions store_options;
+    store_options.redis_monitor = false;
+    auto opened = OpenStore(store, store_options);
+    ASSERT_TRUE(opened.has_value()) << opened.error().message;
+    auto service = RateLimitService::Create(*config, *opened, service_options, &metrics_);
     ASSERT_TRUE(service.has_value()) << service.error().message;
     service_ = std::move(*service);
     options.address = "127.0.0.1:0";

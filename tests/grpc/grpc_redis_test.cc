@@ -16,6 +16,7 @@
 #include "config/config.h"
 #include "grpc/grpc_test_util.h"
 #include "metrics/metrics.h"
+#include "sluice/open_store.h"
 #include "support/redis_server.h"
 #include "support/temp_config_dir.h"
 
@@ -37,8 +38,9 @@ class GrpcOverRedis : public ::testing::Test {
     auto config = LoadConfig(dir_.Write("rd.yaml", kConfig));
     ASSERT_TRUE(config.has_value()) << config.error().message;
     ServiceOptions options;
-    options.store = "redis://127.0.0.1:" + std::to_string(redis_.port());
-    auto service = RateLimitService::Create(*config, options, &metrics_);
+    auto opened = OpenStore("redis://127.0.0.1:" + std::to_string(redis_.port()), {});
+    ASSERT_TRUE(opened.has_value()) << opened.error().message;
+    auto service = RateLimitService::Create(*config, *opened, options, &metrics_);
     ASSERT_TRUE(service.has_value()) << service.error().message;
     service_ = std::move(*service);
     // One handler thread: every call below is in flight through it.

@@ -16,6 +16,7 @@
 #include "grpc/grpc_test_util.h"
 #include "metrics/metrics.h"
 #include "sluice/clock.h"
+#include "sluice/open_store.h"
 #include "support/temp_config_dir.h"
 
 namespace sluice::server::test {
@@ -40,7 +41,9 @@ class GrpcResponseHeaders : public ::testing::Test {
     ASSERT_TRUE(config.has_value()) << config.error().message;
     ServiceOptions options;
     options.clock = &clock_;
-    auto service = RateLimitService::Create(*config, options, &metrics_);
+    auto opened = OpenStore("memory", {});
+    ASSERT_TRUE(opened.has_value()) << opened.error().message;
+    auto service = RateLimitService::Create(*config, *opened, options, &metrics_);
     ASSERT_TRUE(service.has_value()) << service.error().message;
     service_ = std::move(*service);
     // 15 s into a minute: each fixed window ends 45 s from now.

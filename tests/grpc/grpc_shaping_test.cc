@@ -18,6 +18,7 @@
 
 #include "config/config.h"
 #include "grpc/grpc_test_util.h"
+#include "sluice/open_store.h"
 #include "support/temp_config_dir.h"
 
 namespace sluice::server::test {
@@ -56,7 +57,9 @@ class GrpcShaping : public ::testing::Test {
   void SetUp() override {
     auto config = LoadConfig(dir_.Write("shape.yaml", kConfig));
     ASSERT_TRUE(config.has_value()) << config.error().message;
-    auto service = RateLimitService::Create(*config, ServiceOptions{}, nullptr);
+    auto opened = OpenStore("memory", {});
+    ASSERT_TRUE(opened.has_value()) << opened.error().message;
+    auto service = RateLimitService::Create(*config, *opened, ServiceOptions{}, nullptr);
     ASSERT_TRUE(service.has_value()) << service.error().message;
     service_ = std::move(*service);
     // A held call keeps its stream: room for every call these tests hold at once.

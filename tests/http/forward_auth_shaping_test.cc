@@ -23,6 +23,7 @@
 #include "http/http_server.h"
 #include "metrics/metrics.h"
 #include "service/rate_limit_service.h"
+#include "sluice/open_store.h"
 #include "support/http_test_client.h"
 #include "support/temp_config_dir.h"
 
@@ -59,7 +60,9 @@ class ForwardAuthShaping : public ::testing::Test {
   void SetUp() override {
     auto config = LoadConfig(dir_.Write("api.yaml", kConfig));
     ASSERT_TRUE(config.has_value()) << config.error().message;
-    auto service = RateLimitService::Create(*config, ServiceOptions{}, &metrics_);
+    auto opened = OpenStore("memory", {});
+    ASSERT_TRUE(opened.has_value()) << opened.error().message;
+    auto service = RateLimitService::Create(*config, *opened, ServiceOptions{}, &metrics_);
     ASSERT_TRUE(service.has_value()) << service.error().message;
     service_ = std::move(*service);
     api_ = std::make_unique<ForwardAuthApi>(service_.get(), &metrics_, ForwardAuthOptions{});

@@ -12,6 +12,7 @@
 #include "http/forward_auth_api.h"
 #include "http/forwarded_request.h"
 #include "http/http_headers.h"
+#include "sluice/open_store.h"
 #include "support/temp_config_dir.h"
 
 namespace sluice::server {
@@ -230,7 +231,9 @@ class ForwardAuthApiTest : public ::testing::Test {
     ASSERT_TRUE(config.has_value()) << config.error().message;
     ServiceOptions options;
     options.clock = &clock_;
-    auto service = RateLimitService::Create(*config, options, &metrics_);
+    auto opened = OpenStore("memory", {});
+    ASSERT_TRUE(opened.has_value()) << opened.error().message;
+    auto service = RateLimitService::Create(*config, *opened, options, &metrics_);
     ASSERT_TRUE(service.has_value()) << service.error().message;
     service_ = std::move(*service);
     api_ = std::make_unique<ForwardAuthApi>(service_.get(), &metrics_,

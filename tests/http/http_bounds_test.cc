@@ -15,6 +15,7 @@
 #include "http/http_api.h"
 #include "service/rate_limit_service.h"
 #include "sluice/clock.h"
+#include "sluice/open_store.h"
 #include "support/bounds_config.h"
 #include "support/temp_config_dir.h"
 
@@ -32,7 +33,9 @@ class HttpBounds : public ::testing::Test {
     ASSERT_TRUE(config.has_value()) << config.error().message;
     ServiceOptions options;
     options.clock = &clock_;
-    auto service = RateLimitService::Create(*config, options, &metrics_);
+    auto opened = OpenStore("memory", {});
+    ASSERT_TRUE(opened.has_value()) << opened.error().message;
+    auto service = RateLimitService::Create(*config, *opened, options, &metrics_);
     ASSERT_TRUE(service.has_value()) << service.error().message;
     service_ = std::move(*service);
     api_ = std::make_unique<HttpApi>(service_.get(), &metrics_, HttpApiOptions{});

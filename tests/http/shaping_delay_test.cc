@@ -13,6 +13,7 @@
 #include "config/config.h"
 #include "http/http_api.h"
 #include "service/rate_limit_service.h"
+#include "sluice/open_store.h"
 #include "support/temp_config_dir.h"
 
 namespace sluice::server {
@@ -53,7 +54,9 @@ TEST(ShapingDelay, DelayMsIsTheLimitReqScheduleAndRefusalsTakeNothing) {
   ManualClock clock(FromNanos(int64_t{5'000'000} * 1'000'000'000));
   ServiceOptions options;
   options.clock = &clock;
-  auto service = RateLimitService::Create(*config, options, nullptr);
+  auto opened = OpenStore("memory", {});
+  ASSERT_TRUE(opened.has_value()) << opened.error().message;
+  auto service = RateLimitService::Create(*config, *opened, options, nullptr);
   ASSERT_TRUE(service.has_value()) << service.error().message;
   Metrics metrics;
   HttpApi api(service->get(), &metrics, {});

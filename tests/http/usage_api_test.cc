@@ -14,6 +14,7 @@
 #include "metrics/hyperloglog.h"
 #include "metrics/usage_views.h"
 #include "service/rate_limit_service.h"
+#include "sluice/open_store.h"
 #include "support/temp_config_dir.h"
 
 namespace sluice::server {
@@ -50,7 +51,9 @@ class UsageApiTest : public ::testing::Test {
     options.clock = &clock_;
     options.usage = &views_;
     metrics_.SetUsageViews(&views_);
-    auto service = RateLimitService::Create(*config, options, &metrics_);
+    auto opened = OpenStore("memory", {});
+    ASSERT_TRUE(opened.has_value()) << opened.error().message;
+    auto service = RateLimitService::Create(*config, *opened, options, &metrics_);
     ASSERT_TRUE(service.has_value()) << service.error().message;
     service_ = std::move(*service);
     HttpApiOptions api;

@@ -8,6 +8,7 @@
 
 #include "service/rate_limit_service.h"
 #include "sluice/memory_store.h"
+#include "sluice/open_store.h"
 #include "support/heap_in_use.h"
 #include "support/temp_config_dir.h"
 
@@ -28,8 +29,11 @@ class OverrideLimits : public ::testing::Test {
     ASSERT_TRUE(config.has_value()) << config.error().message;
     ServiceOptions options;
     options.clock = &clock_;
-    options.memory_max_bytes = memory_max_bytes;
-    auto service = RateLimitService::Create(*config, options, nullptr);
+    OpenStoreOptions store_options;
+    store_options.memory.max_bytes = memory_max_bytes;
+    auto opened = OpenStore("memory", store_options);
+    ASSERT_TRUE(opened.has_value()) << opened.error().message;
+    auto service = RateLimitService::Create(*config, *opened, options, nullptr);
     ASSERT_TRUE(service.has_value()) << service.error().message;
     service_ = std::move(*service);
   }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "service/rate_limit_service.h"
+#include "sluice/open_store.h"
 #include "support/redis_server.h"
 #include "support/temp_config_dir.h"
 
@@ -42,8 +43,9 @@ class AsyncRedisService : public ::testing::Test {
     auto config = LoadConfig(dir_.Write("api.yaml", kConfig));
     ASSERT_TRUE(config.has_value()) << config.error().message;
     ServiceOptions options;
-    options.store = "redis://127.0.0.1:" + std::to_string(redis_.port());
-    auto service = RateLimitService::Create(*config, options, &metrics_);
+    auto opened = OpenStore("redis://127.0.0.1:" + std::to_string(redis_.port()), {});
+    ASSERT_TRUE(opened.has_value()) << opened.error().message;
+    auto service = RateLimitService::Create(*config, *opened, options, &metrics_);
     ASSERT_TRUE(service.has_value()) << service.error().message;
     service_ = std::move(*service);
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "service/ratelimit_headers.h"
+#include "sluice/open_store.h"
 #include "support/temp_config_dir.h"
 
 namespace sluice::server {
@@ -50,7 +51,9 @@ class Service : public ::testing::Test {
     ASSERT_TRUE(config.has_value()) << config.error().message;
     ServiceOptions options;
     options.clock = &clock_;
-    auto service = RateLimitService::Create(*config, options, &metrics_);
+    auto opened = OpenStore("memory", {});
+    ASSERT_TRUE(opened.has_value()) << opened.error().message;
+    auto service = RateLimitService::Create(*config, *opened, options, &metrics_);
     ASSERT_TRUE(service.has_value()) << service.error().message;
     service_ = std::move(*service);
   }

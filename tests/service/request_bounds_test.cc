@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "service/rate_limit_service.h"
+#include "sluice/open_store.h"
 #include "support/temp_config_dir.h"
 
 namespace sluice::server {
@@ -31,7 +32,9 @@ class RequestBounds : public ::testing::Test {
     ServiceOptions options;
     options.clock = &clock_;
     options.unchecked_warning = [this](const std::string& m) { warnings_.push_back(m); };
-    auto service = RateLimitService::Create(*config, options, &metrics_);
+    auto opened = OpenStore("memory", {});
+    ASSERT_TRUE(opened.has_value()) << opened.error().message;
+    auto service = RateLimitService::Create(*config, *opened, options, &metrics_);
     ASSERT_TRUE(service.has_value()) << service.error().message;
     service_ = std::move(*service);
   }

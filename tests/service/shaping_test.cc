@@ -10,6 +10,7 @@
 
 #include "config/config.h"
 #include "service/rate_limit_service.h"
+#include "sluice/open_store.h"
 #include "support/temp_config_dir.h"
 
 namespace sluice::server {
@@ -46,7 +47,9 @@ class Shaping : public ::testing::Test {
     ASSERT_TRUE(config.has_value()) << config.error().message;
     ServiceOptions options;
     options.clock = &clock_;
-    auto service = RateLimitService::Create(*config, options, nullptr);
+    auto opened = OpenStore("memory", {});
+    ASSERT_TRUE(opened.has_value()) << opened.error().message;
+    auto service = RateLimitService::Create(*config, *opened, options, nullptr);
     ASSERT_TRUE(service.has_value()) << service.error().message;
     service_ = std::move(*service);
   }

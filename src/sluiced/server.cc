@@ -1,0 +1,305 @@
+#include "sluiced/server.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "service/check.h"
+#include "sluice/open_store.h"
+#include "sluice/quota_sync.h"
+#include "sluice/redis_store.h"
+#include "sluiced/config_report.h"
+#include "sluiced/store_events.h"
+
+namespace sluice::server {
+namespace {
+
+// The store --store names, as the service needs it: keys as long as its counter keys, the
+// service's clock (nullptr: the store's own), the Redis store's state changes to `events`.
+Result<std::shared_ptr<Store>> OpenTheStore(const Settings& settings, const Clock* clock,
+                                            RedisEventHook events) {
+  OpenStoreOptions options = settings.store_options;
+  options.max_key_bytes = kCheckLimits.max_counter_key_bytes;
+  options.clock = clock;
+  options.redis_events = std::move(events);
+  return OpenStore(settings.store, options);
+}
+
+// The store gauges of /metrics, translated from the store's Stats() and the synced limits'.
+void SetStoreGauges(Metrics& metrics, const RateLimitService& service) {
+  metrics.SetStoreGaugesSource([&service] {
+    const StoreStats s = service.StoreTotals();
+    StoreGauges g{s.keys,
+                  s.evictions,
+                  s.bytes,
+                  s.max_bytes,
+                  s.server_eviction_watched,
+                  s.server_eviction_unsafe,
+                  s.server_evicted_keys,
+                  s.over_limit_cache,
+                  s.cached_decisions,
+                  s.forwarded_decisions,
+                  s.leased_decisions + s.local_decisions};
+    g.batched = s.batched;
+    g.batched_pending_hits = s.batched_pending_hits;
+    g.batched_over_admitted_hits = s.batched_over_admitted_hits;
+    g.region_sync_age_seconds = s.region_sync_age_seconds;
+    for (const auto& l : service.SyncedLimitStats()) {
+      if (l.stats.region_leased) {
+        g.regions.push_back({l.domain, l.metric_name, l.stats.region_share_units,
+                             l.stats.region_global_leases, l.stats.region_cutoff_decisions});
+      }
+      if (l.mode == SyncMode::kExact) continue;
+      if (l.mode == SyncMode::kLeased) {
+        g.leases.push_back({l.domain, l.metric_name, l.stats.leases_taken, l.stats.lease_returns,
+                            l.stats.leases_expired, l.stats.lease_units_held});
+      } else {
+        g.batched_limits.push_back({l.domain, l.metric_name, l.stats.batched_over_admitted_hits});
+      }
+    }
+    return g;
+  });
+}
+
+// Each open connection is a descriptor; the default soft limit (often 1024) would cap the
+// connection bound below what --http-max-connections promises.
+void RaiseFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+// Signals are taken synchronously by the main thread (sigwait in Run): they are blocked before
+// any other thread starts, so that every thread inherits the mask.
+sigset_t BlockSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error code, not a death
+  return signals;
+}
+
+}  // namespace
+
+Server::Server(const Settings& settings)
+    : settings_(settings), metrics_(settings.near_limit_ratio) {}
+
+Result<std::unique_ptr<Server>> Server::Start(const Settings& settings) {
+  auto config = LoadConfig(settings.config, settings.load);
+  if (!config) return MakeError("cannot load the config: " + config.error().message);
+  LogWarnings(**config, settings.memory_store);
+  LogRegionFlags(**config, settings.load.region);
+  spdlog::info("config loaded from {}: {}", settings.config, Summary(**config));
+
+  std::unique_ptr<Server> server(new Server(settings));
+  server->config_ = std::move(*config);
+  for (auto step :
+       {&Server::StartService, &Server::StartHttp, &Server::StartForwardAuth, &Server::StartGrpc}) {
+    if (auto started = (server.get()->*step)(); !started) return std::unexpected(started.error());
+  }
+  SetStoreGauges(server->metrics_, *server->service_);
+  return server;
+}
+
+Result<void> Server::StartService() {
+  if (settings_.usage) {
+    UsageOptions usage_options = *settings_.usage;
+    usage_options.clock = &clock_;
+    usage_ = std::make_unique<UsageViews>(usage_options);
+    metrics_.SetUsageViews(usage_.get());
+    spdlog::info("usage views: period {}, near-limit ratio {}, {} limits tracked at most",
+                 settings_.usage_period, settings_.near_limit_ratio, usage_->max_limits());
+  }
+  ServiceOptions options;
+  options.over_limit_hits = settings_.over_limit_hits;
+  options.clock = &clock_;
+  options.usage = usage_.get();
+  options.unchecked_warning = [](const std::string& message) {
+    spdlog::warn("check: {}", message);
+  };
+  auto store = OpenTheStore(settings_, &clock_, LogRedisEvent);
+  if (!store) return MakeError("cannot start the service: " + store.error().message);
+  auto service = RateLimitService::Create(config_, std::move(*store), options, &metrics_);
+  if (!service) return MakeError("cannot start the service: " + service.error().message);
+  service_ = std::move(*service);
+  return {};
+}
+
+Result<void> Server::StartHttp() {
+  HttpApiOptions api_options;
+  api_options.admin_token = settings_.admin_token;
+  api_options.headers = settings_.headers;
+  api_options.max_body_bytes = settings_.listener.max_body_bytes;
+  api_options.usage = usage_.get();
+  api_ = std::make_unique<const HttpApi>(service_.get(), &metrics_, api_options);
+  if (!settings_.http) return {};
+  HttpServerOptions options = settings_.listener;
+  options.address = *settings_.http;
+  auto started = HttpServer::Start(
+      options, [api = api_.get()](const HttpRequestView& r) { return api->Handle(r); });
+  if (!started) return std::unexpected(started.error());
+  http_ = std::move(*started);
+  spdlog::info("http: listening on {} ({} threads, store {}, admin API {})", http_->address(),
+               settings_.threads, RedactRedisAddress(settings_.store),
+               settings_.admin_token.empty() ? "off" : "on");
+  return {};
+}
+
+// The forward-auth endpoint: a second listener on the same server machinery, with the HTTP
+// API's bounds and timeouts (its requests are a proxy's: headers, no body worth reading).
+Result<void> Server::StartForwardAuth() {
+  forward_auth_ = std::make_unique<const ForwardAuthApi>(
+      service_.get(), &metrics_, ForwardAuthOptions{.headers = settings_.headers});
+  if (!settings_.forward_auth) return {};
+  HttpServerOptions options = settings_.listener;
+  options.address = *settings_.forward_auth;
+  auto started = HttpServer::Start(
+      options, [api = forward_auth_.get()](const HttpRequestView& r) { return api->Handle(r); });
+  if (!started) return MakeError("forward-auth: " + started.error().message);
+  forward_auth_http_ = std::move(*started);
+  size_t declared = 0;
+  for (const auto& [name, domain] : config_->domains()) declared += domain.forward_auth ? 1 : 0;
+  spdlog::info("forward-auth: listening on {} ({} domains with a forward_auth section)",
+               forward_auth_http_->address(), declared);
+  if (declared == 0) {
+    spdlog::warn(
+        "forward-auth: no domain has a forward_auth section: every request to it is answered "
+        "400 until a reload adds one");
+  }
+  return {};
+}
+
+Result<void> Server::StartGrpc() {
+  if (!settings_.grpc) return {};
+  GrpcServerOptions options = settings_.grpc_options;
+  options.address = *settings_.grpc;
+  auto started = GrpcServer::Start(options, *service_);
+  if (!started) return std::unexpected(started.error());
+  grpc_ = std::move(*started);
+  const std::string_view header_set = HeaderSetName(options.headers.set);
+  spdlog::info(
+      "grpc: listening on port {} (envoy.service.ratelimit.v3.RateLimitService and "
+      "grpc.health.v1.Health; at most {} connections, {} streams each; response headers {})",
+      grpc_->port(), options.max_connections, options.max_concurrent_streams, header_set);
+  if (settings_.headers.legacy && !http_ && !forward_auth_http_ &&
+      options.headers.set != HeaderSet::kDraft11) {
+    spdlog::warn(
+        "--legacy-headers has no effect: the HTTP API is off and gRPC answers carry "
+        "the {} set (X-RateLimit-* come with draft11 only)",
+        header_set);
+  }
+  return {};
+}
+
+void Server::Reload() {
+  auto config = LoadConfig(settings_.config, settings_.load);
+  if (!config) {
+    spdlog::error("reload failed, keeping the running config: {}", config.error().message);
+    metrics_.RecordReload(false);
+    return;
+  }
+  LogWarnings(**config, settings_.memory_store);
+  LogRegionFlags(**config, settings_.load.region);
+  const std::string summary = Summary(**config);
+  // The service counts the outcome of its own Reload; only a config that never reached it is
+  // counted here.
+  const std::shared_ptr<const Config> before = service_->config();
+  const std::shared_ptr<const Config> after = *config;
+  if (auto r = service_->Reload(std::move(*config)); !r) {
+    spdlog::error("reload failed, keeping the running config: {}", r.error().message);
+    return;
+  }
+  WarnRemovedDomains(*before, *after);
+  spdlog::info("config reloaded from {}: {}", settings_.config, summary);
+}
+
+void Server::Stop() {
+  // Not ready from here on: /readyz answers 503 and gRPC health NOT_SERVING while requests in
+  // flight finish.
+  service_->StartDraining();
+  // The front ends drain side by side, each its own requests in flight (a held forward-auth or
+  // gRPC answer goes out at once), so that none waits out another's grace first.
+  std::vector<std::thread> stopping;
+  if (http_) stopping.emplace_back([this] { http_->Stop(); });
+  if (forward_auth_http_) stopping.emplace_back([this] { forward_auth_http_->Stop(); });
+  if (grpc_) stopping.emplace_back([this] { grpc_->Shutdown(); });
+  for (std::thread& t : stopping) t.join();
+  // A check still waiting on Redis when the grace ran out is answered by the store as it
+  // closes, and that answer goes to the HTTP API and a server's io_context: close the store
+  // now, while they exist, rather than after them in reverse declaration order.
+  service_.reset();
+  metrics_.SetUsageViews(nullptr);
+}
+
+// Neither Redis is contacted: the region's store connects lazily and decides what it accepts by
+// itself, and no part is leased from the global store. (The Redis store refuses limits beyond
+// its exact range that the memory store takes, hence the store and not the config alone.)
+int CheckConfig(const Settings& settings) {
+  auto checked = LoadConfig(settings.config, settings.load);
+  if (!checked) {
+    std::fprintf(stderr, "%s\n", checked.error().message.c_str());
+    return 1;
+  }
+  for (const std::string& w : (*checked)->warnings()) {
+    std::fprintf(stderr, "warning: %s\n", w.c_str());
+  }
+  Metrics metrics;
+  ServiceOptions options;
+  options.over_limit_hits = settings.over_limit_hits;
+  Settings quiet = settings;
+  quiet.store_options.redis_monitor = false;   // nothing to watch: the process is about to exit
+  quiet.store_options.region_refresh = false;  // nor any part to lease from the global store
+  const std::string redacted = RedactRedisAddress(settings.store);
+  Result<void> made;
+  if (auto store = OpenTheStore(quiet, nullptr, nullptr); !store) {
+    made = std::unexpected(store.error());
+  } else if (auto service =
+                 RateLimitService::Create(*checked, std::move(*store), options, &metrics);
+             !service) {
+    made = std::unexpected(service.error());
+  }
+  if (!made) {
+    std::fprintf(stderr, "%s (with --store %s)\n", made.error().message.c_str(), redacted.c_str());
+    return 1;
+  }
+  std::printf("%s: ok with --store %s, %s\n", settings.config.c_str(), redacted.c_str(),
+              ConfigSummary(**checked).c_str());
+  return 0;
+}
+
+int Run(const Settings& settings) {
+  sigset_t signals = BlockSignals();
+  RaiseFileLimit();
+  auto server = Server::Start(settings);
+  if (!server) {
+    spdlog::error("{}", server.error().message);
+    return 1;
+  }
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig == SIGHUP) {
+      (*server)->Reload();
+      continue;
+    }
+    spdlog::info("{}: stopping (finishing requests in flight)",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    break;
+  }
+  (*server)->Stop();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace sluice::server
