@@ -18,14 +18,10 @@
 
 #include "sluice/decision.h"
 #include "sluice/limiter.h"
+#include "sluice/store.h"  // RequestRefused
 #include "sluice/time.h"
 
 namespace sluice {
-
-// Whether a request whose checks got the decisions `out` is refused: when any check that is not
-// a quota check is not allowed, or when it has quota checks and none of them is allowed. Every
-// store applies this rule, and so does the service.
-bool RequestRefused(std::span<const LimitCheck> checks, std::span<const Decision> out);
 
 // Decides checks[i] into out[i] (out.size() >= checks.size()), in order, each at `now`. If the
 // request is refused (RequestRefused: a degraded fail-closed refusal counts, a null limiter is

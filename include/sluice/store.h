@@ -59,6 +59,11 @@ struct LimiterOptions {
   RegionScope region = {};
 };
 
+// Whether a request whose checks got the decisions `out` is refused: when any check that is not
+// a quota check is not allowed, or when it has quota checks and none of them is allowed. Every
+// store applies this rule (src/store/give_back.h), and so does the service.
+bool RequestRefused(std::span<const LimitCheck> checks, std::span<const Decision> out);
+
 class Store {
  public:
   virtual ~Store() = default;

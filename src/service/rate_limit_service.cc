@@ -14,7 +14,6 @@
 #include "service/check_rules.h"
 #include "service/limiter_set.h"
 #include "service/unchecked_report.h"
-#include "sluice/decide_all.h"
 
 namespace sluice::server {
 namespace {

@@ -24,7 +24,6 @@
 #include "metrics/metrics.h"
 #include "service/check.h"
 #include "sluice/clock.h"
-#include "sluice/limiter.h"
 #include "sluice/quota_sync.h"
 #include "sluice/status.h"
 #include "sluice/store.h"
