@@ -21,7 +21,6 @@
 #include <string_view>
 
 #include "config/config.h"
-#include "sluice/limiter.h"
 #include "sluice/status.h"
 #include "sluice/store.h"
 
