@@ -198,16 +198,13 @@ void PipelinedConnection::Run() {
   std::vector<Op> batch;
   batch.reserve(kMaxBatch);
   for (;;) {
-    // The last batch's callbacks go before waiting, not at the next wake: what they hold (the
-    // store and its layers, through a caller's capture) must not outlive the answer by an idle
-    // connection's sleep.
-    batch.clear();
     bool stopping = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
       wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping, and everything answered
       const size_t n = std::min(queue_.size(), kMaxBatch);
+      batch.clear();
       for (size_t i = 0; i < n; ++i) {
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
