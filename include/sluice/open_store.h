@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "sluice/batched_store.h"
@@ -36,6 +37,9 @@ struct OpenStoreOptions {
   std::chrono::milliseconds redis_breaker_open_for{1000};
   RedisEventHook redis_events;  // the Redis store's state changes, rate-limited (for logs)
   bool redis_monitor = true;    // false: no monitor thread (nothing connects until first use)
+  // false: Redis decides at the `now` passed in, not its own TIME (replays, the store suite).
+  bool redis_server_time = true;
+  std::string redis_key_prefix = "sluice";  // RedisStoreOptions::key_prefix
   // false: the region layer renews no part (--check-config: the global store is not written to)
   bool region_refresh = true;
   size_t max_key_bytes = 65535;  // longest identity either store accepts

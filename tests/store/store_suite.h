@@ -7,6 +7,8 @@
 //   Redis            tests/store/redis/redis_store_suite_test.cc    (redis_test: a redis-server)
 //   Redis Cluster    tests/store/redis/redis_cluster_test.cc        (redis_cluster_test: the
 //                                                                     cluster is a ctest fixture)
+// each through OpenStore, the stack sluiced runs, in every sync mode it serves
+// (store/open_store_under_test.h), and the Redis stores also alone.
 //
 // How a new store joins:
 //   1. Write a factory: a function returning a StoreUnderTest whose `open` opens a new, empty
@@ -25,6 +27,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <ostream>
 #include <span>
@@ -33,6 +36,7 @@
 #include <vector>
 
 #include "sluice/limiter.h"
+#include "sluice/quota_sync.h"
 #include "sluice/store.h"
 #include "sluice/time.h"
 
@@ -74,6 +78,31 @@ struct StoreUnderTest {
   // Optional: store-specific checks after each parity run (decisions, async decisions, charges
   // against the pure algorithms), given the store (e.g. that a cache answered some of them).
   std::function<void(Store& store)> check_parity;
+
+  // How the suite's limits are shared (LimiterOptions::sync on every limiter it makes). Leased
+  // and batched serve only what SharedSyncCanServe says (token bucket, GCRA, fixed window, the
+  // leaky-bucket meter) and refuse the rest at MakeLimiter: for those modes the suite leaves the
+  // other algorithms out of every test (StoreSuite::Serves), so they are neither made nor
+  // checked. The oracle stays exact in every mode: the suite is one node, and one node alone
+  // gets exactly the pure algorithm's decisions from a leased limit (it spends units it took
+  // from the shared count, at the instant it would have taken them) and from a batched one (its
+  // view is the shared state plus its own hits; docs/redis.md, "Batched": one node never
+  // over-admits, and the suite never has a sync in flight while it decides).
+  QuotaSync sync;
+  // Whether the oracle's comparisons (StoreSuite::Same) hold for every field of a decision, or
+  // only for its verdict -- allowed, reason, degraded, limit -- where the sync mode reports the
+  // rest from the shared count rather than from this node's (leased: units taken ahead are
+  // gone from `remaining`; batched: durations read back from Redis's answers, strict by up to a
+  // microsecond).
+  bool same_in_every_field = true;
+  // Optional: runs the store's background work due by `now`, the suite's traffic time, on the
+  // suite's thread (a batched store's syncs), before each decision of the suite's traffic. Null:
+  // the store has none, or its background work never comes due (a clock held still).
+  std::function<void(Store& store, Timestamp now)> run_due;
+  // Tests that cannot hold for this store by design, by test name (without the instantiation's
+  // prefix and suffix), each with the reason they are skipped: reported as skipped, never
+  // passed.
+  std::map<std::string, std::string, std::less<>> skip;
 };
 
 void PrintTo(const StoreUnderTest& store, std::ostream* os);
@@ -104,7 +133,12 @@ class StoreSuite : public ::testing::TestWithParam<StoreUnderTest> {
  public:
   // A new instance (null after reporting a failure).
   std::shared_ptr<Store> Open();
-  // A limiter of `store` (null after reporting a failure).
+  // Whether the store under test serves `spec` in its sync mode; a test leaves out the specs
+  // it does not.
+  static bool Serves(const LimitSpec& spec);
+  // The store's background work due by `now` (StoreUnderTest::run_due), if it has any.
+  static void RunDue(Store& store, Timestamp now);
+  // A limiter of `store` in the store's sync mode (null after reporting a failure).
   std::unique_ptr<Limiter> Make(Store& store, const LimitSpec& spec, const std::string& id,
                                 bool fail_open = false);
   // Store::DecideAll, or DecideAllAsync waited on (bounded), into a vector. `after_return` runs

@@ -38,6 +38,8 @@ Result<std::shared_ptr<Store>> OpenRegionalStore(std::string_view address,
   redis->max_key_bytes = options.max_key_bytes;
   redis->on_event = options.redis_events;
   if (!options.redis_monitor) redis->monitor_interval = std::chrono::milliseconds(0);
+  redis->use_server_time = options.redis_server_time;
+  redis->key_prefix = options.redis_key_prefix;
   auto redis_store = OpenRedisStore(*redis);
   if (!redis_store) return std::unexpected(redis_store.error());
   // The batched layer's sync timer reads the caller's clock (not owned: it must outlive the

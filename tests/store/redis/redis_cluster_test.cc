@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "sluice/redis_store.h"
+#include "store/open_store_under_test.h"
 #include "store/redis/crc16.h"
-#include "store/redis/layered_store.h"
 #include "store/redis/redis_client.h"
 #include "store/store_suite.h"
 
@@ -410,11 +410,31 @@ testing::StoreUnderTest ClusterStore() {
   return store;
 }
 
-// And as sluiced opens it: behind the leased store and the over-limit cache.
-INSTANTIATE_TEST_SUITE_P(
-    RedisCluster, StoreSuite,
-    ::testing::Values(ClusterStore(), testing::LayeredAsSluiced(ClusterStore(), "cached_cluster")),
-    testing::StoreSuiteName);
+INSTANTIATE_TEST_SUITE_P(RedisCluster, StoreSuite, ::testing::Values(ClusterStore()),
+                         testing::StoreSuiteName);
+
+// And as sluiced opens it: OpenStore, the leased, batched and over-limit cache layers in front,
+// every limit in one sync mode.
+std::vector<testing::StoreUnderTest> ClusterThroughOpenStore() {
+  std::vector<testing::StoreUnderTest> out = testing::ThroughOpenStoreInEveryMode(
+      "cluster",
+      [] {
+        std::string address = "redis+cluster://";
+        for (int port : Ports()) address += "127.0.0.1:" + std::to_string(port) + ",";
+        address.pop_back();
+        return address;
+      },
+      [](int port) { return "redis+cluster://127.0.0.1:" + std::to_string(port); });
+  const testing::StoreUnderTest raw = ClusterStore();
+  for (testing::StoreUnderTest& store : out) {
+    store.set_up = raw.set_up;
+    store.partition_of = raw.partition_of;
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(RedisClusterOpenStore, StoreSuite,
+                         ::testing::ValuesIn(ClusterThroughOpenStore()), testing::StoreSuiteName);
 
 }  // namespace
 }  // namespace sluice

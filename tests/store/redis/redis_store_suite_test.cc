@@ -1,13 +1,15 @@
 // The Redis store on one real redis-server (started at first use, for this process) in the store
-// suite (tests/store/store_suite.h). Time is passed in (use_server_time = false), so the suite's
+// suite (tests/store/store_suite.h): the Redis store alone, and the stack sluiced runs, opened by
+// OpenStore, in each sync mode. Time is passed in (use_server_time = false), so the suite's
 // oracle and the store decide at the same instants; each store opened gets a key prefix of its own.
 #include <chrono>
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "sluice/redis_store.h"
-#include "store/redis/layered_store.h"
+#include "store/open_store_under_test.h"
 #include "store/store_suite.h"
 #include "support/redis_server.h"
 
@@ -63,10 +65,15 @@ StoreUnderTest StandaloneRedis() {
   return store;
 }
 
-// The same Redis as sluiced opens it: behind the leased store and the over-limit cache.
-INSTANTIATE_TEST_SUITE_P(Redis, StoreSuite,
-                         ::testing::Values(StandaloneRedis(),
-                                           LayeredAsSluiced(StandaloneRedis(), "cached_redis")),
+INSTANTIATE_TEST_SUITE_P(Redis, StoreSuite, ::testing::Values(StandaloneRedis()), StoreSuiteName);
+
+// The same Redis as sluiced opens it: OpenStore, the leased, batched and over-limit cache layers
+// in front, every limit in one sync mode.
+INSTANTIATE_TEST_SUITE_P(OpenStore, StoreSuite,
+                         ::testing::ValuesIn(ThroughOpenStoreInEveryMode(
+                             "redis",
+                             [] { return "redis://127.0.0.1:" + std::to_string(Server().port()); },
+                             [](int port) { return "redis://127.0.0.1:" + std::to_string(port); })),
                          StoreSuiteName);
 
 }  // namespace
