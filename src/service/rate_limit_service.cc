@@ -452,8 +452,7 @@ Result<std::unique_ptr<RateLimitService>> RateLimitService::Create(
   store_options.redis_breaker_open_for = std::chrono::milliseconds(options.redis_breaker_open_ms);
   store_options.max_key_bytes = kCheckLimits.max_counter_key_bytes;
   store_options.redis_events = options.redis_events;
-  store_options.redis_monitor = options.redis_monitor;
-  store_options.region_refresh = options.region_refresh;
+  store_options.scheduler = options.store_scheduler;
   store_options.clock = options.clock;
   store_options.region = options.region;
   store_options.global_store = options.global_store;

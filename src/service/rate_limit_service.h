@@ -25,6 +25,7 @@
 #include "sluice/clock.h"
 #include "sluice/limiter.h"
 #include "sluice/redis_store.h"
+#include "sluice/scheduler.h"
 #include "sluice/status.h"
 #include "sluice/store.h"
 
@@ -52,10 +53,9 @@ struct ServiceOptions {
   // limits of scope global with regions mode leased.
   std::string region;
   std::string global_store;
-  bool redis_monitor = true;  // the Redis store's monitor (docs/redis.md); off for --check-config
-  // The region layer's renewals from the global store (docs/regions.md); off for --check-config,
-  // which must not leave a node's demand and grant there.
-  bool region_refresh = true;
+  // The store's background work (OpenStoreOptions::scheduler); null: its own. --check-config
+  // passes a ManualScheduler it never advances: no monitor, no region renewal.
+  std::shared_ptr<Scheduler> store_scheduler;
   // How hits over a limit count where its rule does not say (over_limit_hits): drop (a refused
   // request takes nothing) or count (every hit is charged, as envoyproxy/ratelimit counts).
   OverLimitHits over_limit_hits = OverLimitHits::kDrop;

@@ -29,6 +29,7 @@
 #include "sluice/clock.h"
 #include "sluice/duration.h"
 #include "sluice/redis_store.h"
+#include "sluice/scheduler.h"
 #include "sluiced/log_setup.h"
 #include "util/byte_size.h"
 
@@ -276,9 +277,11 @@ int CheckConfig(const Flags& flags) {
     std::fprintf(stderr, "warning: %s\n", w.c_str());
   }
   Metrics metrics;
+  // No background work: nothing to watch (the process is about to exit), nor any part to lease
+  // from the global store. A scheduler that is never advanced runs none.
+  sluice::ManualClock idle;
   ServiceOptions options = ServiceOptionsFrom(flags);
-  options.redis_monitor = false;   // nothing to watch: the process is about to exit
-  options.region_refresh = false;  // nor any part to lease from the global store
+  options.store_scheduler = std::make_shared<sluice::ManualScheduler>(idle);
   if (auto service = RateLimitService::Create(*checked, options, &metrics); !service) {
     std::fprintf(stderr, "%s (with --store %s)\n", service.error().message.c_str(),
                  sluice::RedactRedisAddress(flags.store).c_str());

@@ -18,6 +18,8 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/raw_http2.h"
 #include "metrics/metrics.h"
+#include "sluice/clock.h"
+#include "sluice/scheduler.h"
 #include "support/redis_server.h"
 #include "support/temp_config_dir.h"
 
@@ -225,7 +227,9 @@ class GrpcHealthOverService : public ::testing::Test {
     ASSERT_TRUE(config.has_value()) << config.error().message;
     ServiceOptions service_options;
     service_options.store = store;
-    service_options.redis_monitor = false;
+    // No monitor (a ManualScheduler never advanced), on the wall clock as before.
+    service_options.store_scheduler = std::make_shared<ManualScheduler>(idle_clock_);
+    service_options.clock = &wall_clock_;
     auto service = RateLimitService::Create(*config, service_options, &metrics_);
     ASSERT_TRUE(service.has_value()) << service.error().message;
     service_ = std::move(*service);
@@ -239,6 +243,8 @@ class GrpcHealthOverService : public ::testing::Test {
 
   TempConfigDir dir_{"grpc-health"};
   Metrics metrics_;
+  MonotonicClock wall_clock_;  // both outlive the service
+  ManualClock idle_clock_;
   std::unique_ptr<RateLimitService> service_;
   std::unique_ptr<GrpcServer> server_;
   std::unique_ptr<hv1::Health::Stub> stub_;
