@@ -66,7 +66,7 @@ set(sluice_public_headers
   algorithm.h clock.h decision.h duration.h fixed_window.h gcra.h leaky_bucket.h limit_spec.h
   region_scope.h sliding_window_counter.h sliding_window_log.h status.h time.h token_bucket.h
   # sluice_store
-  decide_all.h limiter.h quota_sync.h store.h
+  decide_all.h limiter.h quota_sync.h scheduler.h store.h
   # sluice_memory, sluice_redis
   memory_store.h redis_store.h)
 list(TRANSFORM sluice_public_headers PREPEND ${PROJECT_SOURCE_DIR}/include/sluice/)
