@@ -3,7 +3,7 @@
 // key, and sends the hits it admitted to the inner store in batches, Kong's batch-redis way.
 //
 //   auto redis = OpenRedisStore(*ParseRedisAddress("redis://127.0.0.1:6379"));
-//   auto store = OpenBatchedStore(*redis, {.max_bytes = 16 << 20, .clock = clock});
+//   auto store = OpenBatchedStore(*redis, {.max_bytes = 16 << 20});
 //   LimiterOptions o{.id = "api"};
 //   o.sync = {.mode = SyncMode::kBatched, .interval = std::chrono::milliseconds(100)};
 //   auto limiter = (*store)->MakeLimiter(spec, o);   // decides locally between syncs
@@ -27,6 +27,7 @@
 
 #include "sluice/clock.h"
 #include "sluice/limit_spec.h"
+#include "sluice/scheduler.h"
 #include "sluice/status.h"
 #include "sluice/store.h"
 
@@ -37,8 +38,13 @@ struct BatchedStoreOptions {
   // reached, a key without a view is decided by the inner store and gets none (0: no views;
   // batched limits are then exact). Views unused for an interval are dropped at the next sync.
   size_t max_bytes = size_t{16} << 20;
-  // The flush timer's clock. Null: no timer thread; the owner calls FlushDue or Flush (tests).
+  // The clock views and syncs read; null: the scheduler's, or (no scheduler either) a
+  // MonotonicClock of the store's own.
   std::shared_ptr<const Clock> clock = nullptr;
+  // Where the syncs run: the limiters of one interval together, every interval; null: a
+  // ThreadScheduler of the store's own on its clock. Tests pass a ManualScheduler and advance it
+  // (or call FlushDue or Flush themselves).
+  std::shared_ptr<Scheduler> scheduler = nullptr;
 };
 
 // What one flush did.
@@ -51,8 +57,7 @@ struct BatchedFlush {
 
 class BatchedStore : public Store {
  public:
-  // Syncs every batched limiter whose interval has passed since its last sync (the timer's
-  // work, done at `now`).
+  // Syncs every batched limiter whose interval has passed since its last sync, at `now`.
   virtual BatchedFlush FlushDue(Timestamp now) = 0;
   // Syncs every batched limiter now, due or not (tests drive time with this), and waits for the
   // last sends of batched limiters that went: a limiter sends its unsent hits when it is

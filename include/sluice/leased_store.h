@@ -23,6 +23,7 @@
 #include <string>
 
 #include "sluice/clock.h"
+#include "sluice/scheduler.h"
 #include "sluice/status.h"
 #include "sluice/store.h"
 #include "sluice/time.h"
@@ -36,17 +37,18 @@ struct LeasedStoreOptions {
   // The memory every key's lease may take together (entries and their keys). A key that does
   // not fit is decided by the shared store, exactly, until room frees up.
   size_t max_bytes = size_t{16} << 20;
-  // The clock a background thread reads to give back expired leases; null: a MonotonicClock of
-  // the store's own. It must outlive the store.
+  // The clock leases expire by; null: the scheduler's, or (no scheduler either) a
+  // MonotonicClock of the store's own. It must outlive the store.
   const Clock* clock = nullptr;
-  // false: no background thread; the owner calls ReturnExpired (tests drive time this way).
-  bool expire_in_background = true;
+  // Where expired leases are looked for, every 20 ms (ReturnExpired); null: a ThreadScheduler
+  // of the store's own on its clock. Tests pass a ManualScheduler and advance it.
+  std::shared_ptr<Scheduler> scheduler = nullptr;
 };
 
 class LeasedStore : public Store {
  public:
   // Gives back the unspent units of every lease that has expired at `now`, and forgets keys
-  // idle long enough. The background thread calls it a few times per second.
+  // idle long enough. The scheduler runs it every 20 ms.
   virtual void ReturnExpired(Timestamp now) = 0;
 };
 

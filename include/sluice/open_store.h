@@ -22,6 +22,7 @@
 #include "sluice/memory_store.h"
 #include "sluice/over_limit_cache.h"
 #include "sluice/redis_store.h"
+#include "sluice/scheduler.h"
 #include "sluice/status.h"
 #include "sluice/store.h"
 
@@ -36,21 +37,23 @@ struct OpenStoreOptions {
   int redis_breaker_failures = 5;
   std::chrono::milliseconds redis_breaker_open_for{1000};
   RedisEventHook redis_events;  // the Redis store's state changes, rate-limited (for logs)
-  bool redis_monitor = true;    // false: no monitor thread (nothing connects until first use)
   // false: Redis decides at the `now` passed in, not its own TIME (replays, the store suite).
   bool redis_server_time = true;
   std::string redis_key_prefix = "sluice";  // RedisStoreOptions::key_prefix
-  // false: the region layer renews no part (--check-config: the global store is not written to)
-  bool region_refresh = true;
-  size_t max_key_bytes = 65535;  // longest identity either store accepts
+  size_t max_key_bytes = 65535;             // longest identity either store accepts
   // Redis: the over-limit cache's memory bound (OverLimitCacheOptions::max_bytes); 0: no cache,
   // every decision asks Redis.
   size_t local_cache_bytes = size_t{64} << 20;
   // Redis: the leases of `sync: leased` limits (LeasedStoreOptions::max_bytes).
   size_t lease_bytes = size_t{16} << 20;
-  // Redis: the clock leases expire by and batched limits sync by; null: the store's own
-  // MonotonicClock. Must outlive it.
+  // The clock leases expire by, batched limits sync by and region parts expire by; null: the
+  // scheduler's, or (no scheduler either) a MonotonicClock of the store's own. Must outlive it.
   const Clock* clock = nullptr;
+  // Where every layer's background work runs (the Redis monitor, leases given back, batched
+  // syncs, region parts renewed); null: a ThreadScheduler of the store's own on its clock. A
+  // ManualScheduler never advanced runs none of it (--check-config: nothing connects until
+  // first use, and the global store is not written to).
+  std::shared_ptr<Scheduler> scheduler = nullptr;
   // Redis: the memory the batched layer's views may take (BatchedStoreOptions::max_bytes).
   size_t batched_bytes = size_t{16} << 20;
   // docs/regions.md: this node's region, and the global store's address ("redis://..."); empty

@@ -1,9 +1,9 @@
 // The region layer: a store in front of a region's own store for limits of scope global with
 // regions mode leased (docs/regions.md). Such a limit is decided by a limiter of the inner store
-// whose limit is the region's current part of the whole; a background thread renews that part
-// from the global store every `refresh` and replaces the limiter when the part changes. No
-// request waits for the global store. Every other limit passes through to `inner` unchanged
-// (a static region's part is already its spec).
+// whose limit is the region's current part of the whole; background work (the scheduler's)
+// renews that part from the global store every `refresh` and replaces the limiter when the part
+// changes. No request waits for the global store. Every other limit passes through to `inner`
+// unchanged (a static region's part is already its spec).
 //
 //   auto store = OpenRegionStore(regional, {.region = "us", .global_store = "redis://g:6379"});
 //
@@ -20,6 +20,7 @@
 
 #include "sluice/clock.h"
 #include "sluice/redis_store.h"
+#include "sluice/scheduler.h"
 #include "sluice/status.h"
 #include "sluice/store.h"
 #include "sluice/time.h"
@@ -34,14 +35,17 @@ struct RegionStoreOptions {
   // Bounds each exchange with the global store (connect, and the script); a slower answer is a
   // failed refresh.
   std::chrono::milliseconds global_timeout{1000};
-  // The clock parts expire by; null: a MonotonicClock of the store's own. Must outlive it.
+  // The clock parts expire by; null: the scheduler's, or (no scheduler either) a MonotonicClock
+  // of the store's own. Must outlive it.
   const Clock* clock = nullptr;
-  // false: no background thread; the owner calls RefreshDue (tests).
-  bool refresh_in_background = true;
+  // Where the parts are renewed (RefreshDue, looked at every 10 ms: each limit's own refresh
+  // decides when its part is due); null: a ThreadScheduler of the store's own on its clock.
+  // Tests pass a ManualScheduler and advance it, or never do, for no refresh at all.
+  std::shared_ptr<Scheduler> scheduler = nullptr;
   // Told, for a log, when the global store is first reached (kConnected), when it cannot be
   // (kConnectionLost: at start, the limits decide on their static shares), when a limit's grant
   // expires while it cannot be (kConnectionLost again, naming the limit) and when it can be again
-  // (kConnectionRestored). Once per change, on the refreshing thread; must be quick.
+  // (kConnectionRestored). Once per change, from the refresh (the scheduler's work); must be quick.
   RedisEventHook on_event = {};
 };
 

@@ -19,6 +19,7 @@
 
 #include <functional>
 #include <memory>
+#include <utility>
 
 #include "sluice/clock.h"
 #include "sluice/time.h"
@@ -39,7 +40,12 @@ class Scheduler {
   // Runs `work(now)` every `period` (> 0) of the scheduler's clock, the first time one period
   // from now, until the returned handle is destroyed. A run that takes longer than `period`
   // delays the next one; runs of one task never overlap.
-  virtual std::unique_ptr<Task> Every(Duration period, Work work) = 0;
+  std::unique_ptr<Task> Every(Duration period, Work work) {
+    return Every(period, std::move(work), period);
+  }
+  // As above, the first run `first` (>= 0) from now: 0 for work due at once, such as the Redis
+  // monitor's first round, which reports a wrong password at start rather than a period later.
+  virtual std::unique_ptr<Task> Every(Duration period, Work work, Duration first) = 0;
 
   virtual const Clock& clock() const = 0;
 };
@@ -50,7 +56,8 @@ class Scheduler {
 class ThreadScheduler final : public Scheduler {
  public:
   explicit ThreadScheduler(const Clock& clock) : clock_(clock) {}
-  std::unique_ptr<Task> Every(Duration period, Work work) override;
+  using Scheduler::Every;
+  std::unique_ptr<Task> Every(Duration period, Work work, Duration first) override;
   const Clock& clock() const override { return clock_; }
 
  private:
@@ -64,7 +71,8 @@ class ManualScheduler final : public Scheduler {
  public:
   explicit ManualScheduler(ManualClock& clock);
   ~ManualScheduler() override;
-  std::unique_ptr<Task> Every(Duration period, Work work) override;
+  using Scheduler::Every;
+  std::unique_ptr<Task> Every(Duration period, Work work, Duration first) override;
   const Clock& clock() const override { return clock_; }
 
   void Advance(Duration d);

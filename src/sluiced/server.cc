@@ -14,6 +14,7 @@
 #include "sluice/open_store.h"
 #include "sluice/quota_sync.h"
 #include "sluice/redis_store.h"
+#include "sluice/scheduler.h"
 #include "sluiced/config_report.h"
 #include "sluiced/store_events.h"
 
@@ -257,9 +258,11 @@ int CheckConfig(const Settings& settings) {
   Metrics metrics;
   ServiceOptions options;
   options.over_limit_hits = settings.over_limit_hits;
+  // No background work: nothing to watch (the process is about to exit), nor any part to lease
+  // from the global store. A scheduler that is never advanced runs none.
+  ManualClock idle;
   Settings quiet = settings;
-  quiet.store_options.redis_monitor = false;   // nothing to watch: the process is about to exit
-  quiet.store_options.region_refresh = false;  // nor any part to lease from the global store
+  quiet.store_options.scheduler = std::make_shared<ManualScheduler>(idle);
   const std::string redacted = RedactRedisAddress(settings.store);
   Result<void> made;
   if (auto store = OpenTheStore(quiet, nullptr, nullptr); !store) {

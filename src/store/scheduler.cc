@@ -20,10 +20,10 @@ struct ThreadTaskState {
 
 class ThreadTask final : public Scheduler::Task {
  public:
-  ThreadTask(const Clock& clock, Duration period, Scheduler::Work work)
+  ThreadTask(const Clock& clock, Duration period, Scheduler::Work work, Duration first)
       : state_(std::make_shared<ThreadTaskState>()) {
-    thread_ = std::thread([state = state_, &clock, period, work = std::move(work)] {
-      auto due = std::chrono::steady_clock::now() + period;
+    thread_ = std::thread([state = state_, &clock, period, first, work = std::move(work)] {
+      auto due = std::chrono::steady_clock::now() + first;
       std::unique_lock<std::mutex> lock(state->mu);
       while (!state->cv.wait_until(lock, due, [&] { return state->stop; })) {
         lock.unlock();
@@ -56,8 +56,9 @@ class ThreadTask final : public Scheduler::Task {
 
 }  // namespace
 
-std::unique_ptr<Scheduler::Task> ThreadScheduler::Every(Duration period, Work work) {
-  return std::make_unique<ThreadTask>(clock_, period, std::move(work));
+std::unique_ptr<Scheduler::Task> ThreadScheduler::Every(Duration period, Work work,
+                                                        Duration first) {
+  return std::make_unique<ThreadTask>(clock_, period, std::move(work), first);
 }
 
 struct ManualScheduler::State {
@@ -103,11 +104,12 @@ ManualScheduler::ManualScheduler(ManualClock& clock)
 
 ManualScheduler::~ManualScheduler() = default;
 
-std::unique_ptr<Scheduler::Task> ManualScheduler::Every(Duration period, Work work) {
+std::unique_ptr<Scheduler::Task> ManualScheduler::Every(Duration period, Work work,
+                                                        Duration first) {
   std::lock_guard<std::mutex> lock(state_->mu);
   const uint64_t id = ++state_->next_id;
   state_->entries.emplace(
-      id, State::Entry{period, clock_.Now() + period, std::make_shared<Work>(std::move(work))});
+      id, State::Entry{period, clock_.Now() + first, std::make_shared<Work>(std::move(work))});
   return std::make_unique<ManualTask>(state_, id);
 }
 

@@ -18,7 +18,9 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/raw_http2.h"
 #include "metrics/metrics.h"
+#include "sluice/clock.h"
 #include "sluice/open_store.h"
+#include "sluice/scheduler.h"
 #include "support/redis_server.h"
 #include "support/temp_config_dir.h"
 
@@ -226,7 +228,10 @@ class GrpcHealthOverService : public ::testing::Test {
     ASSERT_TRUE(config.has_value()) << config.error().message;
     ServiceOptions service_options;
     OpenStoreOptions store_options;
-    store_options.redis_monitor = false;
+    // No monitor (a ManualScheduler never advanced), on the wall clock as before.
+    store_options.scheduler = std::make_shared<ManualScheduler>(idle_clock_);
+    store_options.clock = &wall_clock_;
+    service_options.clock = &wall_clock_;
     auto opened = OpenStore(store, store_options);
     ASSERT_TRUE(opened.has_value()) << opened.error().message;
     auto service = RateLimitService::Create(*config, *opened, service_options, &metrics_);
@@ -242,6 +247,8 @@ class GrpcHealthOverService : public ::testing::Test {
 
   TempConfigDir dir_{"grpc-health"};
   Metrics metrics_;
+  MonotonicClock wall_clock_;  // both outlive the service
+  ManualClock idle_clock_;
   std::unique_ptr<RateLimitService> service_;
   std::unique_ptr<GrpcServer> server_;
   std::unique_ptr<hv1::Health::Stub> stub_;

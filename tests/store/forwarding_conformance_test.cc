@@ -22,6 +22,7 @@
 #include "sluice/memory_store.h"
 #include "sluice/over_limit_cache.h"
 #include "sluice/region_store.h"
+#include "sluice/scheduler.h"
 
 namespace sluice {
 namespace {
@@ -294,8 +295,10 @@ struct Leased {
   Recorder rec;
   std::shared_ptr<Store> inner = std::make_shared<RecordingStore>(rec);
   ManualClock clock{kT0};
+  // Never advanced: the test gives leases back itself, if at all.
+  std::shared_ptr<ManualScheduler> scheduler = std::make_shared<ManualScheduler>(clock);
   std::shared_ptr<LeasedStore> store =
-      *OpenLeasedStore(inner, {.holder = "n1", .clock = &clock, .expire_in_background = false});
+      *OpenLeasedStore(inner, {.holder = "n1", .scheduler = scheduler});
 };
 
 LimiterOptions LeasedOptions() {
@@ -374,7 +377,11 @@ TEST(ForwardingConformance, LeasedLayerDecidesLeasedLimitsFromItsLeases) {
 struct Batched {
   Recorder rec;
   std::shared_ptr<Store> inner = std::make_shared<RecordingStore>(rec);
-  std::shared_ptr<BatchedStore> store = *OpenBatchedStore(inner, {.max_bytes = 1 << 20});
+  ManualClock clock{kT0};
+  // Never advanced: no sync but the test's.
+  std::shared_ptr<ManualScheduler> scheduler = std::make_shared<ManualScheduler>(clock);
+  std::shared_ptr<BatchedStore> store =
+      *OpenBatchedStore(inner, {.max_bytes = 1 << 20, .scheduler = scheduler});
 };
 
 TEST(ForwardingConformance, BatchedLayerPassesOtherLimitsThroughAndCountsThem) {
@@ -509,14 +516,15 @@ struct Region {
   Recorder rec;
   std::shared_ptr<Store> inner = std::make_shared<RecordingStore>(rec);
   ManualClock clock{kT0};
+  // Never advanced: the test refreshes itself (RefreshDue).
+  std::shared_ptr<ManualScheduler> scheduler = std::make_shared<ManualScheduler>(clock);
   // Nothing listens on port 1: every exchange with the global store fails at once.
   std::shared_ptr<RegionStore> store =
       *OpenRegionStore(inner, {.region = "a",
                                .global_store = "redis://127.0.0.1:1",
                                .node = "n1",
                                .global_timeout = milliseconds(500),
-                               .clock = &clock,
-                               .refresh_in_background = false});
+                               .scheduler = scheduler});
 };
 
 TEST(ForwardingConformance, RegionLayerPassesOtherLimitsThrough) {

@@ -37,6 +37,18 @@ TEST(ManualScheduler, RunsEachTaskAtItsDueTimesInOrder) {
   EXPECT_EQ(runs, (std::vector<std::string>{"a@150/150", "b@150/150"}));  // ties: first scheduled
 }
 
+TEST(ManualScheduler, AFirstDelayOfZeroRunsAtTheNextRunDue) {
+  ManualClock clock(FromNanos(0));
+  ManualScheduler scheduler(clock);
+  std::vector<int64_t> runs;
+  auto task = scheduler.Every(
+      milliseconds(100), [&](Timestamp now) { runs.push_back(Ms(now)); }, milliseconds(0));
+  EXPECT_TRUE(runs.empty());  // scheduling runs nothing by itself
+  scheduler.RunDue();
+  scheduler.Advance(milliseconds(250));
+  EXPECT_EQ(runs, (std::vector<int64_t>{0, 100, 200}));
+}
+
 TEST(ManualScheduler, NothingRunsUntilTheTestAdvances) {
   ManualClock clock(FromNanos(0));
   ManualScheduler scheduler(clock);

@@ -29,8 +29,9 @@ class RegionHarness {
 
   // Region i's store; with_global false: no region layer (static mode needs none).
   std::shared_ptr<Store> Open(size_t i, bool with_global = true) {
+    // The layers' background work runs on real time: the global store's grants expire by
+    // Redis's clock (TIME in its script), which no test drives.
     OpenStoreOptions o;
-    o.redis_monitor = false;
     o.region = kRegions[i];
     if (with_global) o.global_store = proxy_.address();
     auto store = OpenStore("redis://127.0.0.1:" + std::to_string(regional_[i].port()), o);

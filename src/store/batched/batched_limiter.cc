@@ -301,7 +301,6 @@ class Table final : public ViewTable, public std::enable_shared_from_this<Table<
   }
 
   Decision Take(std::string_view key, Timestamp now, int64_t cost, bool charge) override {
-    store().SawTime(now);
     if (cost >= 0) {
       Shard& shard = ShardFor(key);
       std::lock_guard lock(shard.mu);
@@ -320,7 +319,6 @@ class Table final : public ViewTable, public std::enable_shared_from_this<Table<
 
   void TakeAsync(std::string_view key, Timestamp now, int64_t cost, bool charge,
                  Limiter::DecisionCallback done) override {
-    store().SawTime(now);
     if (cost >= 0) {
       Decision d;
       bool local = false;

@@ -1,5 +1,5 @@
 // The batched store (include/sluice/batched_store.h): routing of requests between the views and
-// the inner store, the flush, its timer.
+// the inner store, the flush, its timers.
 #include "sluice/batched_store.h"
 
 #include <algorithm>
@@ -30,25 +30,39 @@ Result<void> CheckBatchable(const LimitSpec& spec) {
 Result<std::shared_ptr<BatchedStore>> OpenBatchedStore(std::shared_ptr<Store> inner,
                                                        const BatchedStoreOptions& options) {
   if (inner == nullptr) return MakeError("batched store: no store to wrap");
-  auto store = std::make_shared<internal::BatchedStoreImpl>(std::move(inner), options);
-  store->StartTimer();
-  return store;
+  return std::make_shared<internal::BatchedStoreImpl>(std::move(inner), options);
 }
 
 namespace internal {
 
+namespace {
+
+// The options' clock (not owned), else the scheduler's, else one of the store's own.
+std::shared_ptr<const Clock> ClockOf(const BatchedStoreOptions& options) {
+  if (options.clock != nullptr) return options.clock;
+  if (options.scheduler != nullptr) {
+    return std::shared_ptr<const Clock>(options.scheduler, &options.scheduler->clock());
+  }
+  return std::make_shared<MonotonicClock>();
+}
+
+}  // namespace
+
 BatchedStoreImpl::BatchedStoreImpl(std::shared_ptr<Store> inner, const BatchedStoreOptions& options)
-    : ForwardingStore(std::move(inner)), max_bytes_(options.max_bytes), clock_(options.clock) {}
+    : ForwardingStore(std::move(inner)),
+      max_bytes_(options.max_bytes),
+      clock_(ClockOf(options)),
+      scheduler_(options.scheduler != nullptr ? options.scheduler
+                                              : std::make_shared<ThreadScheduler>(*clock_)) {}
 
 BatchedStoreImpl::~BatchedStoreImpl() {
-  if (timer_.joinable()) {
-    {
-      std::lock_guard lock(timer_mu_);
-      stop_ = true;
-    }
-    timer_cv_.notify_all();
-    timer_.join();
+  // The timers go first (outside the registry's lock, which a sync in progress takes).
+  std::map<Duration, std::unique_ptr<Scheduler::Task>> timers;
+  {
+    std::lock_guard lock(registry_mu_);
+    timers.swap(timers_);
   }
+  timers.clear();
   // Every batched limiter sent its hits when it went (it holds this store alive until then);
   // the answers may still be on their way: the inner store answers every call, within its own
   // timeout. Waited for, so that the inner store is not left to go on its own I/O thread.
@@ -56,25 +70,23 @@ BatchedStoreImpl::~BatchedStoreImpl() {
   retiring_->cv.wait(lock, [this] { return retiring_->calls == 0; });
 }
 
-void BatchedStoreImpl::StartTimer() {
-  if (clock_ != nullptr) timer_ = std::thread([this] { RunTimer(); });
-}
-
-// Wakes when the earliest batched limiter is due (at least every second, to see new limiters).
-void BatchedStoreImpl::RunTimer() {
-  std::unique_lock lock(timer_mu_);
-  while (!stop_) {
-    Timestamp next = clock_->Now() + std::chrono::seconds(1);
-    {
-      std::lock_guard registry(registry_mu_);
-      for (const auto& t : tables_) next = std::min(next, t->next_due());
+void BatchedStoreImpl::SyncEvery(Duration interval, Timestamp now) {
+  std::unique_ptr<Scheduler::Task> unused;  // this timer, if no limiter needs it any more
+  std::lock_guard flush(flush_mu_);
+  std::vector<std::shared_ptr<ViewTable>> due;
+  {
+    std::lock_guard lock(registry_mu_);
+    for (const auto& t : tables_) {
+      if (t->interval() != interval) continue;
+      due.push_back(t);
+      t->set_next_due(now + interval);
     }
-    const Duration wait = std::max(Duration(0), next - clock_->Now());
-    if (timer_cv_.wait_for(lock, wait, [this] { return stop_; })) break;
-    lock.unlock();
-    FlushDue(clock_->Now());
-    lock.lock();
+    if (auto it = timers_.find(interval); due.empty() && it != timers_.end()) {
+      unused = std::move(it->second);  // cancelled from its own run, when this returns
+      timers_.erase(it);
+    }
   }
+  FlushTables(due, now);
 }
 
 Result<std::unique_ptr<Limiter>> BatchedStoreImpl::MakeLimiter(const LimitSpec& spec,
@@ -93,14 +105,18 @@ Result<std::unique_ptr<Limiter>> BatchedStoreImpl::MakeLimiter(const LimitSpec& 
   std::shared_ptr<Limiter> shared_inner = std::move(*inner);
   auto table = MakeViewTable(*this, shared_inner, spec, options.sync.interval);
   if (table == nullptr) return MakeError("sync mode batched: cannot decide this limit locally");
-  const int64_t last = last_now_ns_.load(std::memory_order_relaxed);
-  const Timestamp start = clock_ != nullptr ? clock_->Now() : FromNanos(last);
-  table->set_next_due(start + options.sync.interval);
+  const Duration interval = options.sync.interval;
+  table->set_next_due(clock_->Now() + interval);
   {
     std::lock_guard lock(registry_mu_);
     tables_.push_back(table);
+    // The first sync comes at the interval's next tick: within one interval.
+    auto& timer = timers_[interval];
+    if (timer == nullptr) {
+      timer = scheduler_->Every(interval,
+                                [this, interval](Timestamp now) { SyncEvery(interval, now); });
+    }
   }
-  timer_cv_.notify_all();
   return std::make_unique<BatchedLimiter>(shared_from_this(), std::move(shared_inner),
                                           std::move(table));
 }
@@ -144,7 +160,6 @@ void BatchedStoreImpl::ObserveAll(std::span<const LimitCheck> checks, Timestamp 
 // views.
 void BatchedStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
                                       DecideAllCallback done) {
-  SawTime(now);
   if (AllLocal(checks)) {
     std::vector<Decision> out(checks.size());
     sluice::DecideAll(checks, now, out);
@@ -194,15 +209,8 @@ bool BatchedStoreImpl::Reserve(size_t bytes) {
   return true;
 }
 
-void BatchedStoreImpl::SawTime(Timestamp now) {
-  const int64_t t = ToNanos(now);
-  int64_t seen = last_now_ns_.load(std::memory_order_relaxed);
-  while (t > seen && !last_now_ns_.compare_exchange_weak(seen, t, std::memory_order_relaxed)) {
-  }
-}
-
 Timestamp BatchedStoreImpl::AnswerTime(Timestamp sent) const {
-  return clock_ != nullptr ? std::max(sent, clock_->Now()) : sent;
+  return std::max(sent, clock_->Now());
 }
 
 void BatchedStoreImpl::Retire(const std::shared_ptr<ViewTable>& table) {
@@ -211,8 +219,7 @@ void BatchedStoreImpl::Retire(const std::shared_ptr<ViewTable>& table) {
     std::erase(tables_, table);
   }
   retired_over_admitted_.fetch_add(table->over_admitted(), std::memory_order_relaxed);
-  const Timestamp now =
-      clock_ != nullptr ? clock_->Now() : FromNanos(last_now_ns_.load(std::memory_order_relaxed));
+  const Timestamp now = clock_->Now();
   BatchedFlush result;
   // The items (and through them the table and its inner limiter) live until the last answer,
   // and go before the store learns it is the last: the inner store must not be left to go on
@@ -258,7 +265,6 @@ BatchedFlush BatchedStoreImpl::FlushDue(Timestamp now) {
 // Also waits for the last sends of limiters that went: what a test reads from Redis afterwards
 // includes them.
 BatchedFlush BatchedStoreImpl::Flush(Timestamp now) {
-  SawTime(now);
   std::lock_guard flush(flush_mu_);
   std::vector<std::shared_ptr<ViewTable>> all;
   {

@@ -1,5 +1,5 @@
 // The batched store itself: which requests are decided from views and which go to the inner
-// store whole, the flush that sends the views' hits, its timer, and the memory the views share.
+// store whole, the flush that sends the views' hits, its timers, and the memory the views share.
 // Internal to the batched store (include/sluice/batched_store.h).
 #ifndef SLUICE_STORE_BATCHED_BATCHED_STORE_IMPL_H_
 #define SLUICE_STORE_BATCHED_BATCHED_STORE_IMPL_H_
@@ -8,10 +8,10 @@
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
-#include <thread>
 #include <vector>
 
 #include "sluice/batched_store.h"
@@ -26,8 +26,6 @@ class BatchedStoreImpl final : public ForwardingStore<BatchedStore>,
 
   BatchedStoreImpl(std::shared_ptr<Store> inner, const BatchedStoreOptions& options);
   ~BatchedStoreImpl() override;
-  // The flush timer, when the options gave a clock.
-  void StartTimer();
 
   Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec,
                                                const LimiterOptions& options) override;
@@ -42,9 +40,7 @@ class BatchedStoreImpl final : public ForwardingStore<BatchedStore>,
   void Release(size_t bytes) { bytes_.fetch_sub(bytes, std::memory_order_relaxed); }
   void CountLocal(size_t n) { local_.fetch_add(n, std::memory_order_relaxed); }
   void CountForwarded(size_t n) { forwarded_.fetch_add(n, std::memory_order_relaxed); }
-  // The latest time a caller decided at: what a limiter's last flush uses without a clock.
-  void SawTime(Timestamp now);
-  // When an answer is received: the clock's now, never before `sent` (without a clock, `sent`).
+  // When an answer is received: the clock's now, never before `sent`.
   Timestamp AnswerTime(Timestamp sent) const;
   // A batched limiter has gone: its table is synced no more, and what it holds is sent without
   // waiting for the answer (the store's destructor waits for such sends, for a while).
@@ -65,14 +61,20 @@ class BatchedStoreImpl final : public ForwardingStore<BatchedStore>,
   // The inner store decided the whole request: its answers settle and seed the views.
   void ObserveAll(std::span<const LimitCheck> checks, Timestamp now, std::span<const Decision> out,
                   const std::vector<bool>& tracked);
-  void RunTimer();
+  // The timer of the limiters synced every `interval`: syncs them all at `now`; when none is
+  // left, the timer cancels itself.
+  void SyncEvery(Duration interval, Timestamp now);
 
   const size_t max_bytes_;
   const std::shared_ptr<const Clock> clock_;
+  const std::shared_ptr<Scheduler> scheduler_;  // the options', or a ThreadScheduler on clock_
 
   std::mutex flush_mu_;             // held by a sync throughout: syncs never overlap
   mutable std::mutex registry_mu_;  // the tables synced
   std::vector<std::shared_ptr<ViewTable>> tables_;
+  // One timer per interval in use (registry_mu_): the limiters of one interval sync together,
+  // their charges sharing round trips, and a thread of a ThreadScheduler serves each interval.
+  std::map<Duration, std::unique_ptr<Scheduler::Task>> timers_;
   // The last sends of limiters that went, not yet answered.
   struct Retiring {
     std::mutex mu;
@@ -85,13 +87,7 @@ class BatchedStoreImpl final : public ForwardingStore<BatchedStore>,
   std::atomic<uint64_t> views_refused_{0};
   std::atomic<uint64_t> local_{0};
   std::atomic<uint64_t> forwarded_{0};
-  std::atomic<int64_t> last_now_ns_{0};
   std::atomic<uint64_t> retired_over_admitted_{0};  // counted by limiters that went
-
-  std::mutex timer_mu_;
-  std::condition_variable timer_cv_;
-  bool stop_ = false;
-  std::thread timer_;
 };
 
 }  // namespace sluice::internal

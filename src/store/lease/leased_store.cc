@@ -2,11 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdio>
 #include <mutex>
 #include <random>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -100,7 +98,11 @@ class LeasedStoreImpl final : public internal::ForwardingStore<LeasedStore> {
   LeasedStoreImpl(std::shared_ptr<Store> inner, LeasedStoreOptions options)
       : ForwardingStore(std::move(inner)),
         options_(std::move(options)),
-        clock_(options_.clock != nullptr ? options_.clock : &own_clock_),
+        clock_(options_.clock != nullptr       ? options_.clock
+               : options_.scheduler != nullptr ? &options_.scheduler->clock()
+                                               : &own_clock_),
+        scheduler_(options_.scheduler != nullptr ? options_.scheduler
+                                                 : std::make_shared<ThreadScheduler>(*clock_)),
         byte_budget_(
             std::make_shared<std::atomic<int64_t>>(static_cast<int64_t>(options_.max_bytes))) {
     if (options_.holder.empty()) {
@@ -109,17 +111,11 @@ class LeasedStoreImpl final : public internal::ForwardingStore<LeasedStore> {
       std::snprintf(name, sizeof name, "node-%08x%08x", random(), random());
       options_.holder = name;
     }
-    if (options_.expire_in_background) sweeper_ = std::thread([this] { SweepUntilStopped(); });
+    sweep_ = scheduler_->Every(kSweepEvery, [this](Timestamp now) { ReturnExpired(now); });
   }
 
-  ~LeasedStoreImpl() override {
-    {
-      std::lock_guard<std::mutex> lock(sweep_mu_);
-      stop_ = true;
-    }
-    sweep_cv_.notify_all();
-    if (sweeper_.joinable()) sweeper_.join();
-  }
+  // The sweep goes first: it reads the limiters' registry.
+  ~LeasedStoreImpl() override { sweep_.reset(); }
 
   Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec,
                                                const LimiterOptions& options) override {
@@ -173,25 +169,14 @@ class LeasedStoreImpl final : public internal::ForwardingStore<LeasedStore> {
   const Clock& clock() const { return *clock_; }
 
  private:
-  void SweepUntilStopped() {
-    std::unique_lock<std::mutex> lock(sweep_mu_);
-    while (!sweep_cv_.wait_for(lock, kSweepEvery, [this] { return stop_; })) {
-      lock.unlock();
-      ReturnExpired(clock_->Now());
-      lock.lock();
-    }
-  }
-
   LeasedStoreOptions options_;
   MonotonicClock own_clock_;
   const Clock* const clock_;
+  const std::shared_ptr<Scheduler> scheduler_;
   const std::shared_ptr<std::atomic<int64_t>> byte_budget_;
   mutable std::mutex registry_mu_;
   std::vector<LeasedLimiter*> limiters_;
-  std::mutex sweep_mu_;
-  std::condition_variable sweep_cv_;
-  bool stop_ = false;
-  std::thread sweeper_;
+  std::unique_ptr<Scheduler::Task> sweep_;  // ReturnExpired every kSweepEvery
 };
 
 LeasedLimiter::LeasedLimiter(LeasedStoreImpl* store, std::unique_ptr<Limiter> inner,

@@ -95,6 +95,8 @@ Result<std::shared_ptr<RedisStore>> OpenRedisStore(const RedisStoreOptions& opti
     return MakeError("redis timeouts must be positive");
   }
   if (options.breaker_failures < 1) return MakeError("breaker_failures must be at least 1");
+  if (options.monitor_interval.count() < 0)
+    return MakeError("monitor_interval must not be negative");
   internal::RedisEndpoint endpoint;
   endpoint.host = options.host;
   endpoint.port = options.port;

@@ -6,12 +6,10 @@
 
 #include <array>
 #include <atomic>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -30,7 +28,11 @@ class RedisStoreImpl final : public RedisStore,
   RedisStoreImpl(RedisStoreOptions options, const RedisEndpoint& endpoint,
                  std::vector<RedisEndpoint> seeds)
       : options_(std::move(options)),
-        clock_(options_.clock != nullptr ? options_.clock : &own_clock_),
+        clock_(options_.clock != nullptr       ? options_.clock
+               : options_.scheduler != nullptr ? &options_.scheduler->clock()
+                                               : &own_clock_),
+        scheduler_(options_.scheduler != nullptr ? options_.scheduler
+                                                 : std::make_shared<ThreadScheduler>(*clock_)),
         server_(seeds.empty() ? endpoint.Name() : seeds.front().Name()),
         throttle_(options_.on_event, *clock_, options_.event_interval),
         events_([this](RedisEvent e) { throttle_.Emit(std::move(e)); }) {
@@ -39,17 +41,16 @@ class RedisStoreImpl final : public RedisStore,
     transport_ = seeds.empty()
                      ? MakeStandaloneTransport(endpoint, options_.connections, settings)
                      : MakeClusterTransport(std::move(seeds), options_.connections, settings);
-    if (options_.monitor_interval.count() > 0) monitor_ = std::thread([this] { RunMonitor(); });
+    // A round at once (a wrong password is reported at start, not at the first request), then
+    // one every monitor_interval until the store closes.
+    if (options_.monitor_interval.count() > 0) {
+      monitor_ = scheduler_->Every(
+          options_.monitor_interval, [this](Timestamp) { MonitorOnce(); }, Duration(0));
+    }
   }
 
-  ~RedisStoreImpl() override {
-    {
-      std::lock_guard<std::mutex> lock(monitor_mu_);
-      stopping_ = true;
-    }
-    monitor_wake_.notify_one();
-    if (monitor_.joinable()) monitor_.join();
-  }
+  // The monitor goes before anything else: it uses the transport and the events.
+  ~RedisStoreImpl() override { monitor_.reset(); }
 
   void MonitorOnce() override {
     std::lock_guard<std::mutex> lock(monitor_round_mu_);
@@ -125,21 +126,10 @@ class RedisStoreImpl final : public RedisStore,
   static void RefundAsync(const std::shared_ptr<AsyncAll>& state);
   static void RefundNext(const std::shared_ptr<AsyncAll>& state);
 
-  // The monitor thread: a round at once (a wrong password is reported at start, not at the
-  // first request), then one every monitor_interval until the store closes.
-  void RunMonitor() {
-    std::unique_lock<std::mutex> lock(monitor_mu_);
-    while (!stopping_) {
-      lock.unlock();
-      MonitorOnce();
-      lock.lock();
-      monitor_wake_.wait_for(lock, options_.monitor_interval, [this] { return stopping_; });
-    }
-  }
-
   const RedisStoreOptions options_;
   MonotonicClock own_clock_;
   const Clock* clock_;
+  const std::shared_ptr<Scheduler> scheduler_;
   const std::string server_;  // host:port (a cluster: its first seed), for events
   EventThrottle throttle_;
   std::function<void(RedisEvent)> events_;  // into throttle_
@@ -149,11 +139,8 @@ class RedisStoreImpl final : public RedisStore,
   std::atomic<uint64_t> short_circuited_{0};
   // After the clock and the events: its connections' threads stop before those go away.
   std::unique_ptr<RedisTransport> transport_;
-  std::mutex monitor_round_mu_;  // one round at a time (the thread's, a test's)
-  std::mutex monitor_mu_;
-  std::condition_variable monitor_wake_;
-  bool stopping_ = false;  // guarded by monitor_mu_
-  std::thread monitor_;    // joined by the destructor, before anything else goes
+  std::mutex monitor_round_mu_;               // one round at a time (the scheduler's, a test's)
+  std::unique_ptr<Scheduler::Task> monitor_;  // cancelled by the destructor, before anything goes
 };
 
 // The state of one DecideAllAsync: its groups' replies may come on different connections'

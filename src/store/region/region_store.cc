@@ -2,12 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdio>
 #include <deque>
 #include <mutex>
 #include <random>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -22,6 +20,10 @@ namespace {
 // The global store counts a grant for this many refresh periods after it answered: one failed
 // refresh, even two, change nothing.
 constexpr int kLeaseRefreshes = 3;
+
+// How often the refresher looks for parts due: a fifth of the shortest refresh (50 ms).
+constexpr auto kLookEvery = std::chrono::milliseconds(10);
+
 // A node keeps a grant, after it asked for it, for fewer refreshes if it is above its static part
 // and for more if not. The parts above the static ones were carved from regions holding less
 // than theirs: with the link gone for every region, the regions above their static parts must
@@ -141,24 +143,25 @@ class RegionStoreImpl final : public internal::ForwardingStore<RegionStore> {
       : ForwardingStore(std::move(inner)),
         options_(std::move(options)),
         global_(std::move(global)),
-        clock_(options_.clock != nullptr ? options_.clock : &own_clock_) {
+        clock_(options_.clock != nullptr       ? options_.clock
+               : options_.scheduler != nullptr ? &options_.scheduler->clock()
+                                               : &own_clock_),
+        scheduler_(options_.scheduler != nullptr ? options_.scheduler
+                                                 : std::make_shared<ThreadScheduler>(*clock_)) {
     if (options_.node.empty()) {
       std::random_device random;
       char name[40];
       std::snprintf(name, sizeof name, "node-%08x%08x", random(), random());
       options_.node = name;
     }
-    if (options_.refresh_in_background) refresher_ = std::thread([this] { RefreshUntilStopped(); });
+    // A new limit's first grant is due at once, each next one a refresh (>= 50 ms) after the
+    // last: looked for every kLookEvery, they are at most that late.
+    refresher_ = scheduler_->Every(
+        kLookEvery, [this](Timestamp now) { RefreshDue(now, /*force=*/false); }, Duration(0));
   }
 
-  ~RegionStoreImpl() override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (refresher_.joinable()) refresher_.join();
-  }
+  // The refresher goes first: it reads the pools and the global store's client.
+  ~RegionStoreImpl() override { refresher_.reset(); }
 
   Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec,
                                                const LimiterOptions& options) override {
@@ -225,9 +228,8 @@ class RegionStoreImpl final : public internal::ForwardingStore<RegionStore> {
   void Register(const std::shared_ptr<Pool>& pool) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      pools_.push_back(pool);
+      pools_.push_back(pool);  // its first grant is due at once: at the next look
     }
-    cv_.notify_all();  // a first grant is due at once
   }
   void Unregister(const Pool* pool) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -307,7 +309,7 @@ class RegionStoreImpl final : public internal::ForwardingStore<RegionStore> {
     Install(pool, *granted);
   }
 
-  // The link's changes, told once each (the refreshing thread's only, as client_).
+  // The link's changes, told once each (the refresher's only, as client_).
   void LinkDown(const std::string& why) {
     if (link_ == Link::kDown) return;
     Tell(RedisEventKind::kConnectionLost,
@@ -395,37 +397,17 @@ class RegionStoreImpl final : public internal::ForwardingStore<RegionStore> {
     return std::clamp<int64_t>(reply->elements[0].integer, 1, s.global_spec.limit);
   }
 
-  void RefreshUntilStopped() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!stop_) {
-      Timestamp next = clock_->Now() + std::chrono::milliseconds(100);
-      for (const auto& pool : pools_) {
-        std::lock_guard<std::mutex> pool_lock(pool->mu);
-        next = std::min(next, pool->next_due);
-      }
-      const Duration wait = next - clock_->Now();
-      if (wait > Duration::zero()) {
-        cv_.wait_for(lock, wait, [this] { return stop_; });
-        continue;  // re-reads the schedule: a pool may have come or gone
-      }
-      lock.unlock();
-      RefreshDue(clock_->Now(), /*force=*/false);
-      lock.lock();
-    }
-  }
-
   RegionStoreOptions options_;
   const RedisStoreOptions global_;
   MonotonicClock own_clock_;
   const Clock* const clock_;
-  std::unique_ptr<internal::RedisClient> client_;  // the refreshing thread's only
+  const std::shared_ptr<Scheduler> scheduler_;
+  std::unique_ptr<internal::RedisClient> client_;  // the refresher's only (its runs never overlap)
   enum class Link { kUnknown, kUp, kDown };
-  Link link_ = Link::kUnknown;  // the refreshing thread's only
+  Link link_ = Link::kUnknown;  // the refresher's only
   mutable std::mutex mu_;
-  std::condition_variable cv_;
   std::vector<std::shared_ptr<Pool>> pools_;
-  bool stop_ = false;
-  std::thread refresher_;
+  std::unique_ptr<Scheduler::Task> refresher_;  // RefreshDue every kLookEvery
 };
 
 RegionLimiter::RegionLimiter(RegionStoreImpl* store, std::shared_ptr<Pool> pool,

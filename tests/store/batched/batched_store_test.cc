@@ -3,7 +3,8 @@
 // within the bound docs/redis.md ("Batched") states, worked out here from the spec; a dead Redis
 // loses no hit; requests are all or nothing; exact limits pass through; the over-limit cache
 // learns nothing from a batched limit. Time is driven by the tests (Redis decides at the times
-// it is given, and flushes are called at chosen instants), so nothing sleeps.
+// it is given; flushes are called at chosen instants, or the store's timers run as the test
+// advances its ManualScheduler), so nothing sleeps.
 #include "sluice/batched_store.h"
 
 #include <gtest/gtest.h>
@@ -23,12 +24,15 @@
 #include "sluice/leaky_bucket.h"
 #include "sluice/over_limit_cache.h"
 #include "sluice/redis_store.h"
+#include "sluice/scheduler.h"
 #include "sluice/token_bucket.h"
+#include "store/idle_scheduler.h"
 #include "support/redis_server.h"
 
 namespace sluice {
 namespace {
 
+using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
@@ -42,20 +46,24 @@ const Timestamp kStart = FromNanos(int64_t{1'800'000'000'000} * 1'000'000);  // 
 constexpr Duration kInterval = milliseconds(100);
 
 struct Node {
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>(kStart);
+  // The batched store's timers run when the test advances it (or flushes by itself).
+  std::shared_ptr<ManualScheduler> scheduler = std::make_shared<ManualScheduler>(*clock);
   std::shared_ptr<RedisStore> redis;
   std::shared_ptr<BatchedStore> batched;
   uint64_t RedisCalls() const { return redis->RedisStats().requests; }
 };
 
-// A Redis store deciding at the times it is given, and the batched store in front of it with no
-// timer (the test flushes). Nodes opened with the same prefix share their counters.
+// A Redis store deciding at the times it is given, with no monitor (its calls are counted), and
+// the batched store in front of it on the node's manual time. Nodes opened with the same prefix
+// share their counters.
 Node OpenNode(const std::string& prefix, int port, size_t max_bytes = size_t{1} << 20) {
   RedisStoreOptions o;
   o.port = port;
   o.use_server_time = false;
   o.command_timeout = milliseconds(1000);
   o.connect_timeout = milliseconds(200);
-  o.monitor_interval = milliseconds(0);
+  o.scheduler = testing::IdleScheduler();
   o.breaker_failures = 1000;  // a dead server: every call tries (and fails) at once
   o.key_prefix = prefix;
   Node node;
@@ -63,7 +71,8 @@ Node OpenNode(const std::string& prefix, int port, size_t max_bytes = size_t{1} 
   EXPECT_TRUE(redis.has_value()) << (redis ? "" : redis.error().message);
   if (!redis) return node;
   node.redis = *redis;
-  auto batched = OpenBatchedStore(node.redis, {.max_bytes = max_bytes});
+  auto batched =
+      OpenBatchedStore(node.redis, {.max_bytes = max_bytes, .scheduler = node.scheduler});
   EXPECT_TRUE(batched.has_value()) << (batched ? "" : batched.error().message);
   if (batched) node.batched = *batched;
   return node;
@@ -97,7 +106,8 @@ struct Oracle {
   Decision Decide(Timestamp now, int64_t cost) { return alg.Decide(state, now, cost); }
 };
 
-// One node, one key hammered at five times its rate, flushed every interval: every decision --
+// One node, one key hammered at five times its rate, synced by its timer every interval (the
+// test advances the node's time, 20 ms a request): every decision --
 // verdict, remaining, retry_after, reset_after -- is the pure algorithm's on the same trace.
 // (The rate is one hit per interval: a hit sent late is charged where the exact store would
 // have refilled a full bucket by at most what it could not hold, r x interval - 1 = 0 here.)
@@ -111,8 +121,9 @@ void ExpectOneNodeDecidesAsThePureAlgorithm(const LimitSpec& spec, const char* n
   Oracle<Alg> oracle(spec, kStart);
   int admitted = 0;
   for (int ms = 0; ms < 3000; ms += 20) {
-    const Timestamp now = kStart + milliseconds(ms);
-    if (ms > 0 && ms % 100 == 0) node.batched->Flush(now);
+    if (ms > 0) node.scheduler->Advance(milliseconds(20));  // syncs at every 100 ms
+    const Timestamp now = node.clock->Now();
+    ASSERT_EQ(now, kStart + milliseconds(ms));
     const int64_t cost = ms % 140 == 0 ? 2 : 1;
     const Decision got = limiter->Decide("k", now, cost);
     const Decision want = oracle.Decide(now, cost);
@@ -366,6 +377,7 @@ TEST(BatchedStore, ALimiterThatGoesSendsItsHitsAndUnusedViewsAreDropped) {
   EXPECT_EQ(second.views_dropped, 2u);
   EXPECT_EQ(node.batched->Stats().keys, 0u);
   for (int i = 0; i < 5; ++i) limiter->Decide("k0", kStart + milliseconds(300), 1);
+  node.clock->Set(kStart + milliseconds(300));
   limiter.reset();                                  // sends without waiting for the answer
   node.batched->Flush(kStart + milliseconds(300));  // which a flush waits for
   auto exact = Make(*node.redis, spec, LimiterOptions{.id = "gone", .fail_open = false});
@@ -390,70 +402,63 @@ TEST(BatchedStore, ViewsStayWithinTheByteBound) {
   EXPECT_LT(s.keys, 200u) << "the keys beyond the bound are decided by Redis";
 }
 
-// The timer: with a clock, the store syncs by itself every interval. Threads decide a few keys
-// at once while it does; when the limiter goes, Redis has counted every admitted hit, none lost
+// The timer: the store syncs by itself every interval, here while threads decide a few keys at
+// once and the test advances the time (the timer runs on the test's thread, in Advance, beside
+// the deciding threads). When the limiter goes, Redis has counted every admitted hit, none lost
 // and none twice (a fixed window wide enough to admit them all).
 TEST(BatchedStore, TheTimerSyncsWhileThreadsDecideAndNoHitIsLostOrCountedTwice) {
   RedisStoreOptions o;
   o.port = Server().port();
   o.command_timeout = milliseconds(2000);
-  o.monitor_interval = milliseconds(0);
+  o.scheduler = testing::IdleScheduler();
   o.key_prefix = UniquePrefix("timer");
   o.use_server_time = false;
   auto redis = OpenRedisStore(o);
   ASSERT_TRUE(redis.has_value());
-  // Test time, which a ticker moves on 1 ms per real millisecond (the timer waits in real time
-  // for what the clock says is left), inside one window whatever the wall clock says.
-  auto clock = std::make_shared<ManualClock>(kStart);
-  std::atomic<bool> ticking{true};
-  std::thread ticker([&] {
-    while (ticking.load()) {
-      clock->Advance(milliseconds(1));
-      std::this_thread::sleep_for(milliseconds(1));
-    }
-  });
-  auto store = OpenBatchedStore(*redis, {.max_bytes = 1 << 20, .clock = clock});
+  ManualClock clock(kStart);
+  auto scheduler = std::make_shared<ManualScheduler>(clock);
+  auto store = OpenBatchedStore(*redis, {.max_bytes = 1 << 20, .scheduler = scheduler});
   ASSERT_TRUE(store.has_value());
-  const LimitSpec spec{Algorithm::kFixedWindow, 100'000, minutes(10), 0, false};
+  // An hour's window: however fast the test moves time on, every hit falls in it.
+  const LimitSpec spec{Algorithm::kFixedWindow, 100'000, hours(1), 0, false};
   LimiterOptions lo = Batched("timer");
   lo.sync.interval = milliseconds(5);
   auto limiter = Make(**store, spec, lo);
   ASSERT_NE(limiter, nullptr);
   constexpr int kThreads = 4;
   constexpr int kEach = 3000;
+  std::atomic<int> running{kThreads};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kEach; ++i) {
         const std::string key = "k" + std::to_string((t + i) % 3);
         if (i % 2 == 0) {
-          EXPECT_TRUE(limiter->Decide(key, clock->Now(), 1).allowed);
+          EXPECT_TRUE(limiter->Decide(key, clock.Now(), 1).allowed);
         } else {
           const LimitCheck check{limiter.get(), key, 1};
           Decision d;
-          (*store)->DecideAll(std::span(&check, 1), clock->Now(), std::span(&d, 1));
+          (*store)->DecideAll(std::span(&check, 1), clock.Now(), std::span(&d, 1));
           EXPECT_TRUE(d.allowed);
         }
       }
+      --running;
     });
   }
-  for (std::thread& t : threads) t.join();
-  // The timer sends what is pending without being asked: wait for it (bounded).
-  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
-  while ((*store)->Stats().batched_pending_hits > 0 &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(milliseconds(1));
+  while (running.load() > 0 && clock.Now() < kStart + minutes(30)) {
+    scheduler->Advance(milliseconds(1));
   }
-  ticking = false;
-  ticker.join();
+  for (std::thread& t : threads) t.join();
+  // Nothing is pending once one more interval has passed: the timer sent it without being asked.
+  scheduler->Advance(lo.sync.interval);
   EXPECT_EQ((*store)->Stats().batched_pending_hits, 0u) << "the timer synced";
   EXPECT_GT((*store)->Stats().local_decisions, 0u);
   limiter.reset();
-  (*store)->Flush(clock->Now());  // waits for the limiter's last send
+  (*store)->Flush(clock.Now());  // waits for the limiter's last send
   auto exact = Make(**redis, spec, LimiterOptions{.id = "timer", .fail_open = false});
   int64_t counted = 0;
   for (int k = 0; k < 3; ++k) {
-    counted += 100'000 - exact->Decide("k" + std::to_string(k), clock->Now(), 0).remaining;
+    counted += 100'000 - exact->Decide("k" + std::to_string(k), clock.Now(), 0).remaining;
   }
   EXPECT_EQ(counted, kThreads * kEach);
 }
@@ -466,7 +471,7 @@ TEST(BatchedStore, OneNodeDoesNotOverAdmitWhileRequestsAreOnTheirWayToRedis) {
   RedisStoreOptions o;
   o.port = Server().port();
   o.command_timeout = milliseconds(2000);
-  o.monitor_interval = milliseconds(0);
+  o.scheduler = testing::IdleScheduler();
   o.key_prefix = UniquePrefix("inflight");
   auto redis = OpenRedisStore(o);  // Redis's clock
   ASSERT_TRUE(redis.has_value());

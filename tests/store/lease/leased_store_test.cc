@@ -18,7 +18,9 @@
 #include "sluice/fixed_window.h"
 #include "sluice/memory_store.h"
 #include "sluice/redis_store.h"
+#include "sluice/scheduler.h"
 #include "sluice/token_bucket.h"
+#include "store/idle_scheduler.h"
 #include "support/redis_server.h"
 
 namespace sluice {
@@ -42,17 +44,21 @@ std::shared_ptr<RedisStore> OpenRedis(const std::string& prefix, bool server_tim
   o.port = Server().port();
   o.use_server_time = server_time;
   o.command_timeout = milliseconds(2000);
-  o.monitor_interval = milliseconds(0);
+  o.scheduler = testing::IdleScheduler();  // no monitor
   o.key_prefix = prefix;
   auto redis = OpenRedisStore(o);
   EXPECT_TRUE(redis.has_value()) << (redis ? "" : redis.error().message);
   return redis ? *redis : nullptr;
 }
 
-std::shared_ptr<LeasedStore> Leased(std::shared_ptr<Store> inner, const Clock* clock = nullptr,
-                                    bool background = false) {
-  auto store =
-      OpenLeasedStore(std::move(inner), {.clock = clock, .expire_in_background = background});
+// A leased store whose leases are given back when `scheduler` runs its sweep: by default never
+// (an idle ManualScheduler); a ManualScheduler the test advances; or, given only a clock, a
+// ThreadScheduler of the store's own on it (real time).
+std::shared_ptr<LeasedStore> Leased(std::shared_ptr<Store> inner,
+                                    std::shared_ptr<Scheduler> scheduler = nullptr,
+                                    const Clock* clock = nullptr) {
+  if (scheduler == nullptr && clock == nullptr) scheduler = testing::IdleScheduler();
+  auto store = OpenLeasedStore(std::move(inner), {.clock = clock, .scheduler = scheduler});
   EXPECT_TRUE(store.has_value());
   return store ? *store : nullptr;
 }
@@ -112,7 +118,8 @@ TEST(LeasedStore, AHotKeySpendsLeasesAndGivesBackWhatItDidNotSpend) {
   auto memory = OpenMemoryStore({});
   ASSERT_TRUE(memory.has_value());
   ManualClock clock(kStart);
-  auto store = Leased(*memory, &clock);
+  auto scheduler = std::make_shared<ManualScheduler>(clock);
+  auto store = Leased(*memory, scheduler);
   auto limiter = Make(*store, spec, kLeased);
   int64_t admitted = 0;
   // 10,000 requests per second for one second.
@@ -127,9 +134,8 @@ TEST(LeasedStore, AHotKeySpendsLeasesAndGivesBackWhatItDidNotSpend) {
   EXPECT_GT(stats.lease_units_held, 0);
   // The shared count is what was admitted plus what this node holds.
   EXPECT_EQ(Shared(*limiter, clock.Now()), spec.limit - admitted - stats.lease_units_held);
-  // The lease ends: its units go back.
-  clock.Advance(seconds(3));
-  store->ReturnExpired(clock.Now());
+  // The lease ends: the store's sweep gives its units back.
+  scheduler->Advance(seconds(3));
   EXPECT_EQ(limiter->Stats().lease_units_held, 0);
   EXPECT_GE(limiter->Stats().leases_expired, 1u);
   EXPECT_EQ(Shared(*limiter, clock.Now()), spec.limit - admitted);
@@ -185,8 +191,9 @@ TEST(LeasedStore, UnitsIdleOnAQuietNodeAreBoundedAndComeBackAtExpiry) {
   auto memory = OpenMemoryStore({});
   ASSERT_TRUE(memory.has_value());
   ManualClock clock(kStart);
+  auto scheduler = std::make_shared<ManualScheduler>(clock);
   // Node A; every other node sees the shared counter, which Shared() reads.
-  auto store_a = Leased(*memory, &clock);
+  auto store_a = Leased(*memory, scheduler);
   auto a = Make(*store_a, spec, kLeased);
   // 10,000 a second for half a second on node A.
   int64_t a_admitted = 0;
@@ -201,8 +208,7 @@ TEST(LeasedStore, UnitsIdleOnAQuietNodeAreBoundedAndComeBackAtExpiry) {
   EXPECT_LE(idle, 3750);
   // What the shared counter has left for every other node while A holds them.
   EXPECT_EQ(Shared(*a, clock.Now()), spec.limit - a_admitted - idle);
-  clock.Advance(seconds(3));
-  store_a->ReturnExpired(clock.Now());
+  scheduler->Advance(seconds(3));  // the sweep runs every 20 ms of it
   EXPECT_EQ(Shared(*a, clock.Now()), spec.limit - a_admitted) << "the idle units came back";
   std::printf("node A held %lld idle units for its lease\n", static_cast<long long>(idle));
 }
@@ -239,7 +245,8 @@ Hammered Hammer(const LimitSpec& spec, const std::string& prefix, milliseconds r
   std::vector<std::shared_ptr<LeasedStore>> nodes;
   std::vector<std::unique_ptr<Limiter>> limiters;
   for (int n = 0; n < kNodes; ++n) {
-    nodes.push_back(Leased(OpenRedis(prefix, /*server_time=*/true), &clock, true));
+    // Real time: the leases expire by Redis's clock, which the test cannot drive.
+    nodes.push_back(Leased(OpenRedis(prefix, /*server_time=*/true), nullptr, &clock));
     limiters.push_back(
         Make(*nodes.back(), spec, {.mode = SyncMode::kLeased, .lease_ttl = milliseconds(400)}));
   }

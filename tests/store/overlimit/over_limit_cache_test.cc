@@ -18,6 +18,7 @@
 
 #include "sluice/redis_store.h"
 #include "sluice/token_bucket.h"
+#include "store/idle_scheduler.h"
 #include "support/heap_in_use.h"
 #include "support/redis_server.h"
 
@@ -48,7 +49,7 @@ Node OpenNode(const std::string& prefix, size_t cache_bytes = size_t{1} << 20) {
   o.port = Server().port();
   o.use_server_time = false;
   o.command_timeout = milliseconds(2000);
-  o.monitor_interval = milliseconds(0);
+  o.scheduler = testing::IdleScheduler();
   o.key_prefix = prefix;
   Node node;
   auto redis = OpenRedisStore(o);

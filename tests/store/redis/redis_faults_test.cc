@@ -15,7 +15,10 @@
 #include <thread>
 #include <vector>
 
+#include "sluice/clock.h"
 #include "sluice/redis_store.h"
+#include "sluice/scheduler.h"
+#include "store/idle_scheduler.h"
 #include "store/redis/redis_client.h"
 #include "support/redis_server.h"
 
@@ -126,13 +129,15 @@ TEST_P(EvictionPolicy, IsReadAtStartAndJudged) {
   testing::RedisServer server(
       {"--maxmemory", GetParam().maxmemory, "--maxmemory-policy", GetParam().policy});
   Events events;
+  ManualClock clock;
+  auto scheduler = std::make_shared<ManualScheduler>(clock);
   RedisStoreOptions o = OptionsFor(server.port());
-  o.monitor_interval = milliseconds(0);
+  o.scheduler = scheduler;
   o.on_event = events.hook();
   auto store = OpenRedisStore(o);
   ASSERT_TRUE(store.has_value());
   EXPECT_FALSE((*store)->Stats().server_eviction_watched) << "not read yet";
-  (*store)->MonitorOnce();
+  scheduler->RunDue();  // the monitor's first round: due at once
   const StoreStats s = (*store)->Stats();
   EXPECT_TRUE(s.server_eviction_watched);
   EXPECT_EQ(s.server_eviction_unsafe, GetParam().unsafe);
@@ -149,21 +154,20 @@ TEST(RedisEviction, APolicyChangedAtRuntimeIsReportedAndTheGaugeFollows) {
   testing::RedisServer server({"--maxmemory", "3mb", "--maxmemory-policy", "noeviction"});
   Events events;
   ManualClock clock;
+  auto scheduler = std::make_shared<ManualScheduler>(clock);
   RedisStoreOptions o = OptionsFor(server.port());
-  o.monitor_interval = milliseconds(0);
   o.on_event = events.hook();
-  o.clock = &clock;
+  o.scheduler = scheduler;  // and its clock
   auto store = OpenRedisStore(o);
   ASSERT_TRUE(store.has_value());
-  (*store)->MonitorOnce();
+  scheduler->RunDue();  // the first round, at start
   EXPECT_FALSE((*store)->Stats().server_eviction_unsafe);
   ASSERT_TRUE(Client(server.port())->Command({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}));
-  (*store)->MonitorOnce();
+  scheduler->Advance(o.monitor_interval);  // the next round
   EXPECT_TRUE((*store)->Stats().server_eviction_unsafe) << "the gauge at once";
   // The report of the change is rate-limited with the first one (event_interval, 10 s): it is
   // held, and told in the first round after the interval.
-  clock.Advance(seconds(10));
-  (*store)->MonitorOnce();
+  scheduler->Advance(seconds(10));
   int reports = 0;
   bool last_unsafe = false;
   for (const RedisEvent& e : events.All()) {
@@ -173,7 +177,7 @@ TEST(RedisEviction, APolicyChangedAtRuntimeIsReportedAndTheGaugeFollows) {
   }
   EXPECT_EQ(reports, 2) << "at start and on the change";
   EXPECT_TRUE(last_unsafe);
-  (*store)->MonitorOnce();
+  scheduler->Advance(seconds(1));
   EXPECT_EQ(events.All().size(), 2u + 1u) << "no change, no event (the other: connected)";
 }
 
@@ -183,7 +187,7 @@ TEST(RedisEviction, EvictedKeysAreCountedAndReported) {
   testing::RedisServer server({"--maxmemory", "3mb", "--maxmemory-policy", "allkeys-random"});
   Events events;
   RedisStoreOptions o = OptionsFor(server.port());
-  o.monitor_interval = milliseconds(0);
+  o.scheduler = testing::IdleScheduler();  // no monitor: only what the test calls
   o.on_event = events.hook();
   auto store = OpenRedisStore(o);
   ASSERT_TRUE(store.has_value());
@@ -281,7 +285,7 @@ TEST(RedisRestart, ACommandThatMayHaveRunIsNotRetried) {
   testing::RedisServer server;
   RedisStoreOptions o = OptionsFor(server.port());
   o.connections = 1;
-  o.monitor_interval = milliseconds(0);
+  o.scheduler = testing::IdleScheduler();  // no monitor: only what the test calls
   auto store = OpenRedisStore(o);
   ASSERT_TRUE(store.has_value());
   auto limiter = (*store)->MakeLimiter(kHourly, "once", false);
@@ -357,7 +361,7 @@ TEST(RedisEvents, ScriptErrorsAreToldAndRateLimited) {
   testing::RedisServer server;
   Events events;
   RedisStoreOptions o = OptionsFor(server.port());
-  o.monitor_interval = milliseconds(0);
+  o.scheduler = testing::IdleScheduler();  // no monitor: only what the test calls
   o.on_event = events.hook();
   auto store = OpenRedisStore(o);
   ASSERT_TRUE(store.has_value());
