@@ -14,6 +14,7 @@
 
 #include "sluice/region_scope.h"
 #include "support/region_harness.h"
+#include "support/stats_reader.h"
 
 namespace {
 
@@ -53,7 +54,8 @@ Run Measure(RegionHarness& h, std::chrono::milliseconds delay, int decisions, in
     store->DecideAll(std::span(&check, 1), sluice::Timestamp{}, std::span(&d, 1));
     us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
   }
-  const uint64_t leases = (*limiter)->Stats().region_global_leases;
+  const auto leases = static_cast<uint64_t>(
+      sluice::testing::ReadStats(**limiter).Value("sluice_region_global_leases_total"));
   std::sort(us.begin(), us.end());
   return {us[us.size() / 2], us[us.size() * 99 / 100], leases};
 }

@@ -64,7 +64,8 @@ install(TARGETS ${sluice_installed_libraries}
 set(sluice_public_headers
   # sluice_core
   algorithm.h clock.h decision.h duration.h fixed_window.h gcra.h leaky_bucket.h limit_spec.h
-  region_scope.h sliding_window_counter.h sliding_window_log.h status.h time.h token_bucket.h
+  region_scope.h sliding_window_counter.h sliding_window_log.h stats_sink.h status.h time.h
+  token_bucket.h
   # sluice_store
   decide_all.h limiter.h quota_sync.h scheduler.h store.h
   # sluice_memory, sluice_redis

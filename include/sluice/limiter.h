@@ -18,6 +18,7 @@
 
 #include "sluice/decision.h"
 #include "sluice/limit_spec.h"
+#include "sluice/stats_sink.h"
 #include "sluice/time.h"
 
 namespace sluice {
@@ -59,15 +60,6 @@ struct StoreStats {
   uint64_t local_decisions = 0;
   uint64_t batched_pending_hits = 0;
   uint64_t batched_over_admitted_hits = 0;
-  // A limit of scope global with regions mode leased (region_store.h): the part of the whole
-  // limit this region enforces now, grants received from the global store, decisions taken
-  // while the last exchange with it failed, and the seconds since the last grant (for a store:
-  // the largest over its limits).
-  bool region_leased = false;
-  int64_t region_share_units = 0;
-  uint64_t region_global_leases = 0;
-  uint64_t region_cutoff_decisions = 0;
-  double region_sync_age_seconds = 0;
 };
 
 struct DecideRequest {
@@ -222,6 +214,14 @@ class Limiter {
 
   virtual StoreStats Stats() const = 0;
   virtual const LimitSpec& spec() const = 0;
+
+  // Reports this limit's own series to `sink`, labelled with `limit_labels` (how the caller
+  // names the limit: its domain and limit), for /metrics. Each store layer reports what it keeps
+  // for the limit after what the layers it wraps report. Default: nothing.
+  virtual void ReportStats(StatsSink& sink, std::span<const StatLabel> limit_labels) const {
+    (void)sink;
+    (void)limit_labels;
+  }
 
   // The store that made this limiter (Store::MakeLimiter), which alone may decide it in
   // Store::DecideAll; null for a limiter made outside any store. Stores tell their own limiters

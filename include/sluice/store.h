@@ -28,6 +28,7 @@
 #include "sluice/limiter.h"
 #include "sluice/quota_sync.h"
 #include "sluice/region_scope.h"
+#include "sluice/stats_sink.h"
 #include "sluice/status.h"
 #include "sluice/time.h"
 
@@ -63,6 +64,10 @@ struct LimiterOptions {
 // a quota check is not allowed, or when it has quota checks and none of them is allowed. Every
 // store applies this rule (src/store/give_back.h), and so does the service.
 bool RequestRefused(std::span<const LimitCheck> checks, std::span<const Decision> out);
+
+// The generic store families of /metrics from a store's Stats(): counters held, evictions and,
+// for a store with a memory bound (max_bytes > 0), its accounted bytes and that bound.
+void ReportStoreStats(const StoreStats& stats, StatsSink& sink);
 
 class Store {
  public:
@@ -102,6 +107,11 @@ class Store {
   // Summed over every limiter this store has made that is still alive: counters held, memory,
   // evictions, expirations, failed and short-circuited calls.
   virtual StoreStats Stats() const = 0;
+
+  // Reports the store-wide series of this store's own (a layer: after those of the store it
+  // wraps) to `sink`, for /metrics. The generic counts of Stats() are ReportStoreStats's; the
+  // per-limit series are Limiter::ReportStats's. Default: nothing.
+  virtual void ReportStats(StatsSink& sink) const { (void)sink; }
 
   // How many transient limiters (LimiterOptions::transient) can be alive at once. Beyond it
   // MakeLimiter refuses one until another is destroyed: the caller drops one it holds (its

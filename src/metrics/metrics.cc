@@ -9,6 +9,7 @@
 #include <tuple>
 #include <utility>
 
+#include "metrics/collected_stats.h"
 #include "metrics/label_table.h"
 #include "metrics/prometheus_text.h"
 #include "metrics/top_k.h"
@@ -152,8 +153,8 @@ struct Metrics::Impl {
   std::atomic<uint64_t> reloads_failed{0};
 
   mutable std::mutex gauges_mu;
-  std::function<StoreGauges()> gauges_source;  // guarded by gauges_mu
-  const UsageViews* usage = nullptr;           // guarded by gauges_mu
+  std::function<void(StatsSink&)> stats_source;  // guarded by gauges_mu
+  const UsageViews* usage = nullptr;             // guarded by gauges_mu
 };
 
 Metrics::Metrics(double near_limit_ratio, size_t top_capacity)
@@ -209,9 +210,9 @@ void Metrics::RecordReload(bool ok) {
   (ok ? impl_->reloads_ok : impl_->reloads_failed).fetch_add(1, std::memory_order_relaxed);
 }
 
-void Metrics::SetStoreGaugesSource(std::function<StoreGauges()> source) {
+void Metrics::SetStatsSource(std::function<void(StatsSink&)> source) {
   std::lock_guard lock(impl_->gauges_mu);
-  impl_->gauges_source = std::move(source);
+  impl_->stats_source = std::move(source);
 }
 
 void Metrics::SetUsageViews(const UsageViews* views) {
@@ -271,159 +272,6 @@ void AppendIdentities(std::string& out, const UsageViews& usage) {
     for (const auto& [state, n] : states) {
       AppendSample(out, "sluice_limit_identities", labels, state, n);
     }
-  }
-}
-
-// The store's counts: keys, evictions, Redis eviction, and where decisions were taken.
-void AppendStoreCounts(std::string& out, const StoreGauges& g) {
-  AppendHelpAndType(out, "sluice_store_keys", "Counters held by the store.", "gauge");
-  AppendSample(out, "sluice_store_keys", {}, {}, g.keys);
-  AppendHelpAndType(out, "sluice_store_evictions_total",
-                    "Counters the store evicted to stay within its memory bound.", "counter");
-  AppendSample(out, "sluice_store_evictions_total", {}, {}, g.evictions);
-  if (g.redis_eviction_watched) {
-    AppendHelpAndType(out, "sluice_store_redis_eviction_unsafe",
-                      "1 when a Redis server's maxmemory-policy can evict sluice's counters "
-                      "(maxmemory set, policy not noeviction): limits may over-admit.",
-                      "gauge");
-    AppendSample(out, "sluice_store_redis_eviction_unsafe", {}, {},
-                 uint64_t{g.redis_eviction_unsafe ? 1u : 0u});
-    AppendHelpAndType(out, "sluice_store_redis_evicted_keys_total",
-                      "Keys Redis evicted (INFO evicted_keys growth; every key of the server).",
-                      "counter");
-    AppendSample(out, "sluice_store_redis_evicted_keys_total", {}, {}, g.redis_evicted_keys);
-  }
-  if (g.over_limit_cache || g.batched) {
-    AppendHelpAndType(out, "sluice_decisions_by_source_total",
-                      "Limit decisions by where they were taken: the over-limit cache "
-                      "(refusals answered from memory), this node's leases and batched views "
-                      "(local), or Redis.",
-                      "counter");
-    if (g.over_limit_cache) {
-      AppendSample(out, "sluice_decisions_by_source_total", {}, "source=\"cache\"",
-                   g.cached_decisions);
-    }
-    AppendSample(out, "sluice_decisions_by_source_total", {}, "source=\"local\"",
-                 g.local_decisions);
-    AppendSample(out, "sluice_decisions_by_source_total", {}, "source=\"redis\"",
-                 g.forwarded_decisions - std::min(g.local_decisions, g.forwarded_decisions));
-  }
-}
-
-// The leases of `sync: leased` limits, per limit.
-void AppendLeases(std::string& out, const std::vector<LeaseSeries>& leases) {
-  AppendHelpAndType(out, "sluice_lease_events_total",
-                    "Leases of sync: leased limits: taken (units granted by Redis), expired "
-                    "(its time ran out with units unspent), returned (unspent units given "
-                    "back: at expiry, reset, reload or shutdown).",
-                    "counter");
-  const auto labels_of = [](const LeaseSeries& l) {
-    std::string labels;
-    AppendLabel(labels, "domain", l.domain);
-    labels.push_back(',');
-    AppendLabel(labels, "limit", l.limit);
-    return labels;
-  };
-  for (const LeaseSeries& l : leases) {
-    const std::string labels = labels_of(l);
-    const std::pair<const char*, uint64_t> events[] = {
-        {"taken", l.taken}, {"returned", l.returned}, {"expired", l.expired}};
-    for (const auto& [event, n] : events) {
-      AppendSample(out, "sluice_lease_events_total", labels, std::string("event=\"") + event + "\"",
-                   n);
-    }
-  }
-  AppendHelpAndType(out, "sluice_lease_units_held",
-                    "Units of a leased limit's quota this node holds, taken from Redis and "
-                    "not yet spent.",
-                    "gauge");
-  for (const LeaseSeries& l : leases) {
-    AppendSample(out, "sluice_lease_units_held", labels_of(l), {},
-                 static_cast<uint64_t>(std::max<int64_t>(0, l.units_held)));
-  }
-}
-
-// The region layer's part of each scope: global limit.
-void AppendRegions(std::string& out, const StoreGauges& g) {
-  const auto labels_of = [](const RegionSeries& r) {
-    std::string labels;
-    AppendLabel(labels, "domain", r.domain);
-    labels.push_back(',');
-    AppendLabel(labels, "limit", r.limit);
-    return labels;
-  };
-  AppendHelpAndType(out, "sluice_region_share_units",
-                    "The part of a scope: global limit this node's region enforces now "
-                    "(requests per unit), leased from the global store.",
-                    "gauge");
-  for (const RegionSeries& r : g.regions) {
-    AppendSample(out, "sluice_region_share_units", labels_of(r), {},
-                 static_cast<uint64_t>(std::max<int64_t>(0, r.share_units)));
-  }
-  AppendHelpAndType(out, "sluice_region_global_leases_total",
-                    "Grants of a region's part this node received from the global store.",
-                    "counter");
-  for (const RegionSeries& r : g.regions) {
-    AppendSample(out, "sluice_region_global_leases_total", labels_of(r), {}, r.global_leases);
-  }
-  AppendHelpAndType(out, "sluice_region_cutoff_decisions_total",
-                    "Decisions taken while this node's last exchange with the global store "
-                    "had failed (on its last grant, then its static share).",
-                    "counter");
-  for (const RegionSeries& r : g.regions) {
-    AppendSample(out, "sluice_region_cutoff_decisions_total", labels_of(r), {}, r.cutoff_decisions);
-  }
-  AppendHelpAndType(out, "sluice_region_global_sync_age_seconds",
-                    "Seconds since the global store last granted a part (the oldest over "
-                    "the leased limits).",
-                    "gauge");
-  AppendSample(out, "sluice_region_global_sync_age_seconds", {}, {}, g.region_sync_age_seconds);
-}
-
-// The batched layer: hits not yet sent, and over-admission.
-void AppendBatched(std::string& out, const StoreGauges& g) {
-  AppendHelpAndType(out, "sluice_batched_pending_hits",
-                    "Hits batched limits took on this node and have not yet sent to Redis.",
-                    "gauge");
-  AppendSample(out, "sluice_batched_pending_hits", {}, {}, g.batched_pending_hits);
-  AppendHelpAndType(out, "sluice_batched_over_admitted_hits_total",
-                    "Hits batched limits admitted on this node that its syncs found the "
-                    "shared quota had no room for (bucket algorithms): their over-admission.",
-                    "counter");
-  AppendSample(out, "sluice_batched_over_admitted_hits_total", {}, {},
-               g.batched_over_admitted_hits);
-  if (!g.batched_limits.empty()) {
-    AppendHelpAndType(out, "sluice_batched_limit_over_admitted_hits_total",
-                      "sluice_batched_over_admitted_hits_total for each batched limit of "
-                      "the running config.",
-                      "counter");
-    for (const BatchedSeries& b : g.batched_limits) {
-      std::string labels;
-      AppendLabel(labels, "domain", b.domain);
-      labels.push_back(',');
-      AppendLabel(labels, "limit", b.limit);
-      AppendSample(out, "sluice_batched_limit_over_admitted_hits_total", labels, {},
-                   b.over_admitted);
-    }
-  }
-}
-
-void AppendStoreGauges(std::string& out, const StoreGauges& g) {
-  AppendStoreCounts(out, g);
-  if (!g.leases.empty()) AppendLeases(out, g.leases);
-  if (!g.regions.empty()) AppendRegions(out, g);
-  if (g.batched) AppendBatched(out, g);
-  // Only a store with a memory bound (the memory store, or Redis's over-limit cache) accounts
-  // its bytes.
-  if (g.max_bytes > 0) {
-    AppendHelpAndType(out, "sluice_store_bytes",
-                      "Accounted memory the store holds in this process: the memory store's "
-                      "counters, or the over-limit cache in front of Redis.",
-                      "gauge");
-    AppendSample(out, "sluice_store_bytes", {}, {}, g.bytes);
-    AppendHelpAndType(out, "sluice_store_max_bytes",
-                      "Accounted memory the store may hold in this process.", "gauge");
-    AppendSample(out, "sluice_store_max_bytes", {}, {}, g.max_bytes);
   }
 }
 
@@ -503,17 +351,21 @@ std::string Metrics::Render() const {
                  impl_->forward_auth[r].load(std::memory_order_relaxed));
   }
 
-  std::function<StoreGauges()> source;
+  std::function<void(StatsSink&)> source;
   const UsageViews* usage = nullptr;
   {
     std::lock_guard lock(impl_->gauges_mu);
-    source = impl_->gauges_source;
+    source = impl_->stats_source;
     usage = impl_->usage;
   }
   if (usage != nullptr) AppendIdentities(out, *usage);
   // Without a source (a store that does not count its keys) the store's families are left out
   // rather than shown as a misleading 0.
-  if (source) AppendStoreGauges(out, source());
+  if (source) {
+    CollectedStats stats;
+    source(stats);
+    stats.Render(out);
+  }
 
   AppendHelpAndType(out, "sluice_config_reloads_total", "Configuration reloads, by result.",
                     "counter");

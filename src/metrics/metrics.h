@@ -10,9 +10,9 @@
 //   sluice_limit_utilization{domain,limit}        histogram of the fraction used at decision time
 //   sluice_decision_duration_seconds              histogram of Check() latency
 //   sluice_store_errors_total                     store calls that failed
-//   sluice_store_keys, sluice_store_evictions_total  sampled from the store at render time
-//   sluice_store_redis_eviction_unsafe            1: Redis's maxmemory-policy can evict counters
-//   sluice_store_redis_evicted_keys_total         Redis's evicted_keys growth (every key)
+//   the store's families (sluice_store_keys, ..., each layer's own: the lease, batched and
+//   region series, sluice_decisions_by_source_total), reported by the stats source at render
+//   time (sluice/stats_sink.h): metrics knows none of them
 //   sluice_config_reloads_total{result}           result: success|failure
 //   sluice_limit_identities{domain,limit,state}   distinct identities over the usage period,
 //                                                 state: seen|near|over|shadow_over (usage_views.h)
@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "metrics/usage_views.h"
+#include "sluice/stats_sink.h"
 #include "sluice/time.h"
 
 namespace sluice::server {
@@ -50,68 +51,6 @@ enum class DecisionResult {
   kFailedClosed
 };
 std::string_view DecisionResultName(DecisionResult result);
-
-// One leased limit's leases (StoreStats::leases_*), for sluice_lease_events_total and
-// sluice_lease_units_held.
-struct LeaseSeries {
-  std::string domain;
-  std::string limit;  // the limit's metric name, as in sluice_decisions_total
-  uint64_t taken = 0;
-  uint64_t returned = 0;
-  uint64_t expired = 0;
-  int64_t units_held = 0;
-};
-
-// One batched limit's hits its syncs found beyond the shared quota
-// (sluice_batched_limit_over_admitted_hits_total).
-struct BatchedSeries {
-  std::string domain;
-  std::string limit;
-  uint64_t over_admitted = 0;
-};
-
-// One limit of scope global whose regions lease their parts (StoreStats::region_*), for
-// sluice_region_share_units, _global_leases_total and _cutoff_decisions_total.
-struct RegionSeries {
-  std::string domain;
-  std::string limit;
-  int64_t share_units = 0;
-  uint64_t global_leases = 0;
-  uint64_t cutoff_decisions = 0;
-};
-
-struct StoreGauges {
-  uint64_t keys = 0;
-  uint64_t evictions = 0;
-  uint64_t bytes = 0;      // accounted memory the store holds
-  uint64_t max_bytes = 0;  // what its limiters may hold together
-  // A Redis store that watches its servers' eviction (StoreStats::server_eviction_*): shown
-  // only then.
-  bool redis_eviction_watched = false;
-  bool redis_eviction_unsafe = false;
-  uint64_t redis_evicted_keys = 0;
-  // A store behind the over-limit cache (StoreStats::over_limit_cache): decisions it answered
-  // from memory, and those it passed to Redis. Shown only then.
-  bool over_limit_cache = false;
-  uint64_t cached_decisions = 0;
-  uint64_t forwarded_decisions = 0;
-  // Decisions taken on this node without asking Redis: leased limits' answers from the units it
-  // held and batched limits' answers from their views (counted within forwarded_decisions,
-  // which is everything the outermost layer passed on).
-  uint64_t local_decisions = 0;
-  std::vector<LeaseSeries> leases = {};            // one per leased limit of the running config
-  std::vector<BatchedSeries> batched_limits = {};  // one per batched limit of the config
-  // A store with a batched layer (StoreStats::batched): hits taken here not yet sent to Redis,
-  // and hits admitted here that the syncs found the shared quota had no room for. Shown only
-  // then.
-  bool batched = false;
-  uint64_t batched_pending_hits = 0;
-  uint64_t batched_over_admitted_hits = 0;
-  // Limits whose regions lease their parts from the global store (docs/regions.md), and the
-  // seconds since the oldest of them last got a grant. Shown only when there are some.
-  std::vector<RegionSeries> regions = {};
-  double region_sync_age_seconds = 0;
-};
 
 // Why the service answered a descriptor without checking it (service/check_rules.h,
 // UncheckedReason): the `reason` label of sluice_descriptors_unchecked_total.
@@ -162,8 +101,9 @@ class Metrics {
   void RecordUncheckedDescriptors(UncheckedDescriptor reason, uint64_t n);
   void RecordReload(bool ok);
   void RecordForwardAuth(ForwardAuthResult result);
-  // Called at render time for the store gauges.
-  void SetStoreGaugesSource(std::function<StoreGauges()> source);
+  // Called at render time: reports the store's families (sluice/stats_sink.h) into the sink
+  // it is given, which renders them. Without one they are left out.
+  void SetStatsSource(std::function<void(StatsSink&)> source);
   // Read at render time for sluice_limit_identities (nullptr: usage tracking is off, no such
   // family). `views` must outlive the Metrics or be unset first.
   void SetUsageViews(const UsageViews* views);

@@ -83,21 +83,17 @@ class Service final : public RateLimitService {
 
   StoreStats StoreTotals() const override { return store_->Stats(); }
 
-  std::vector<LimitStats> SyncedLimitStats() const override {
-    std::vector<LimitStats> out;
+  void ReportStats(StatsSink& sink) const override {
+    ReportStoreStats(store_->Stats(), sink);
+    store_->ReportStats(sink);
     const std::shared_ptr<const LimiterSet> set = current_.load();
-    if (set == nullptr) return out;
+    if (set == nullptr) return;
     for (const auto& [name, domain] : set->config()->domains()) {
       for (const Limit& limit : domain.limits) {
-        const bool leased_regions =
-            limit.regions.global && limit.regions.mode == RegionMode::kLeased;
-        if (limit.sync.mode == SyncMode::kExact && !leased_regions) continue;
-        if (const Limiter* l = set->Configured(limit.id)) {
-          out.push_back({domain.name, limit.metric_name, limit.sync.mode, l->Stats()});
-        }
+        const StatLabel labels[] = {{"domain", domain.name}, {"limit", limit.metric_name}};
+        if (const Limiter* l = set->Configured(limit.id)) l->ReportStats(sink, labels);
       }
     }
-    return out;
   }
 
   bool Ready() override {

@@ -24,7 +24,7 @@
 #include "metrics/metrics.h"
 #include "service/check.h"
 #include "sluice/clock.h"
-#include "sluice/quota_sync.h"
+#include "sluice/stats_sink.h"
 #include "sluice/status.h"
 #include "sluice/store.h"
 
@@ -81,21 +81,13 @@ class RateLimitService {
   virtual std::shared_ptr<const Config> config() const = 0;
 
   // The store's Stats(): counters of every limiter it holds (configured and override limits;
-  // keys held, evictions, errors), for the store gauges in /metrics.
+  // keys held, evictions, errors).
   virtual StoreStats StoreTotals() const = 0;
 
-  // Every configured limit with `sync: leased` or `batched`, with its limiter's Stats() (leases
-  // taken, expired, returned, units held; a batched limit's over-admitted hits), for the
-  // per-limit series in /metrics.
-  struct LimitStats {
-    std::string domain;
-    std::string metric_name;
-    SyncMode mode = SyncMode::kExact;
-    StoreStats stats;
-  };
-  // Every limit that is not exact on one store: sync leased or batched, or whose regions lease
-  // their parts (stats.region_leased).
-  virtual std::vector<LimitStats> SyncedLimitStats() const { return {}; }
+  // The store's families for /metrics (Metrics::SetStatsSource): the generic ones from its
+  // Stats() (ReportStoreStats), the store's own (Store::ReportStats), and each configured
+  // limit's (Limiter::ReportStats) labelled with its domain and metric name.
+  virtual void ReportStats(StatsSink& sink) const { (void)sink; }
 
   // Ready to serve: not draining, a config is loaded and Store::Ready() (a PING for Redis). The
   // one readiness rule: HTTP /readyz and gRPC's grpc.health.v1.Health both answer from it.

@@ -12,7 +12,6 @@
 
 #include "service/check.h"
 #include "sluice/open_store.h"
-#include "sluice/quota_sync.h"
 #include "sluice/redis_store.h"
 #include "sluice/scheduler.h"
 #include "sluiced/config_report.h"
@@ -30,42 +29,6 @@ Result<std::shared_ptr<Store>> OpenTheStore(const Settings& settings, const Cloc
   options.clock = clock;
   options.redis_events = std::move(events);
   return OpenStore(settings.store, options);
-}
-
-// The store gauges of /metrics, translated from the store's Stats() and the synced limits'.
-void SetStoreGauges(Metrics& metrics, const RateLimitService& service) {
-  metrics.SetStoreGaugesSource([&service] {
-    const StoreStats s = service.StoreTotals();
-    StoreGauges g{s.keys,
-                  s.evictions,
-                  s.bytes,
-                  s.max_bytes,
-                  s.server_eviction_watched,
-                  s.server_eviction_unsafe,
-                  s.server_evicted_keys,
-                  s.over_limit_cache,
-                  s.cached_decisions,
-                  s.forwarded_decisions,
-                  s.leased_decisions + s.local_decisions};
-    g.batched = s.batched;
-    g.batched_pending_hits = s.batched_pending_hits;
-    g.batched_over_admitted_hits = s.batched_over_admitted_hits;
-    g.region_sync_age_seconds = s.region_sync_age_seconds;
-    for (const auto& l : service.SyncedLimitStats()) {
-      if (l.stats.region_leased) {
-        g.regions.push_back({l.domain, l.metric_name, l.stats.region_share_units,
-                             l.stats.region_global_leases, l.stats.region_cutoff_decisions});
-      }
-      if (l.mode == SyncMode::kExact) continue;
-      if (l.mode == SyncMode::kLeased) {
-        g.leases.push_back({l.domain, l.metric_name, l.stats.leases_taken, l.stats.lease_returns,
-                            l.stats.leases_expired, l.stats.lease_units_held});
-      } else {
-        g.batched_limits.push_back({l.domain, l.metric_name, l.stats.batched_over_admitted_hits});
-      }
-    }
-    return g;
-  });
 }
 
 // Each open connection is a descriptor; the default soft limit (often 1024) would cap the
@@ -109,7 +72,8 @@ Result<std::unique_ptr<Server>> Server::Start(const Settings& settings) {
        {&Server::StartService, &Server::StartHttp, &Server::StartForwardAuth, &Server::StartGrpc}) {
     if (auto started = (server.get()->*step)(); !started) return std::unexpected(started.error());
   }
-  SetStoreGauges(server->metrics_, *server->service_);
+  server->metrics_.SetStatsSource(
+      [&service = *server->service_](StatsSink& sink) { service.ReportStats(sink); });
   return server;
 }
 

@@ -73,6 +73,9 @@ class ForwardingLimiter : public Limiter {
   StoreStats Stats() const override {
     return Call([](Limiter& l) { return l.Stats(); });
   }
+  void ReportStats(StatsSink& sink, std::span<const StatLabel> limit_labels) const override {
+    Call([&](Limiter& l) { l.ReportStats(sink, limit_labels); });
+  }
   // A layer whose inner limiter is replaceable overrides it: the reference must outlive a call.
   const LimitSpec& spec() const override { return inner_->spec(); }
 
@@ -151,6 +154,7 @@ class ForwardingStore : public Interface {
   }
   bool Ready() override { return inner_->Ready(); }
   StoreStats Stats() const override { return inner_->Stats(); }
+  void ReportStats(StatsSink& sink) const override { inner_->ReportStats(sink); }
   size_t MaxTransientLimiters() const override { return inner_->MaxTransientLimiters(); }
 
  protected:

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "metrics/prometheus_validator.h"
+#include "sluice/stats_sink.h"
+#include "sluice/store.h"
 
 namespace sluice::server {
 namespace {
@@ -157,6 +159,27 @@ TEST(Metrics, DurationHistogram) {
   EXPECT_LINE(text, "sluice_decision_duration_seconds_sum 2.00204");
 }
 
+// Families as the store layers define them (src/store/...): metrics renders what it is given.
+constexpr StatFamily kBySource{"sluice_decisions_by_source_total", StatKind::kCounter,
+                               "Limit decisions by where they were taken."};
+constexpr StatFamily kPending{"sluice_batched_pending_hits", StatKind::kGauge, "Hits not sent."};
+constexpr StatFamily kLimitOverAdmitted{"sluice_batched_limit_over_admitted_hits_total",
+                                        StatKind::kCounter, "Over-admitted hits of a limit."};
+constexpr StatFamily kShareUnits{"sluice_region_share_units", StatKind::kGauge, "The part."};
+constexpr StatFamily kSyncAge{"sluice_region_global_sync_age_seconds", StatKind::kGauge,
+                              "Seconds since the last grant."};
+constexpr StatFamily kLeaseEvents{"sluice_lease_events_total", StatKind::kCounter, "Leases."};
+constexpr StatFamily kUnitsHeld{"sluice_lease_units_held", StatKind::kGauge, "Units held."};
+
+using Labels = std::vector<StatLabel>;
+
+// How many times `text` contains `part`.
+size_t Count(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
 TEST(Metrics, StoreErrorsReloadsAndGauges) {
   Metrics m;
   m.RecordStoreError();
@@ -165,126 +188,93 @@ TEST(Metrics, StoreErrorsReloadsAndGauges) {
   m.RecordReload(true);
   m.RecordReload(false);
   uint64_t keys = 41;
-  m.SetStoreGaugesSource([&] { return StoreGauges{++keys, 7}; });
+  m.SetStatsSource(
+      [&](StatsSink& sink) { ReportStoreStats({.keys = ++keys, .evictions = 7}, sink); });
   const std::string text = ValidRender(m);
   EXPECT_LINE(text, "sluice_store_errors_total 2");
   EXPECT_LINE(text, "sluice_config_reloads_total{result=\"success\"} 2");
   EXPECT_LINE(text, "sluice_config_reloads_total{result=\"failure\"} 1");
+  EXPECT_LINE(text, "# HELP sluice_store_keys Counters held by the store.");
   EXPECT_LINE(text, "# TYPE sluice_store_keys gauge");
   EXPECT_LINE(text, "sluice_store_keys 42");  // sampled at render time
+  EXPECT_LINE(text, "# TYPE sluice_store_evictions_total counter");
   EXPECT_LINE(text, "sluice_store_evictions_total 7");
   EXPECT_LINE(ValidRender(m), "sluice_store_keys 43");
   EXPECT_EQ(text.find("sluice_store_bytes"), std::string::npos) << "no bound: no byte gauges";
-  m.SetStoreGaugesSource([] { return StoreGauges{3, 0, 4096, 65536}; });
+  m.SetStatsSource([](StatsSink& sink) {
+    ReportStoreStats({.keys = 3, .bytes = 4096, .max_bytes = 65536}, sink);
+  });
   const std::string bounded = ValidRender(m);
   EXPECT_LINE(bounded, "# TYPE sluice_store_bytes gauge");
   EXPECT_LINE(bounded, "sluice_store_bytes 4096");
+  EXPECT_LINE(bounded, "# TYPE sluice_store_max_bytes gauge");
   EXPECT_LINE(bounded, "sluice_store_max_bytes 65536");
-  EXPECT_EQ(bounded.find("sluice_decisions_by_source_total"), std::string::npos)
-      << "no over-limit cache: no decisions by source";
-  m.SetStoreGaugesSource([] {
-    StoreGauges g;
-    g.over_limit_cache = true;
-    g.cached_decisions = 900;
-    g.forwarded_decisions = 100;
-    return g;
-  });
-  const std::string cached = ValidRender(m);
-  EXPECT_LINE(cached, "# TYPE sluice_decisions_by_source_total counter");
-  EXPECT_LINE(cached, "sluice_decisions_by_source_total{source=\"cache\"} 900");
-  EXPECT_LINE(cached, "sluice_decisions_by_source_total{source=\"redis\"} 100");
-  m.SetStoreGaugesSource([] {
-    StoreGauges g;
-    g.over_limit_cache = true;
-    g.cached_decisions = 900;
-    g.forwarded_decisions = 5100;  // everything the cache passed on, local ones included
-    g.batched = true;
-    g.local_decisions = 5000;
-    g.batched_pending_hits = 12;
-    g.batched_over_admitted_hits = 3;
-    g.batched_limits.push_back({"api", "api.per_ip", 2});
-    return g;
-  });
-  const std::string batched = ValidRender(m);
-  EXPECT_LINE(batched, "sluice_decisions_by_source_total{source=\"cache\"} 900");
-  EXPECT_LINE(batched, "sluice_decisions_by_source_total{source=\"local\"} 5000");
-  EXPECT_LINE(batched, "sluice_decisions_by_source_total{source=\"redis\"} 100");
-  EXPECT_LINE(batched, "# TYPE sluice_batched_pending_hits gauge");
-  EXPECT_LINE(batched, "sluice_batched_pending_hits 12");
-  EXPECT_LINE(batched, "sluice_batched_over_admitted_hits_total 3");
-  EXPECT_LINE(
-      batched,
-      "sluice_batched_limit_over_admitted_hits_total{domain=\"api\",limit=\"api.per_ip\"} 2");
-  m.SetStoreGaugesSource(nullptr);
+  m.SetStatsSource(nullptr);
   EXPECT_EQ(ValidRender(m).find("sluice_store_keys"), std::string::npos);
 }
 
-// Regions (docs/regions.md): the four region families, per limit and one age, only when some
-// limit's regions lease their parts.
-TEST(Metrics, RegionFamiliesOnlyWithLeasedRegions) {
+// Several layers add to one series: the leased layer takes its local decisions back from what
+// the batched layer above it counted as passed on to Redis. Each family is shown once, its
+// samples together, in the order first reported; a counter is never shown below 0.
+TEST(Metrics, ReportedSamplesOfOneSeriesAddUp) {
   Metrics m;
-  m.SetStoreGaugesSource([] { return StoreGauges{1, 0}; });
-  EXPECT_EQ(ValidRender(m).find("sluice_region_"), std::string::npos);
-  m.SetStoreGaugesSource([] {
-    StoreGauges g;
-    g.regions.push_back({"world", "world.key", 812, 40, 7});
-    g.region_sync_age_seconds = 0.25;
-    return g;
+  m.SetStatsSource([](StatsSink& sink) {
+    const Labels local = {{"source", "local"}};
+    const Labels redis = {{"source", "redis"}};
+    const Labels cache = {{"source", "cache"}};
+    sink.Add(kBySource, local, 90);   // leased: its units' decisions...
+    sink.Add(kBySource, redis, -90);  // ...were counted as passed on by the batched layer
+    sink.Add(kPending, {}, 12);
+    sink.Add(kBySource, local, 5000);  // batched: its views' decisions, and the rest
+    sink.Add(kBySource, redis, 100 + 90);
+    sink.Add(kBySource, cache, 900);  // the over-limit cache
   });
   const std::string text = ValidRender(m);
-  EXPECT_LINE(text, "# TYPE sluice_region_share_units gauge");
-  EXPECT_LINE(text, "sluice_region_share_units{domain=\"world\",limit=\"world.key\"} 812");
-  EXPECT_LINE(text, "sluice_region_global_leases_total{domain=\"world\",limit=\"world.key\"} 40");
-  EXPECT_LINE(text, "sluice_region_cutoff_decisions_total{domain=\"world\",limit=\"world.key\"} 7");
-  EXPECT_LINE(text, "sluice_region_global_sync_age_seconds 0.25");
-  m.SetStoreGaugesSource(nullptr);
+  EXPECT_LINE(text, "sluice_decisions_by_source_total{source=\"local\"} 5090");
+  EXPECT_LINE(text, "sluice_decisions_by_source_total{source=\"redis\"} 100");
+  EXPECT_LINE(text, "sluice_decisions_by_source_total{source=\"cache\"} 900");
+  EXPECT_LINE(text, "sluice_batched_pending_hits 12");
+  EXPECT_EQ(Count(text, "# TYPE sluice_decisions_by_source_total counter"), 1u);
+  EXPECT_EQ(Count(text, "# HELP sluice_decisions_by_source_total "), 1u);
+  EXPECT_LT(text.find("source=\"cache\""), text.find("sluice_batched_pending_hits 12"))
+      << "a family's samples together, before the next family";
+  m.SetStatsSource([](StatsSink& sink) {
+    sink.Add(kBySource, Labels{{"source", "redis"}}, -3);  // a layer took back more than seen
+  });
+  EXPECT_LINE(ValidRender(m), "sluice_decisions_by_source_total{source=\"redis\"} 0");
 }
 
-// The Redis eviction families appear only for a store that watches Redis's eviction.
-TEST(Metrics, RedisEvictionFamiliesOnlyWhenWatched) {
+// Per-limit families carry the caller's labels first, in order, then the layer's own; values
+// that are not integers (ages) are shown as doubles, integers as integers however large.
+TEST(Metrics, ReportedLabelsAndValues) {
   Metrics m;
-  m.SetStoreGaugesSource([] { return StoreGauges{1, 0}; });
-  EXPECT_EQ(ValidRender(m).find("sluice_store_redis_"), std::string::npos);
-  m.SetStoreGaugesSource([] {
-    return StoreGauges{.keys = 1,
-                       .redis_eviction_watched = true,
-                       .redis_eviction_unsafe = true,
-                       .redis_evicted_keys = 17};
+  m.SetStatsSource([](StatsSink& sink) {
+    const Labels limit = {{"domain", "api"}, {"limit", "api.api_key"}};
+    Labels taken = limit;
+    taken.push_back({"event", "taken"});
+    sink.Add(kLeaseEvents, taken, 7);
+    sink.Add(kUnitsHeld, limit, 450);
+    sink.Add(kLimitOverAdmitted, Labels{{"domain", "api"}, {"limit", "api.per_ip"}},
+             18446744073709549568.0);  // the largest double below 2^64
+    sink.Add(kShareUnits, Labels{{"domain", "world"}, {"limit", "we\"ird"}}, 812);
+    sink.Add(kSyncAge, {}, 0.25);
   });
   const std::string text = ValidRender(m);
-  EXPECT_LINE(text, "# TYPE sluice_store_redis_eviction_unsafe gauge");
-  EXPECT_LINE(text, "sluice_store_redis_eviction_unsafe 1");
-  EXPECT_LINE(text, "# TYPE sluice_store_redis_evicted_keys_total counter");
-  EXPECT_LINE(text, "sluice_store_redis_evicted_keys_total 17");
-  m.SetStoreGaugesSource([] { return StoreGauges{.keys = 1, .redis_eviction_watched = true}; });
-  EXPECT_LINE(ValidRender(m), "sluice_store_redis_eviction_unsafe 0");
-}
-
-// Leased limits: decisions by source take the local ones out of Redis's share, and each leased
-// limit has its events and units held.
-TEST(Metrics, LeaseFamiliesPerLeasedLimit) {
-  Metrics m;
-  m.SetStoreGaugesSource([] {
-    StoreGauges g{.over_limit_cache = true,
-                  .cached_decisions = 5,
-                  .forwarded_decisions = 100,
-                  .local_decisions = 90};
-    g.leases.push_back({"api", "api.api_key", 7, 3, 2, 450});
-    return g;
-  });
-  const std::string text = ValidRender(m);
-  EXPECT_LINE(text, "sluice_decisions_by_source_total{source=\"local\"} 90");
-  EXPECT_LINE(text, "sluice_decisions_by_source_total{source=\"redis\"} 10");
-  EXPECT_LINE(text, "sluice_decisions_by_source_total{source=\"cache\"} 5");
   EXPECT_LINE(text, "# TYPE sluice_lease_events_total counter");
   EXPECT_LINE(text,
               "sluice_lease_events_total{domain=\"api\",limit=\"api.api_key\",event=\"taken\"} 7");
-  EXPECT_LINE(
-      text, "sluice_lease_events_total{domain=\"api\",limit=\"api.api_key\",event=\"returned\"} 3");
-  EXPECT_LINE(
-      text, "sluice_lease_events_total{domain=\"api\",limit=\"api.api_key\",event=\"expired\"} 2");
   EXPECT_LINE(text, "# TYPE sluice_lease_units_held gauge");
   EXPECT_LINE(text, "sluice_lease_units_held{domain=\"api\",limit=\"api.api_key\"} 450");
+  EXPECT_LINE(text,
+              "sluice_batched_limit_over_admitted_hits_total{domain=\"api\",limit=\"api.per_ip\"} "
+              "18446744073709549568");
+  EXPECT_LINE(text, "sluice_region_share_units{domain=\"world\",limit=\"we\\\"ird\"} 812");
+  EXPECT_LINE(text, "# HELP sluice_region_global_sync_age_seconds Seconds since the last grant.");
+  EXPECT_LINE(text, "sluice_region_global_sync_age_seconds 0.25");
+  EXPECT_LT(text.find("sluice_limit_utilization"), text.find("sluice_lease_events_total"));
+  EXPECT_LT(text.find("sluice_region_global_sync_age_seconds"),
+            text.find("sluice_config_reloads_total"))
+      << "the store's families where they always were: before the reloads";
 }
 
 TEST(Metrics, LabelValuesAreEscapedAndRoundTrip) {

@@ -13,6 +13,7 @@
 
 #include "service/ratelimit_headers.h"
 #include "sluice/open_store.h"
+#include "store/forwarding.h"
 #include "support/temp_config_dir.h"
 
 namespace sluice::server {
@@ -301,6 +302,60 @@ TEST_F(Service, AnUnknownDomainIsAnErrorOrLimitsNothingByCaller) {
     answered = true;
   });
   EXPECT_TRUE(answered) << "answered before CheckAsync returned";
+}
+
+// A store layer nothing above the store knows of: its families reach /metrics through the
+// service and Metrics with no change outside the layer (here, outside this test).
+constexpr StatFamily kWidgets{"sluice_test_widgets", StatKind::kGauge, "Widgets of the layer."};
+constexpr StatFamily kLimitWidgets{"sluice_test_limit_widgets_total", StatKind::kCounter,
+                                   "Widgets of one limit."};
+
+class WidgetLimiter final : public internal::ForwardingLimiter {
+ public:
+  using ForwardingLimiter::ForwardingLimiter;
+  void ReportStats(StatsSink& sink, std::span<const StatLabel> limit_labels) const override {
+    ForwardingLimiter::ReportStats(sink, limit_labels);
+    sink.Add(kLimitWidgets, limit_labels, 2);
+  }
+};
+
+class WidgetLayer final : public internal::ForwardingStore<Store> {
+ public:
+  using ForwardingStore::ForwardingStore;
+  Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec,
+                                               const LimiterOptions& options) override {
+    auto inner = inner_store().MakeLimiter(spec, options);
+    if (!inner) return std::unexpected(inner.error());
+    return std::unique_ptr<Limiter>(std::make_unique<WidgetLimiter>(this, std::move(*inner)));
+  }
+  void ReportStats(StatsSink& sink) const override {
+    ForwardingStore::ReportStats(sink);
+    sink.Add(kWidgets, {}, 3);
+  }
+};
+
+TEST(ServiceStats, ANewLayersFamiliesReachMetrics) {
+  test::TempConfigDir dir{"widgets"};
+  auto config = LoadConfig(dir.Write("api.yaml", kConfig));
+  ASSERT_TRUE(config.has_value()) << config.error().message;
+  auto memory = OpenStore("memory", {});
+  ASSERT_TRUE(memory.has_value());
+  Metrics metrics;
+  auto service =
+      RateLimitService::Create(*config, std::make_shared<WidgetLayer>(*memory), {}, &metrics);
+  ASSERT_TRUE(service.has_value()) << service.error().message;
+  metrics.SetStatsSource([&s = **service](StatsSink& sink) { s.ReportStats(sink); });
+  const std::string text = metrics.Render();
+  EXPECT_NE(text.find("# HELP sluice_test_widgets Widgets of the layer.\n"
+                      "# TYPE sluice_test_widgets gauge\nsluice_test_widgets 3\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("# TYPE sluice_test_limit_widgets_total counter\n"
+                      "sluice_test_limit_widgets_total{domain=\"api\",limit=\""),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("sluice_store_keys 0\n"), std::string::npos) << "and the generic ones";
+  metrics.SetStatsSource(nullptr);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "sluice/over_limit_cache.h"
 #include "sluice/region_store.h"
 #include "sluice/scheduler.h"
+#include "support/stats_reader.h"
 
 namespace sluice {
 namespace {
@@ -31,6 +32,7 @@ using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
 using Calls = std::vector<std::string>;
+using testing::StatsReader;
 
 // What reached the inner store, in order: "limiter.<virtual>" or "store.<virtual>".
 class Recorder {
@@ -46,7 +48,8 @@ class Recorder {
     Calls calls = std::exchange(calls_, {});
     if (!with_reads) {
       std::erase_if(calls, [](const std::string& c) {
-        return c == "limiter.spec" || c == "limiter.Stats" || c == "store.Stats";
+        return c == "limiter.spec" || c == "limiter.Stats" || c == "store.Stats" ||
+               c == "limiter.ReportStats" || c == "store.ReportStats";
       });
     }
     return calls;
@@ -110,6 +113,10 @@ class RecordingLimiter final : public Limiter {
     rec_.Add("limiter.Stats");
     return memory_->Stats();
   }
+  void ReportStats(StatsSink& sink, std::span<const StatLabel> limit_labels) const override {
+    rec_.Add("limiter.ReportStats");
+    memory_->ReportStats(sink, limit_labels);
+  }
   const LimitSpec& spec() const override {
     rec_.Add("limiter.spec");
     return memory_->spec();
@@ -153,6 +160,10 @@ class RecordingStore final : public Store {
   StoreStats Stats() const override {
     rec_.Add("store.Stats");
     return memory_->Stats();
+  }
+  void ReportStats(StatsSink& sink) const override {
+    rec_.Add("store.ReportStats");
+    memory_->ReportStats(sink);
   }
   size_t MaxTransientLimiters() const override {
     rec_.Add("store.MaxTransientLimiters");
@@ -211,8 +222,25 @@ std::vector<LimiterCall> EveryLimiterVirtual() {
        [](Limiter& l, std::string_view k, Timestamp t) { l.GiveBack(k, ToNanos(t) / 1000, t, 1); }},
       {"Reset", [](Limiter& l, std::string_view k, Timestamp) { l.Reset(k); }},
       {"Stats", [](Limiter& l, std::string_view, Timestamp) { l.Stats(); }},
+      {"ReportStats",
+       [](Limiter& l, std::string_view, Timestamp) {
+         StatsReader r;
+         l.ReportStats(r, {});
+       }},
       {"spec", [](Limiter& l, std::string_view, Timestamp) { l.spec(); }},
   };
+}
+
+// Reads: the test's own look at the stats, or a spec a layer looks up as it likes.
+bool IsRead(const std::string& name) {
+  return name == "spec" || name == "Stats" || name == "ReportStats";
+}
+
+// What `l` reports of itself (Limiter::ReportStats, no labels): `name`'s value.
+double Reported(const Limiter& l, std::string_view name) {
+  StatsReader r;
+  l.ReportStats(r, {});
+  return r.Value(name);
 }
 
 // The call of EveryLimiterVirtual named `name`.
@@ -242,8 +270,7 @@ void ExpectPassesThrough(Store& layer, Limiter& l, Recorder& rec) {
   rec.Take();
   for (const LimiterCall& c : EveryLimiterVirtual()) {
     c.call(l, "pass", kT0);
-    const bool read = c.name == "spec" || c.name == "Stats";
-    EXPECT_EQ(rec.Take(/*with_reads=*/read), Calls{"limiter." + c.name}) << c.name;
+    EXPECT_EQ(rec.Take(/*with_reads=*/IsRead(c.name)), Calls{"limiter." + c.name}) << c.name;
   }
   EXPECT_TRUE(DecideAllOne(layer, l, "pass", kT0, /*async=*/true).allowed);
   EXPECT_EQ(rec.Take(), Calls{"store.DecideAllAsync"});
@@ -262,6 +289,10 @@ void ExpectStoreForwards(Store& layer, Recorder& rec) {
   layer.Stats();
   const Calls stats = rec.Take(/*with_reads=*/true);
   EXPECT_NE(std::find(stats.begin(), stats.end(), "store.Stats"), stats.end());
+  StatsReader reported;
+  layer.ReportStats(reported);
+  const Calls reports = rec.Take(/*with_reads=*/true);
+  EXPECT_NE(std::find(reports.begin(), reports.end(), "store.ReportStats"), reports.end());
 
   auto foreign = MakeMemoryLimiter(kSpec);
   ASSERT_TRUE(foreign.has_value());
@@ -350,6 +381,12 @@ TEST(ForwardingConformance, LeasedLayerDecidesLeasedLimitsFromItsLeases) {
     EXPECT_TRUE(Only(l.rec.Take(), {"limiter.TakeAsync"})) << name;
     EXPECT_GT(l.store->Stats().leased_decisions, local) << name;
   }
+  // Its stats: the inner limiter's, then the layer's own.
+  l.rec.Take();
+  StatsReader reported;
+  limiter->ReportStats(reported, {});
+  EXPECT_EQ(l.rec.Take(/*with_reads=*/true), Calls{"limiter.ReportStats"});
+  EXPECT_GT(reported.Value("sluice_lease_events_total", {{"event", "taken"}}), 0);
   // A refund goes back into the units held, not to the shared store.
   for (const bool async : {false, true}) {
     l.rec.Take();
@@ -422,6 +459,12 @@ TEST(ForwardingConformance, BatchedLayerDecidesBatchedLimitsFromItsViews) {
     EXPECT_TRUE(b.rec.Take().empty());
     EXPECT_EQ(b.store->Stats().local_decisions, local + 1);
   }
+  // Its stats: the inner limiter's, then the layer's own.
+  b.rec.Take();
+  StatsReader reported;
+  limiter->ReportStats(reported, {});
+  EXPECT_EQ(b.rec.Take(/*with_reads=*/true), Calls{"limiter.ReportStats"});
+  EXPECT_TRUE(reported.Has("sluice_batched_limit_over_admitted_hits_total"));
   // Refunds and give-backs return hits not yet sent, in the view.
   for (const std::string name : {"Refund", "RefundAsync", "GiveBack"}) {
     const uint64_t pending = b.store->Stats().batched_pending_hits;
@@ -456,7 +499,7 @@ TEST(ForwardingConformance, OverLimitCacheForwardsWhatItCannotAnswerToTheSameVir
     // A batch is decided one by one, each of them the cache's to answer if it can.
     const Calls want = c.name == "DecideBatch" ? Calls{"limiter.Decide", "limiter.Decide"}
                                                : Calls{"limiter." + c.name};
-    EXPECT_EQ(rec.Take(/*with_reads=*/c.name == "spec" || c.name == "Stats"), want) << c.name;
+    EXPECT_EQ(rec.Take(/*with_reads=*/IsRead(c.name)), want) << c.name;
     const uint64_t decisions = c.name == "DecideBatch" ? 2
                                : c.name == "Decide" || c.name == "Charge" ||
                                        c.name == "DecideAsync" || c.name == "ChargeAsync"
@@ -551,29 +594,30 @@ TEST(ForwardingConformance, RegionLayerCountsTheDemandOfLeasedLimitsOnEveryPath)
   r.store->RefreshDue(kT0, /*force=*/true);  // fails: the layer decides cut off from now on
   r.rec.Take();
   for (const LimiterCall& c : EveryLimiterVirtual()) {
-    const uint64_t counted = r.store->Stats().region_cutoff_decisions;
+    const double counted = Reported(*limiter, "sluice_region_cutoff_decisions_total");
     r.rec.Take();
     c.call(*limiter, "k", kT0);
-    const Calls calls = r.rec.Take(/*with_reads=*/c.name == "spec" || c.name == "Stats");
+    const Calls calls = r.rec.Take(/*with_reads=*/IsRead(c.name));
     if (c.name == "spec") {
       EXPECT_EQ(limiter->spec(), *part);  // the static part, the layer's own
       EXPECT_TRUE(calls.empty());
       continue;
     }
     EXPECT_EQ(calls, Calls{"limiter." + c.name}) << c.name;
-    const uint64_t decisions = c.name == "DecideBatch" ? 2
-                               : c.name == "Decide" || c.name == "Charge" ||
-                                       c.name == "DecideAsync" || c.name == "ChargeAsync"
-                                   ? 1
-                                   : 0;
-    EXPECT_EQ(r.store->Stats().region_cutoff_decisions, counted + decisions) << c.name;
+    const double decisions = c.name == "DecideBatch" ? 2
+                             : c.name == "Decide" || c.name == "Charge" ||
+                                     c.name == "DecideAsync" || c.name == "ChargeAsync"
+                                 ? 1
+                                 : 0;
+    EXPECT_EQ(Reported(*limiter, "sluice_region_cutoff_decisions_total"), counted + decisions)
+        << c.name;
   }
   for (const bool async : {false, true}) {
-    const uint64_t counted = r.store->Stats().region_cutoff_decisions;
+    const double counted = Reported(*limiter, "sluice_region_cutoff_decisions_total");
     r.rec.Take();
     EXPECT_TRUE(DecideAllOne(*r.store, *limiter, "k", kT0, async).allowed);
     EXPECT_EQ(r.rec.Take(), Calls{"store.DecideAllAsync"});
-    EXPECT_EQ(r.store->Stats().region_cutoff_decisions, counted + 1);
+    EXPECT_EQ(Reported(*limiter, "sluice_region_cutoff_decisions_total"), counted + 1);
   }
 }
 

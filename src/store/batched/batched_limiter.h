@@ -176,6 +176,8 @@ class BatchedLimiter final : public ForwardingLimiter {
   }
   void Reset(std::string_view key) override { table_->Reset(key); }
   StoreStats Stats() const override;
+  // Its over-admitted hits (batched_stats.cc).
+  void ReportStats(StatsSink& sink, std::span<const StatLabel> limit_labels) const override;
 
  private:
   const std::shared_ptr<BatchedStoreImpl> store_;

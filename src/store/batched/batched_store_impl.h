@@ -32,6 +32,8 @@ class BatchedStoreImpl final : public ForwardingStore<BatchedStore>,
   void DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
                       DecideAllCallback done) override;
   StoreStats Stats() const override;
+  // Where its decisions were taken, the hits not yet sent, over-admission (batched_stats.cc).
+  void ReportStats(StatsSink& sink) const override;
   BatchedFlush FlushDue(Timestamp now) override;
   BatchedFlush Flush(Timestamp now) override;
 

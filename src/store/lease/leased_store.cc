@@ -12,6 +12,7 @@
 #include "store/forwarding.h"
 #include "store/give_back.h"
 #include "store/lease/lease_book.h"
+#include "store/lease/lease_stats.h"
 
 namespace sluice {
 namespace {
@@ -72,6 +73,13 @@ class LeasedLimiter final : public internal::ForwardingLimiter {
     inner()->Reset(key);
   }
   StoreStats Stats() const override;
+  void ReportStats(StatsSink& sink, std::span<const StatLabel> limit_labels) const override {
+    ForwardingLimiter::ReportStats(sink, limit_labels);
+    internal::ReportLeaseCounters(book_->counters(), sink, limit_labels);
+  }
+  uint64_t local_decisions() const {
+    return book_->counters().local.load(std::memory_order_relaxed);
+  }
   bool served_by_layer() const override { return true; }
   using ForwardingLimiter::inner;
   LeaseBook& book() { return *book_; }
@@ -149,6 +157,15 @@ class LeasedStoreImpl final : public internal::ForwardingStore<LeasedStore> {
       s.lease_units_held += own.lease_units_held;
     }
     return s;
+  }
+  void ReportStats(StatsSink& sink) const override {
+    ForwardingStore::ReportStats(sink);
+    uint64_t local = 0;
+    {
+      std::lock_guard<std::mutex> lock(registry_mu_);
+      for (const LeasedLimiter* l : limiters_) local += l->local_decisions();
+    }
+    internal::ReportLeasedDecisions(local, sink);
   }
 
   void ReturnExpired(Timestamp now) override {

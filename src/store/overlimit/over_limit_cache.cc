@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "store/decision_sources.h"
 #include "store/forwarding.h"
 #include "store/overlimit/refusal_cache.h"
 #include "store/owned_checks.h"
@@ -108,6 +109,12 @@ class CacheStore final : public internal::ForwardingStore<Store>,
     s.cached_decisions = cached_.load(std::memory_order_relaxed);
     s.forwarded_decisions = forwarded_.load(std::memory_order_relaxed);
     return s;
+  }
+  // The refusals it answered from memory; what it passed on is counted by the layers behind it.
+  void ReportStats(StatsSink& sink) const override {
+    ForwardingStore::ReportStats(sink);
+    sink.Add(internal::kDecisionsBySource, internal::kSourceCache,
+             static_cast<double>(cached_.load(std::memory_order_relaxed)));
   }
 
   internal::RefusalCache& cache() { return cache_; }

@@ -90,6 +90,8 @@ class RedisStoreImpl final : public RedisStore,
     s.server_evicted_keys = e.evicted;
     return s;
   }
+  // Its servers' eviction, when it watches it (redis_stats.cc).
+  void ReportStats(StatsSink& sink) const override;
 
   void CountFailure(bool short_circuit) {
     (short_circuit ? short_circuited_ : errors_).fetch_add(1, std::memory_order_relaxed);

@@ -13,6 +13,7 @@
 #include "store/forwarding.h"
 #include "store/redis/redis_client.h"
 #include "store/region/region_script.h"
+#include "store/region/region_stats.h"
 
 namespace sluice {
 namespace {
@@ -121,7 +122,7 @@ class RegionLimiter final : public internal::ForwardingLimiter {
     for (const DecideRequest& r : requests) Count(r.cost);
     ForwardingLimiter::DecideBatch(requests, out);
   }
-  StoreStats Stats() const override;
+  void ReportStats(StatsSink& sink, std::span<const StatLabel> limit_labels) const override;
   // Its spec is the static part: the part it enforces moves (Decision::limit says which one
   // decided), the spec a caller sees does not.
   const LimitSpec& spec() const override { return spec_; }
@@ -199,18 +200,15 @@ class RegionStoreImpl final : public internal::ForwardingStore<RegionStore> {
     ForwardingStore::DecideAllAsync(checks, now, std::move(done));
   }
 
-  StoreStats Stats() const override {
-    StoreStats s = ForwardingStore::Stats();
+  // Shown only while it leases some limit's part.
+  void ReportStats(StatsSink& sink) const override {
+    ForwardingStore::ReportStats(sink);
     const Timestamp now = clock_->Now();
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& pool : pools_) {
-      s.region_leased = true;
-      s.region_share_units += pool->UnitsInForce();
-      s.region_global_leases += pool->leases.load(std::memory_order_relaxed);
-      s.region_cutoff_decisions += pool->cutoff_decisions.load(std::memory_order_relaxed);
-      s.region_sync_age_seconds = std::max(s.region_sync_age_seconds, AgeSeconds(*pool, now));
-    }
-    return s;
+    if (pools_.empty()) return;
+    double age = 0;
+    for (const auto& pool : pools_) age = std::max(age, AgeSeconds(*pool, now));
+    internal::ReportRegionSyncAge(age, sink);
   }
 
   void RefreshDue(Timestamp now, bool force) override {
@@ -418,13 +416,11 @@ RegionLimiter::RegionLimiter(RegionStoreImpl* store, std::shared_ptr<Pool> pool,
 
 RegionLimiter::~RegionLimiter() { store_->Unregister(pool_.get()); }
 
-StoreStats RegionLimiter::Stats() const {
-  StoreStats s = ForwardingLimiter::Stats();
-  s.region_leased = true;
-  s.region_share_units = pool_->UnitsInForce();
-  s.region_global_leases = pool_->leases.load(std::memory_order_relaxed);
-  s.region_cutoff_decisions = pool_->cutoff_decisions.load(std::memory_order_relaxed);
-  return s;
+void RegionLimiter::ReportStats(StatsSink& sink, std::span<const StatLabel> limit_labels) const {
+  ForwardingLimiter::ReportStats(sink, limit_labels);
+  internal::ReportRegionLimit({pool_->UnitsInForce(), pool_->leases.load(std::memory_order_relaxed),
+                               pool_->cutoff_decisions.load(std::memory_order_relaxed)},
+                              sink, limit_labels);
 }
 
 }  // namespace

@@ -18,13 +18,16 @@
 #include "sluice/region_scope.h"
 #include "sluice/store.h"
 #include "support/region_harness.h"
+#include "support/stats_reader.h"
 
 namespace sluice {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testing::ReadStats;
 using testing::RegionHarness;
+using testing::StatsReader;
 
 constexpr int64_t kLimit = 1000;  // per second, across the three regions
 
@@ -58,8 +61,10 @@ struct World {
     }
   }
   int64_t Part(size_t i) const {
-    const StoreStats s = limiters[i]->Stats();
-    return s.region_leased ? s.region_share_units : limiters[i]->spec().limit;
+    const StatsReader s = ReadStats(*limiters[i]);
+    return s.Has("sluice_region_share_units")
+               ? static_cast<int64_t>(s.Value("sluice_region_share_units"))
+               : limiters[i]->spec().limit;
   }
   std::array<std::shared_ptr<Store>, 3> stores;
   std::array<std::unique_ptr<Limiter>, 3> limiters;
@@ -187,8 +192,8 @@ TEST(LeasedRegions, CutLinkKeepsServingWithinBoundAndRestoreReconverges) {
   ExpectWithinBound(t);
   ExpectWithinBound(cut);
   for (size_t i = 0; i < 3; ++i) EXPECT_GT(cut.total[i], 0) << "region " << i;
-  EXPECT_GT(w.stores[0]->Stats().region_cutoff_decisions, 0u);
-  EXPECT_GT(w.stores[0]->Stats().region_sync_age_seconds, 0.3);
+  EXPECT_GT(ReadStats(*w.limiters[0]).Value("sluice_region_cutoff_decisions_total"), 0);
+  EXPECT_GT(ReadStats(*w.stores[0]).Value("sluice_region_global_sync_age_seconds"), 0.3);
   h.link().Restore();
   Tally back;
   EXPECT_TRUE(Drive(
