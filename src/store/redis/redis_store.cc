@@ -15,6 +15,7 @@
 #include "store/redis/redis_client.h"
 #include "store/redis/redis_events.h"
 #include "store/redis/redis_reply.h"
+#include "store/redis/redis_script_call.h"
 #include "store/redis/redis_script_lease.h"
 #include "store/redis/redis_script_log.h"
 #include "store/redis/redis_script_multi.h"
@@ -463,13 +464,7 @@ std::string RedisKeyFor(std::string_view key_prefix, std::string_view limit_id,
   return key;
 }
 
-namespace {
-
-// The script and its spec arguments (between now and cost) for one limit.
-struct ScriptCall {
-  const internal::LuaScript* script = nullptr;
-  std::vector<std::string> params;
-};
+namespace internal {
 
 Result<ScriptCall> ScriptFor(const LimitSpec& spec) {
   auto valid = ValidateLimitSpec(spec);
@@ -529,7 +524,7 @@ Result<ScriptCall> ScriptFor(const LimitSpec& spec) {
   }
 }
 
-}  // namespace
+}  // namespace internal
 
 Result<std::unique_ptr<Limiter>> RedisStoreImpl::MakeLimiter(const LimitSpec& spec,
                                                              const LimiterOptions& options) {
@@ -539,7 +534,7 @@ Result<std::unique_ptr<Limiter>> RedisStoreImpl::MakeLimiter(const LimitSpec& sp
     return MakeError("redis limit id '" + std::string(limit_id) +
                      "' must be 1-256 bytes without '{' or '}'");
   }
-  auto call = ScriptFor(spec);
+  auto call = internal::ScriptFor(spec);
   if (!call) return std::unexpected(call.error());
   return std::unique_ptr<Limiter>(
       std::make_unique<RedisLimiter>(shared_from_this(), spec, options.id, options.fail_open,
