@@ -26,8 +26,9 @@
 #include <thread>
 #include <vector>
 
-#include "sluiced/sluiced_process.h"
 #include "support/http_test_client.h"
+#include "support/ports.h"
+#include "support/sluiced_process.h"
 #include "support/temp_config_dir.h"
 
 namespace sluice::testing {
@@ -51,18 +52,6 @@ descriptors:
 )yaml";
 
 // A port free on loopback now (the proxies need theirs in their config files).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 std::string ReadFile(const fs::path& path) {
   std::ifstream in(path);
   std::stringstream s;

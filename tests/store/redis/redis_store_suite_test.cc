@@ -16,11 +16,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-RedisServer& Server() {
-  static RedisServer server;
-  return server;
-}
-
 std::shared_ptr<Store> Open(const RedisStoreOptions& options) {
   auto opened = OpenRedisStore(options);
   EXPECT_TRUE(opened.has_value()) << (opened ? "" : opened.error().message);
@@ -32,7 +27,7 @@ StoreUnderTest StandaloneRedis() {
   store.name = "redis";
   store.open = [] {
     RedisStoreOptions o;
-    o.port = Server().port();
+    o.port = SharedRedisServer().port();
     o.use_server_time = false;
     o.command_timeout = milliseconds(2000);
     o.key_prefix = UniqueName("suite");

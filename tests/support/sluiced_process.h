@@ -1,18 +1,21 @@
 // Runs the real sluiced binary (SLUICED_BIN) as a child process for the end-to-end tests, with
 // its log in a temp file, on a port it picks itself (--http 127.0.0.1:0; the port is read from
 // its "listening on" log line, so no free-port race). The child dies with the test process.
-#ifndef SLUICE_TESTS_SLUICED_SLUICED_PROCESS_H_
-#define SLUICE_TESTS_SLUICED_SLUICED_PROCESS_H_
+#ifndef SLUICE_TESTS_SUPPORT_SLUICED_PROCESS_H_
+#define SLUICE_TESTS_SUPPORT_SLUICED_PROCESS_H_
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -140,6 +143,20 @@ class SluicedProcess {
   std::string log_path_;
 };
 
+// sluiced on `config` with HTTP on a port of its own (port()), gRPC off unless `flags` name
+// --grpc, and `flags`; a test failure, with its log, when it does not listen.
+inline std::unique_ptr<SluicedProcess> StartSluiced(const std::string& config,
+                                                    const std::vector<std::string>& flags = {}) {
+  std::vector<std::string> args = {"--config", config, "--http", "127.0.0.1:0"};
+  if (std::find(flags.begin(), flags.end(), "--grpc") == flags.end()) {
+    args.insert(args.end(), {"--grpc", "off"});
+  }
+  args.insert(args.end(), flags.begin(), flags.end());
+  auto p = std::make_unique<SluicedProcess>(args);
+  EXPECT_GT(p->port(), 0) << p->Log();
+  return p;
+}
+
 }  // namespace sluice::testing
 
-#endif  // SLUICE_TESTS_SLUICED_SLUICED_PROCESS_H_
+#endif  // SLUICE_TESTS_SUPPORT_SLUICED_PROCESS_H_
