@@ -30,6 +30,7 @@
 #include "support/ports.h"
 #include "support/sluiced_process.h"
 #include "support/temp_config_dir.h"
+#include "support/wait_for.h"
 
 namespace sluice::testing {
 namespace {
@@ -98,14 +99,14 @@ class Proxy {
 
   // Whether it answers HTTP on `port` within the deadline (it may take a moment to bind).
   bool WaitUntilServing(int port) const {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) return false;
-      HttpClient probe(port, kOtherClient);
-      if (probe.connected()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
+    bool exited = false;
+    return WaitFor(
+               [&] {
+                 exited = exited || waitpid(pid_, nullptr, WNOHANG) == pid_;
+                 return exited || HttpClient(port, kOtherClient).connected();
+               },
+               std::chrono::seconds(15)) &&
+           !exited;
   }
 
  private:
@@ -285,14 +286,11 @@ class ForwardAuthProxiesShaping : public ForwardAuthProxies {
   bool WaitForAllowed(int count) const {
     const std::string series =
         "sluice_forward_auth_requests_total{result=\"allowed\"} " + std::to_string(count) + "\n";
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (std::chrono::steady_clock::now() < deadline) {
+    return WaitFor([&] {
       HttpClient c(sluiced_->port());
       const auto r = c.Request("GET", "/metrics");
-      if (r && r->body.find(series) != std::string::npos) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
+      return r && r->body.find(series) != std::string::npos;
+    });
   }
 
   // `count` requests at once, each from a thread of its own; when each response came.

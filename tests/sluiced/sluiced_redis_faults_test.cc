@@ -19,6 +19,7 @@
 #include "support/redis_server.h"
 #include "support/sluiced_process.h"
 #include "support/temp_config_dir.h"
+#include "support/wait_for.h"
 
 namespace sluice::testing {
 namespace {
@@ -66,17 +67,17 @@ class SluicedRedisFaults : public ::testing::Test {
   // A log line with every one of `parts`, waited for.
   static bool WaitForLine(const SluicedProcess& p, const std::vector<std::string>& parts,
                           std::chrono::milliseconds timeout = 10s) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    do {
-      std::istringstream log(p.Log());
-      for (std::string line; std::getline(log, line);) {
-        bool all = true;
-        for (const std::string& part : parts) all = all && line.find(part) != std::string::npos;
-        if (all) return true;
-      }
-      std::this_thread::sleep_for(20ms);
-    } while (std::chrono::steady_clock::now() < deadline);
-    return false;
+    return WaitFor(
+        [&] {
+          std::istringstream log(p.Log());
+          for (std::string line; std::getline(log, line);) {
+            bool all = true;
+            for (const std::string& part : parts) all = all && line.find(part) != std::string::npos;
+            if (all) return true;
+          }
+          return false;
+        },
+        timeout);
   }
 
   server::test::TempConfigDir dir_{"sluiced-redis-faults"};

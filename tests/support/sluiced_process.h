@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/wait_for.h"
+
 namespace sluice::testing {
 
 class SluicedProcess {
@@ -83,17 +85,16 @@ class SluicedProcess {
   // The exit status (or 128 + signal) once it exits, -1 if it is still running after `timeout`.
   int WaitExit(std::chrono::milliseconds timeout = std::chrono::seconds(15)) {
     if (pid_ < 0) return exit_status_;
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        return exit_status_;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return -1;
+    const bool exited = WaitFor(
+        [&] {
+          int status = 0;
+          if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+          pid_ = -1;
+          exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+          return true;
+        },
+        timeout);
+    return exited ? exit_status_ : -1;
   }
 
   std::string Log() const {
@@ -106,17 +107,16 @@ class SluicedProcess {
   // Waits until the log holds `text` `count` times.
   bool WaitForLog(std::string_view text, int count = 1,
                   std::chrono::milliseconds timeout = std::chrono::seconds(10)) const {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      const std::string log = Log();
-      int found = 0;
-      for (size_t at = log.find(text); at != std::string::npos; at = log.find(text, at + 1)) {
-        ++found;
-      }
-      if (found >= count) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
+    return WaitFor(
+        [&] {
+          const std::string log = Log();
+          int found = 0;
+          for (size_t at = log.find(text); at != std::string::npos; at = log.find(text, at + 1)) {
+            ++found;
+          }
+          return found >= count;
+        },
+        timeout);
   }
 
   // The gRPC port it listens on (--grpc 127.0.0.1:0), from its "listening on" log line: waits
