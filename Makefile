@@ -3,7 +3,7 @@ JOBS ?= $(shell nproc)
 CTEST = ctest --output-on-failure -j $(JOBS)
 
 .PHONY: all build deps package run demo test test-release test-asan test-tsan test-chaos chaos \
-  build-sluiced bench fuzz format lint clean plots
+  build-sluiced bench test-bench-smoke fuzz format lint clean plots
 
 all: build
 
@@ -40,7 +40,7 @@ demo: build
 	build/bin/sluice demo
 
 # Lint, then release, ASan+UBSan, and TSan (over the concurrent store) test runs.
-test: lint test-release test-asan test-tsan test-chaos
+test: lint test-release test-asan test-tsan test-chaos test-bench-smoke
 
 test-release: build
 	cd build && $(CTEST)
@@ -83,6 +83,16 @@ build-sluiced: deps
 bench: build
 	SLUICE_BENCH_DEPS=1 scripts/install-deps
 	scripts/run-bench
+
+# Every benchmark script in its --smoke mode, on the release build (about a minute; no Node peer):
+# a check a script makes (run-redis-bench's: the ceiling runs the store's own script and
+# arguments) or a part that measures nothing fails here, not in a later benchmark run.
+# run-bench --smoke runs run-redis-bench --smoke.
+BENCH_SMOKE = run-bench run-overlimit-bench run-sync-bench run-usage-bench run-server-bench \
+  run-forward-auth-bench
+test-bench-smoke: build
+	@set -e; for s in $(BENCH_SMOKE); do \
+	  echo "== scripts/$$s --smoke"; BUILD_DIR=build scripts/$$s --smoke; done
 
 # Each fuzz target (tests/fuzz) under AFL++ for FUZZ_SECONDS, one after another; fails on a crash
 # or hang. `make test` replays the corpora without AFL++. docs/fuzzing.md.

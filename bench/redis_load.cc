@@ -32,12 +32,10 @@
 #include <thread>
 #include <vector>
 
-#include "core/arith.h"
 #include "sluice/algorithm.h"
 #include "sluice/limit_spec.h"
 #include "sluice/redis_store.h"
-#include "store/redis/redis_script_log.h"
-#include "store/redis/redis_scripts.h"
+#include "store/redis/redis_script_choice.h"
 
 namespace sluice {
 namespace {
@@ -129,44 +127,6 @@ Options ParseArgs(int argc, char** argv) {
 
 LimitSpec SpecOf(const Options& o) {
   return {o.algorithm, o.limit, std::chrono::milliseconds(o.per_ms), 0, false};
-}
-
-const internal::LuaScript& ScriptOf(Algorithm a) {
-  switch (a) {
-    case Algorithm::kTokenBucket:
-      return internal::kTokenBucketScript;
-    case Algorithm::kGcra:
-      return internal::kGcraScript;
-    case Algorithm::kLeakyBucket:
-      return internal::kLeakyBucketScript;
-    case Algorithm::kFixedWindow:
-      return internal::kFixedWindowScript;
-    case Algorithm::kSlidingWindowCounter:
-      return internal::kSlidingWindowCounterScript;
-    case Algorithm::kSlidingWindowLog:
-      break;
-  }
-  return internal::kSlidingWindowLogScript;
-}
-
-// The spec arguments the store passes between `now` and `cost` (the same derivation as
-// ScriptFor in src/store/redis/redis_store.cc, which is private to the store; the run script checks
-// the result against a MONITOR capture of the store's own call, so a drift cannot go unseen).
-std::vector<std::string> ParamsOf(const LimitSpec& spec) {
-  const int64_t period_us = spec.period.count() / 1000;
-  switch (spec.algorithm) {
-    case Algorithm::kTokenBucket:
-    case Algorithm::kGcra:
-    case Algorithm::kLeakyBucket: {
-      const auto rate = internal::Reduce(spec.limit, period_us);
-      std::vector<std::string> p = {std::to_string(spec.Capacity() * rate.d),
-                                    std::to_string(rate.n), std::to_string(rate.d)};
-      if (spec.algorithm == Algorithm::kLeakyBucket) p.push_back(spec.shaper ? "1" : "0");
-      return p;
-    }
-    default:
-      return {std::to_string(spec.limit), std::to_string(period_us)};
-  }
 }
 
 // Per-caller results; padded so the callers' counters do not share cache lines.
@@ -341,13 +301,18 @@ int Run(const Options& o) {
 
 int main(int argc, char** argv) {
   const sluice::Options o = sluice::ParseArgs(argc, argv);
-  if (o.print == "script") {
-    const std::string& src = sluice::ScriptOf(o.algorithm).source;
-    std::fwrite(src.data(), 1, src.size(), stdout);
-    return 0;
-  }
-  if (o.print == "args") {
-    for (const std::string& p : sluice::ParamsOf(sluice::SpecOf(o))) std::printf("%s\n", p.c_str());
+  if (!o.print.empty()) {
+    // The store's own choice of script and arguments (store/redis/redis_script_choice.h).
+    auto call = sluice::internal::ScriptFor(sluice::SpecOf(o));
+    if (!call) {
+      std::fprintf(stderr, "redis_load: %s\n", call.error().message.c_str());
+      return 2;
+    }
+    if (o.print == "script") {
+      std::fwrite(call->script->source.data(), 1, call->script->source.size(), stdout);
+      return 0;
+    }
+    for (const std::string& p : call->params) std::printf("%s\n", p.c_str());
     std::printf("1\n0\n");  // cost, flags (a decision: redis_scripts.h)
     return 0;
   }

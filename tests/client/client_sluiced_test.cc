@@ -15,7 +15,7 @@
 
 #include "sluice/client/client.h"
 #include "sluice/clock.h"
-#include "sluiced/sluiced_process.h"
+#include "support/sluiced_process.h"
 #include "support/temp_config_dir.h"
 
 namespace sluice::client {
@@ -23,6 +23,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using sluice::testing::SluicedProcess;
+using sluice::testing::StartSluiced;
 
 constexpr char kConfig[] = R"(domain: test
 descriptors:
@@ -41,9 +42,8 @@ class ClientSluicedTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto file = dir_.Write("test.yaml", kConfig);
-    sluiced_ = std::make_unique<SluicedProcess>(std::vector<std::string>{
-        "--config", file.string(), "--http", "127.0.0.1:0", "--grpc", "off", "--threads", "2"});
-    ASSERT_GT(sluiced_->port(), 0) << sluiced_->Log();
+    sluiced_ = StartSluiced(file.string(), {"--threads", "2"});
+    ASSERT_GT(sluiced_->port(), 0);
   }
 
   std::unique_ptr<Client> MakeClient(const Clock& clock, ClientOptions options = {}) {

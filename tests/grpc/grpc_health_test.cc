@@ -23,6 +23,7 @@
 #include "sluice/scheduler.h"
 #include "support/redis_server.h"
 #include "support/temp_config_dir.h"
+#include "support/wait_for.h"
 
 namespace sluice::server::test {
 namespace {
@@ -33,16 +34,7 @@ using Serving = hv1::HealthCheckResponse;
 
 constexpr char kRlsName[] = "envoy.service.ratelimit.v3.RateLimitService";
 
-// Polls `condition` until it holds or `timeout` passes.
-template <typename F>
-bool WaitFor(F condition, std::chrono::milliseconds timeout = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return condition();
-}
+using sluice::testing::WaitFor;
 
 std::unique_ptr<hv1::Health::Stub> HealthStub(int port) {
   return hv1::Health::NewStub(

@@ -23,6 +23,7 @@
 #include "grpc/grpc_test_util.h"
 #include "grpc/grpc_translate.h"
 #include "grpc/raw_http2.h"
+#include "support/wait_for.h"
 
 namespace sluice::server::test {
 namespace {
@@ -30,16 +31,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// Polls `condition` until it holds or `timeout` passes.
-template <typename F>
-bool WaitFor(F condition, std::chrono::milliseconds timeout = 10s) {
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return condition();
-}
+using sluice::testing::WaitFor;
 
 // A channel with a connection of its own (gRPC otherwise shares one among channels to a target).
 std::shared_ptr<grpc::Channel> OwnChannel(int port) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "support/http_test_client.h"
+#include "support/wait_for.h"
 
 namespace sluice::server {
 namespace {
@@ -264,16 +265,7 @@ TEST(HttpServer, AReplyIsHeldUntilItsSendAtWithoutHoldingTheThread) {
   EXPECT_EQ(held.Request("GET", "/again")->body, "/again");
 }
 
-// True once `done` holds, polled until `timeout`.
-template <typename Pred>
-bool WaitFor(Pred done, std::chrono::milliseconds timeout = 5s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
+using sluice::testing::WaitFor;
 
 // A server whose replies are held `hold` from when the handler ran (and say when that was, in
 // microseconds since `epoch`); "/now" is not held. `calls` counts the requests handled.

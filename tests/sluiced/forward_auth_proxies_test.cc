@@ -26,9 +26,11 @@
 #include <thread>
 #include <vector>
 
-#include "sluiced/sluiced_process.h"
 #include "support/http_test_client.h"
+#include "support/ports.h"
+#include "support/sluiced_process.h"
 #include "support/temp_config_dir.h"
+#include "support/wait_for.h"
 
 namespace sluice::testing {
 namespace {
@@ -51,18 +53,6 @@ descriptors:
 )yaml";
 
 // A port free on loopback now (the proxies need theirs in their config files).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 std::string ReadFile(const fs::path& path) {
   std::ifstream in(path);
   std::stringstream s;
@@ -109,14 +99,14 @@ class Proxy {
 
   // Whether it answers HTTP on `port` within the deadline (it may take a moment to bind).
   bool WaitUntilServing(int port) const {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) return false;
-      HttpClient probe(port, kOtherClient);
-      if (probe.connected()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
+    bool exited = false;
+    return WaitFor(
+               [&] {
+                 exited = exited || waitpid(pid_, nullptr, WNOHANG) == pid_;
+                 return exited || HttpClient(port, kOtherClient).connected();
+               },
+               std::chrono::seconds(15)) &&
+           !exited;
   }
 
  private:
@@ -296,14 +286,11 @@ class ForwardAuthProxiesShaping : public ForwardAuthProxies {
   bool WaitForAllowed(int count) const {
     const std::string series =
         "sluice_forward_auth_requests_total{result=\"allowed\"} " + std::to_string(count) + "\n";
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (std::chrono::steady_clock::now() < deadline) {
+    return WaitFor([&] {
       HttpClient c(sluiced_->port());
       const auto r = c.Request("GET", "/metrics");
-      if (r && r->body.find(series) != std::string::npos) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
+      return r && r->body.find(series) != std::string::npos;
+    });
   }
 
   // `count` requests at once, each from a thread of its own; when each response came.

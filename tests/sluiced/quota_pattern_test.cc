@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
-#include "sluiced/sluiced_process.h"
 #include "support/http_test_client.h"
 #include "support/redis_server.h"
+#include "support/sluiced_process.h"
 
 namespace sluice::testing {
 namespace {

@@ -14,9 +14,10 @@
 #include <thread>
 #include <vector>
 
-#include "sluiced/sluiced_process.h"
 #include "support/http_test_client.h"
 #include "support/redis_server.h"
+#include "support/sluiced_process.h"
+#include "support/temp_config_dir.h"
 
 namespace sluice::testing {
 namespace {
@@ -38,19 +39,8 @@ descriptors:
 
 class SluicedBatched : public ::testing::Test {
  protected:
-  SluicedBatched() {
-    char tmpl[] = "/tmp/sluiced-batched-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    std::ofstream(dir_ / "test.yaml") << kConfig;
-  }
-  ~SluicedBatched() override { std::filesystem::remove_all(dir_); }
-
   std::unique_ptr<SluicedProcess> Start() {
-    auto p = std::make_unique<SluicedProcess>(std::vector<std::string>{
-        "--config", (dir_ / "test.yaml").string(), "--http", "127.0.0.1:0", "--grpc", "off",
-        "--store", "redis://127.0.0.1:" + std::to_string(redis_.port())});
-    EXPECT_GT(p->port(), 0) << p->Log();
-    return p;
+    return StartSluiced(config_, {"--store", "redis://127.0.0.1:" + std::to_string(redis_.port())});
   }
 
   std::unique_ptr<internal::RedisClient> Redis() {
@@ -92,7 +82,8 @@ class SluicedBatched : public ::testing::Test {
   }
 
   RedisServer redis_;
-  std::filesystem::path dir_;
+  server::test::TempConfigDir dir_{"sluiced-batched"};
+  const std::string config_ = dir_.Write("test.yaml", kConfig).string();
 };
 
 TEST_F(SluicedBatched, ThreeNodesOnOneKeyAdmitWithinTheBoundAndRedisCountsEveryHitOnce) {

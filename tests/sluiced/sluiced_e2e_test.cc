@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "grpc/raw_http2.h"
-#include "sluiced/sluiced_process.h"
 #include "store/redis/redis_client.h"
 #include "support/http_test_client.h"
 #include "support/redis_server.h"
+#include "support/sluiced_process.h"
 
 namespace sluice::testing {
 namespace {
@@ -147,12 +147,8 @@ class SluicedTest : public ::testing::Test {
  protected:
   // Starts sluiced on the temp config with `extra` flags.
   std::unique_ptr<SluicedProcess> Start(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"--config", config_.file(), "--http",    "127.0.0.1:0",
-                                     "--grpc",   "off",          "--threads", "2"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto p = std::make_unique<SluicedProcess>(args);
-    EXPECT_GT(p->port(), 0) << p->Log();
-    return p;
+    extra.insert(extra.begin(), {"--threads", "2"});
+    return StartSluiced(config_.file(), extra);
   }
 
   static HttpResponse Post(int port, const std::string& body,

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "grpc/health/v1/health.grpc.pb.h"
-#include "sluiced/sluiced_process.h"
 #include "support/http_test_client.h"
+#include "support/sluiced_process.h"
 #include "support/temp_config_dir.h"
 
 namespace sluice::testing {
@@ -35,12 +35,8 @@ class SluicedHealth : public ::testing::Test {
  protected:
   // sluiced with HTTP and gRPC on ports of its own, and a health client for its gRPC port.
   std::unique_ptr<SluicedProcess> Start(std::vector<std::string> extra) {
-    std::vector<std::string> args = {"--config",  dir_.Write("health.yaml", kConfig).string(),
-                                     "--http",    "127.0.0.1:0",
-                                     "--grpc",    "127.0.0.1:0",
-                                     "--threads", "2"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto sluiced = std::make_unique<SluicedProcess>(args);
+    extra.insert(extra.begin(), {"--grpc", "127.0.0.1:0", "--threads", "2"});
+    auto sluiced = StartSluiced(dir_.Write("health.yaml", kConfig).string(), extra);
     const int port = sluiced->GrpcPort();
     EXPECT_GT(port, 0) << sluiced->Log();
     if (port == 0) return sluiced;

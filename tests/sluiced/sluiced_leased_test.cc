@@ -13,9 +13,10 @@
 #include <thread>
 #include <vector>
 
-#include "sluiced/sluiced_process.h"
 #include "support/http_test_client.h"
 #include "support/redis_server.h"
+#include "support/sluiced_process.h"
+#include "support/temp_config_dir.h"
 
 namespace sluice::testing {
 namespace {
@@ -51,20 +52,9 @@ descriptors:
 
 class SluicedLeased : public ::testing::Test {
  protected:
-  SluicedLeased() {
-    char tmpl[] = "/tmp/sluiced-leased-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    std::ofstream(dir_ / "test.yaml") << kConfig;
-  }
-  ~SluicedLeased() override { std::filesystem::remove_all(dir_); }
-
   std::unique_ptr<SluicedProcess> Start() {
-    auto p = std::make_unique<SluicedProcess>(std::vector<std::string>{
-        "--config", (dir_ / "test.yaml").string(), "--http", "127.0.0.1:0", "--grpc", "off",
-        "--store", "redis://127.0.0.1:" + std::to_string(redis_.port()),
-        "--redis-command-timeout-ms", "200"});
-    EXPECT_GT(p->port(), 0) << p->Log();
-    return p;
+    return StartSluiced(config_, {"--store", "redis://127.0.0.1:" + std::to_string(redis_.port()),
+                                  "--redis-command-timeout-ms", "200"});
   }
 
   static std::string Body(const std::string& key, const std::string& value) {
@@ -83,7 +73,8 @@ class SluicedLeased : public ::testing::Test {
   }
 
   RedisServer redis_;
-  std::filesystem::path dir_;
+  server::test::TempConfigDir dir_{"sluiced-leased"};
+  const std::string config_ = dir_.Write("test.yaml", kConfig).string();
 };
 
 TEST_F(SluicedLeased, ThreeNodesTogetherNeverAdmitBeyondTheLimit) {

@@ -10,9 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "sluiced/sluiced_process.h"
 #include "support/http_test_client.h"
 #include "support/redis_server.h"
+#include "support/sluiced_process.h"
+#include "support/temp_config_dir.h"
 
 namespace sluice::testing {
 namespace {
@@ -27,23 +28,9 @@ descriptors:
 
 class SluicedOverLimitCache : public ::testing::Test {
  protected:
-  SluicedOverLimitCache() {
-    char tmpl[] = "/tmp/sluiced-overlimit-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    std::ofstream(dir_ / "test.yaml") << kConfig;
-  }
-  ~SluicedOverLimitCache() override { std::filesystem::remove_all(dir_); }
-
   std::unique_ptr<SluicedProcess> Start(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {
-        "--config", (dir_ / "test.yaml").string(),
-        "--http",   "127.0.0.1:0",
-        "--grpc",   "off",
-        "--store",  "redis://127.0.0.1:" + std::to_string(redis_.port())};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto p = std::make_unique<SluicedProcess>(args);
-    EXPECT_GT(p->port(), 0) << p->Log();
-    return p;
+    extra.insert(extra.begin(), {"--store", "redis://127.0.0.1:" + std::to_string(redis_.port())});
+    return StartSluiced(config_, extra);
   }
 
   static HttpResponse Request(int port, const std::string& method, const std::string& target,
@@ -91,7 +78,8 @@ class SluicedOverLimitCache : public ::testing::Test {
   }
 
   RedisServer redis_;
-  std::filesystem::path dir_;
+  server::test::TempConfigDir dir_{"sluiced-overlimit"};
+  const std::string config_ = dir_.Write("test.yaml", kConfig).string();
 };
 
 TEST_F(SluicedOverLimitCache, AHammeredKeyCostsRedisOneRefusalWithTheCacheAndEveryOneWithout) {

@@ -15,9 +15,11 @@
 #include <thread>
 #include <vector>
 
-#include "sluiced/sluiced_process.h"
 #include "support/http_test_client.h"
 #include "support/redis_server.h"
+#include "support/sluiced_process.h"
+#include "support/temp_config_dir.h"
+#include "support/wait_for.h"
 
 namespace sluice::testing {
 namespace {
@@ -35,24 +37,10 @@ descriptors:
 
 class SluicedRedisFaults : public ::testing::Test {
  protected:
-  SluicedRedisFaults() {
-    char tmpl[] = "/tmp/sluiced-redis-faults-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    std::ofstream(dir_ / "test.yaml") << kConfig;
-  }
-  ~SluicedRedisFaults() override { std::filesystem::remove_all(dir_); }
-
   std::unique_ptr<SluicedProcess> Start(const std::string& store,
                                         std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"--config",  (dir_ / "test.yaml").string(),
-                                     "--http",    "127.0.0.1:0",
-                                     "--grpc",    "off",
-                                     "--threads", "2",
-                                     "--store",   store};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto p = std::make_unique<SluicedProcess>(args);
-    EXPECT_GT(p->port(), 0) << p->Log();
-    return p;
+    extra.insert(extra.begin(), {"--threads", "2", "--store", store});
+    return StartSluiced(config_, extra);
   }
 
   static HttpResponse Request(int port, const std::string& method, const std::string& target,
@@ -79,20 +67,21 @@ class SluicedRedisFaults : public ::testing::Test {
   // A log line with every one of `parts`, waited for.
   static bool WaitForLine(const SluicedProcess& p, const std::vector<std::string>& parts,
                           std::chrono::milliseconds timeout = 10s) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    do {
-      std::istringstream log(p.Log());
-      for (std::string line; std::getline(log, line);) {
-        bool all = true;
-        for (const std::string& part : parts) all = all && line.find(part) != std::string::npos;
-        if (all) return true;
-      }
-      std::this_thread::sleep_for(20ms);
-    } while (std::chrono::steady_clock::now() < deadline);
-    return false;
+    return WaitFor(
+        [&] {
+          std::istringstream log(p.Log());
+          for (std::string line; std::getline(log, line);) {
+            bool all = true;
+            for (const std::string& part : parts) all = all && line.find(part) != std::string::npos;
+            if (all) return true;
+          }
+          return false;
+        },
+        timeout);
   }
 
-  std::filesystem::path dir_;
+  server::test::TempConfigDir dir_{"sluiced-redis-faults"};
+  const std::string config_ = dir_.Write("test.yaml", kConfig).string();
 };
 
 TEST_F(SluicedRedisFaults, AWrongPasswordAtStartIsAnErrorInTheLogWithoutThePassword) {

@@ -26,10 +26,10 @@
 #include <thread>
 #include <vector>
 
-#include "sluiced/sluiced_process.h"
 #include "support/http_test_client.h"
 #include "support/redis_server.h"
 #include "support/region_harness.h"
+#include "support/sluiced_process.h"
 
 namespace sluice::testing {
 namespace {

@@ -17,8 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "sluiced/sluiced_process.h"
 #include "support/http_test_client.h"
+#include "support/sluiced_process.h"
+#include "support/temp_config_dir.h"
 
 namespace sluice::testing {
 namespace {
@@ -54,23 +55,9 @@ std::set<std::string> FamiliesOf(const std::string& page) {
 
 class SluicedUsageTest : public ::testing::Test {
  protected:
-  SluicedUsageTest() {
-    char tmpl[] = "/tmp/sluiced-usage-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    std::ofstream(dir_ / "api.yaml") << kConfig;
-  }
-  ~SluicedUsageTest() override { std::filesystem::remove_all(dir_); }
-
   std::unique_ptr<SluicedProcess> Start(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"--config",      (dir_ / "api.yaml").string(),
-                                     "--http",        "127.0.0.1:0",
-                                     "--grpc",        "off",
-                                     "--threads",     "2",
-                                     "--admin-token", "t"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto p = std::make_unique<SluicedProcess>(args);
-    EXPECT_GT(p->port(), 0) << p->Log();
-    return p;
+    extra.insert(extra.begin(), {"--threads", "2", "--admin-token", "t"});
+    return StartSluiced(config_, extra);
   }
   static HttpResponse Request(int port, const std::string& method, const std::string& target,
                               const std::string& body = "") {
@@ -85,7 +72,8 @@ class SluicedUsageTest : public ::testing::Test {
     Request(port, "POST", "/v1/check", body.dump());
   }
 
-  std::filesystem::path dir_;
+  server::test::TempConfigDir dir_{"sluiced-usage"};
+  const std::string config_ = dir_.Write("api.yaml", kConfig).string();
 };
 
 TEST_F(SluicedUsageTest, DashboardAndRulesQueryOnlyMetricsALiveSluicedServes) {
@@ -196,7 +184,7 @@ TEST_F(SluicedUsageTest, RecommendFromReadsALiveSluiced) {
 }
 
 TEST_F(SluicedUsageTest, BadUsageFlagsAreRefusedClearly) {
-  const std::string config = (dir_ / "api.yaml").string();
+  const std::string config = config_;
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
       {{"--usage-period", "5s"}, "outside 1m to 7d"},
       {{"--usage-period", "60"}, "--usage-period"},

@@ -43,24 +43,6 @@ std::string UniqueName(std::string_view stem) {
   return std::string(stem) + std::to_string(getpid()) + "-" + std::to_string(next.fetch_add(1));
 }
 
-UnusedPort::UnusedPort() {
-  fd_ = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ADD_FAILURE() << "no loopback port to hold";
-    return;
-  }
-  port_ = ntohs(addr.sin_port);
-}
-
-UnusedPort::~UnusedPort() {
-  if (fd_ >= 0) close(fd_);
-}
-
 void StoreSuite::SetUp() {
   const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
   // "<Test>/<n>": the test's own name is before the slash.

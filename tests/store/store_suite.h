@@ -39,6 +39,7 @@
 #include "sluice/quota_sync.h"
 #include "sluice/store.h"
 #include "sluice/time.h"
+#include "support/ports.h"
 
 namespace sluice::testing {
 
@@ -112,21 +113,6 @@ std::string StoreSuiteName(const ::testing::TestParamInfo<StoreUnderTest>& info)
 // "<stem><pid>-<n>": a name no other store opened by any test process has, for a factory's key
 // prefix (a cluster outlives the test processes that use it).
 std::string UniqueName(std::string_view stem);
-
-// A loopback port nobody listens on while this lives (bound, never listening: connections are
-// refused), for a factory's open_unavailable.
-class UnusedPort {
- public:
-  UnusedPort();
-  ~UnusedPort();
-  UnusedPort(const UnusedPort&) = delete;
-  UnusedPort& operator=(const UnusedPort&) = delete;
-  int port() const { return port_; }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
 
 // The fixture: the tests are in store_suite.cc; these are the helpers they share.
 class StoreSuite : public ::testing::TestWithParam<StoreUnderTest> {

@@ -4,11 +4,8 @@
 #ifndef SLUICE_TESTS_SUPPORT_REDIS_SERVER_H_
 #define SLUICE_TESTS_SUPPORT_REDIS_SERVER_H_
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +16,7 @@
 #include <vector>
 
 #include "store/redis/redis_client.h"
+#include "support/ports.h"
 
 namespace sluice::testing {
 
@@ -109,22 +107,17 @@ class RedisServer {
     return false;
   }
 
-  static int FreePort() {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    socklen_t len = sizeof(addr);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    close(fd);
-    return ntohs(addr.sin_port);
-  }
-
   std::vector<std::string> extra_args_;
   int port_ = 0;
   pid_t pid_ = -1;
 };
+
+// One redis-server for the whole test executable, started by the first test that asks for it
+// (tests that share it use key prefixes of their own, or flush it).
+inline RedisServer& SharedRedisServer() {
+  static RedisServer server;
+  return server;
+}
 
 }  // namespace sluice::testing
 

@@ -1,5 +1,6 @@
 // Which script decides a limit in Redis, and its spec arguments; a limit outside what the
-// scripts decide exactly is refused here. Internal.
+// scripts decide exactly is refused here. One derivation, used by the store and by
+// bench/redis_load (whose ceiling run must ask Redis exactly what the store asks). Internal.
 #ifndef SLUICE_STORE_REDIS_REDIS_SCRIPT_CHOICE_H_
 #define SLUICE_STORE_REDIS_REDIS_SCRIPT_CHOICE_H_
 

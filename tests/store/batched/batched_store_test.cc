@@ -37,11 +37,6 @@ using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
 
-testing::RedisServer& Server() {
-  static testing::RedisServer server;
-  return server;
-}
-
 const Timestamp kStart = FromNanos(int64_t{1'800'000'000'000} * 1'000'000);  // minute-aligned
 constexpr Duration kInterval = milliseconds(100);
 
@@ -78,7 +73,9 @@ Node OpenNode(const std::string& prefix, int port, size_t max_bytes = size_t{1} 
   return node;
 }
 
-Node OpenNode(const std::string& prefix) { return OpenNode(prefix, Server().port()); }
+Node OpenNode(const std::string& prefix) {
+  return OpenNode(prefix, testing::SharedRedisServer().port());
+}
 
 LimiterOptions Batched(const std::string& id, bool fail_open = false) {
   LimiterOptions o{.id = id, .fail_open = fail_open};
@@ -385,7 +382,7 @@ TEST(BatchedStore, ALimiterThatGoesSendsItsHitsAndUnusedViewsAreDropped) {
 }
 
 TEST(BatchedStore, ViewsStayWithinTheByteBound) {
-  Node node = OpenNode(UniquePrefix("bound"), Server().port(), 4096);
+  Node node = OpenNode(UniquePrefix("bound"), testing::SharedRedisServer().port(), 4096);
   ASSERT_NE(node.batched, nullptr);
   const LimitSpec spec{Algorithm::kFixedWindow, 3, minutes(1), 0, false};
   auto limiter = Make(*node.batched, spec, Batched("bound"));
@@ -408,7 +405,7 @@ TEST(BatchedStore, ViewsStayWithinTheByteBound) {
 // and none twice (a fixed window wide enough to admit them all).
 TEST(BatchedStore, TheTimerSyncsWhileThreadsDecideAndNoHitIsLostOrCountedTwice) {
   RedisStoreOptions o;
-  o.port = Server().port();
+  o.port = testing::SharedRedisServer().port();
   o.command_timeout = milliseconds(2000);
   o.scheduler = testing::IdleScheduler();
   o.key_prefix = UniquePrefix("timer");
@@ -469,7 +466,7 @@ TEST(BatchedStore, TheTimerSyncsWhileThreadsDecideAndNoHitIsLostOrCountedTwice) 
 // takes far less than the 6 s a token takes to come back).
 TEST(BatchedStore, OneNodeDoesNotOverAdmitWhileRequestsAreOnTheirWayToRedis) {
   RedisStoreOptions o;
-  o.port = Server().port();
+  o.port = testing::SharedRedisServer().port();
   o.command_timeout = milliseconds(2000);
   o.scheduler = testing::IdleScheduler();
   o.key_prefix = UniquePrefix("inflight");

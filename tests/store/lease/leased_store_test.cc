@@ -34,14 +34,9 @@ const Timestamp kStart = FromNanos(int64_t{1'800'000'000'000} * 1'000'000);  // 
 
 constexpr QuotaSync kLeased{.mode = SyncMode::kLeased, .lease_ttl = seconds(2)};
 
-testing::RedisServer& Server() {
-  static testing::RedisServer server;
-  return server;
-}
-
 std::shared_ptr<RedisStore> OpenRedis(const std::string& prefix, bool server_time) {
   RedisStoreOptions o;
-  o.port = Server().port();
+  o.port = testing::SharedRedisServer().port();
   o.use_server_time = server_time;
   o.command_timeout = milliseconds(2000);
   o.scheduler = testing::IdleScheduler();  // no monitor

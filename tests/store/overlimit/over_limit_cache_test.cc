@@ -29,11 +29,6 @@ using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
 
-testing::RedisServer& Server() {
-  static testing::RedisServer server;
-  return server;
-}
-
 const Timestamp kStart = FromNanos(int64_t{1'800'000'000'000} * 1'000'000);  // minute-aligned
 
 struct Node {
@@ -46,7 +41,7 @@ struct Node {
 // and the cache in front of it. Nodes opened with the same prefix share their counters.
 Node OpenNode(const std::string& prefix, size_t cache_bytes = size_t{1} << 20) {
   RedisStoreOptions o;
-  o.port = Server().port();
+  o.port = testing::SharedRedisServer().port();
   o.use_server_time = false;
   o.command_timeout = milliseconds(2000);
   o.scheduler = testing::IdleScheduler();

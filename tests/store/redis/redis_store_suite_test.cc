@@ -18,11 +18,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-RedisServer& Server() {
-  static RedisServer server;
-  return server;
-}
-
 std::shared_ptr<Store> Open(const RedisStoreOptions& options) {
   auto opened = OpenRedisStore(options);
   EXPECT_TRUE(opened.has_value()) << (opened ? "" : opened.error().message);
@@ -34,7 +29,7 @@ StoreUnderTest StandaloneRedis() {
   store.name = "redis";
   store.open = [] {
     RedisStoreOptions o;
-    o.port = Server().port();
+    o.port = SharedRedisServer().port();
     o.use_server_time = false;
     o.command_timeout = milliseconds(2000);
     o.key_prefix = UniqueName("suite");
@@ -69,12 +64,12 @@ INSTANTIATE_TEST_SUITE_P(Redis, StoreSuite, ::testing::Values(StandaloneRedis())
 
 // The same Redis as sluiced opens it: OpenStore, the leased, batched and over-limit cache layers
 // in front, every limit in one sync mode.
-INSTANTIATE_TEST_SUITE_P(OpenStore, StoreSuite,
-                         ::testing::ValuesIn(ThroughOpenStoreInEveryMode(
-                             "redis",
-                             [] { return "redis://127.0.0.1:" + std::to_string(Server().port()); },
-                             [](int port) { return "redis://127.0.0.1:" + std::to_string(port); })),
-                         StoreSuiteName);
+INSTANTIATE_TEST_SUITE_P(
+    OpenStore, StoreSuite,
+    ::testing::ValuesIn(ThroughOpenStoreInEveryMode(
+        "redis", [] { return "redis://127.0.0.1:" + std::to_string(SharedRedisServer().port()); },
+        [](int port) { return "redis://127.0.0.1:" + std::to_string(port); })),
+    StoreSuiteName);
 
 }  // namespace
 }  // namespace sluice::testing

@@ -1,23 +1,28 @@
 // Runs the real sluiced binary (SLUICED_BIN) as a child process for the end-to-end tests, with
 // its log in a temp file, on a port it picks itself (--http 127.0.0.1:0; the port is read from
 // its "listening on" log line, so no free-port race). The child dies with the test process.
-#ifndef SLUICE_TESTS_SLUICED_SLUICED_PROCESS_H_
-#define SLUICE_TESTS_SLUICED_SLUICED_PROCESS_H_
+#ifndef SLUICE_TESTS_SUPPORT_SLUICED_PROCESS_H_
+#define SLUICE_TESTS_SUPPORT_SLUICED_PROCESS_H_
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
+
+#include "support/wait_for.h"
 
 namespace sluice::testing {
 
@@ -80,17 +85,16 @@ class SluicedProcess {
   // The exit status (or 128 + signal) once it exits, -1 if it is still running after `timeout`.
   int WaitExit(std::chrono::milliseconds timeout = std::chrono::seconds(15)) {
     if (pid_ < 0) return exit_status_;
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        return exit_status_;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return -1;
+    const bool exited = WaitFor(
+        [&] {
+          int status = 0;
+          if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+          pid_ = -1;
+          exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+          return true;
+        },
+        timeout);
+    return exited ? exit_status_ : -1;
   }
 
   std::string Log() const {
@@ -103,17 +107,16 @@ class SluicedProcess {
   // Waits until the log holds `text` `count` times.
   bool WaitForLog(std::string_view text, int count = 1,
                   std::chrono::milliseconds timeout = std::chrono::seconds(10)) const {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      const std::string log = Log();
-      int found = 0;
-      for (size_t at = log.find(text); at != std::string::npos; at = log.find(text, at + 1)) {
-        ++found;
-      }
-      if (found >= count) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
+    return WaitFor(
+        [&] {
+          const std::string log = Log();
+          int found = 0;
+          for (size_t at = log.find(text); at != std::string::npos; at = log.find(text, at + 1)) {
+            ++found;
+          }
+          return found >= count;
+        },
+        timeout);
   }
 
   // The gRPC port it listens on (--grpc 127.0.0.1:0), from its "listening on" log line: waits
@@ -140,6 +143,20 @@ class SluicedProcess {
   std::string log_path_;
 };
 
+// sluiced on `config` with HTTP on a port of its own (port()), gRPC off unless `flags` name
+// --grpc, and `flags`; a test failure, with its log, when it does not listen.
+inline std::unique_ptr<SluicedProcess> StartSluiced(const std::string& config,
+                                                    const std::vector<std::string>& flags = {}) {
+  std::vector<std::string> args = {"--config", config, "--http", "127.0.0.1:0"};
+  if (std::find(flags.begin(), flags.end(), "--grpc") == flags.end()) {
+    args.insert(args.end(), {"--grpc", "off"});
+  }
+  args.insert(args.end(), flags.begin(), flags.end());
+  auto p = std::make_unique<SluicedProcess>(args);
+  EXPECT_GT(p->port(), 0) << p->Log();
+  return p;
+}
+
 }  // namespace sluice::testing
 
-#endif  // SLUICE_TESTS_SLUICED_SLUICED_PROCESS_H_
+#endif  // SLUICE_TESTS_SUPPORT_SLUICED_PROCESS_H_
