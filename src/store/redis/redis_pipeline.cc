@@ -98,7 +98,13 @@ void PipelinedConnection::CallAsync(std::string commands, int count, Callback do
   done(MakeError(std::string(kConnectionErrorPrefix) + "shutting down"));
 }
 
-void PipelinedConnection::Answer(Op& op, Result<RedisReply> result) { op.done(std::move(result)); }
+// The callback goes as soon as it has answered, not with its batch at the thread's next wake: what
+// it holds (a caller's capture: limiters, the store and its layers) must not outlive the answer by
+// an idle connection's sleep. Dropping it may destroy the store; see RedisStoreImpl's deleter.
+void PipelinedConnection::Answer(Op& op, Result<RedisReply> result) {
+  Callback done = std::exchange(op.done, nullptr);
+  done(std::move(result));
+}
 
 void PipelinedConnection::Disconnect() {
   if (ctx_ != nullptr) redisFree(ctx_);

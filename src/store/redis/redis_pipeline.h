@@ -89,7 +89,9 @@ class PipelinedConnection {
   static constexpr std::chrono::milliseconds kFreshFor{1};
 
   explicit PipelinedConnection(RedisEndpoint endpoint);
-  ~PipelinedConnection();  // answers whatever is queued with an error, then joins the thread
+  // Answers whatever is queued with an error, then joins the thread: never to be run on that
+  // thread (the Redis store's deleter sees to it).
+  ~PipelinedConnection();
   PipelinedConnection(const PipelinedConnection&) = delete;
   PipelinedConnection& operator=(const PipelinedConnection&) = delete;
 
@@ -103,10 +105,13 @@ class PipelinedConnection {
   // The same without waiting: `done` gets the reply on the connection's I/O thread (or at once,
   // on the caller's thread, when the connection is shutting down). `done` must not block: it
   // may queue more calls (CallAsync), never wait for one (Call), since the thread it runs on is
-  // the one that would answer.
+  // the one that would answer. It is destroyed as soon as it has returned, on the same thread.
   void CallAsync(std::string commands, int count, Callback done, bool background = false);
 
   const RedisEndpoint& endpoint() const { return endpoint_; }
+
+  // Whether the calling thread is this connection's I/O thread (where callbacks run).
+  bool OnItsThread() const { return std::this_thread::get_id() == io_.get_id(); }
 
   // Requests written and round trips made, for benchmarks (commands per write).
   uint64_t requests_sent() const { return requests_sent_.load(std::memory_order_relaxed); }

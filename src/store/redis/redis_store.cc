@@ -2,6 +2,8 @@
 // slot group, and the store opened.
 #include "sluice/redis_store.h"
 
+#include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -13,6 +15,20 @@
 
 namespace sluice {
 namespace internal {
+
+void RedisStoreImpl::Delete(RedisStoreImpl* store) {
+  if (!store->transport().OnIoThread()) {
+    delete store;
+    return;
+  }
+  try {
+    // Detached: nothing waits for a store nobody holds. It lasts as long as the store's
+    // destruction, which the command timeout bounds.
+    std::thread([store] { delete store; }).detach();
+  } catch (const std::system_error&) {
+    // No thread to be had: the store is left alive, since destroying it here would abort.
+  }
+}
 
 Result<std::unique_ptr<Limiter>> RedisStoreImpl::MakeLimiter(const LimitSpec& spec,
                                                              const LimiterOptions& options) {
@@ -114,8 +130,9 @@ Result<std::shared_ptr<RedisStore>> OpenRedisStore(const RedisStoreOptions& opti
     e.db = 0;
     seeds.push_back(std::move(e));
   }
-  return std::shared_ptr<RedisStore>(
-      std::make_shared<internal::RedisStoreImpl>(options, endpoint, std::move(seeds)));
+  return std::shared_ptr<RedisStore>(std::shared_ptr<internal::RedisStoreImpl>(
+      new internal::RedisStoreImpl(options, endpoint, std::move(seeds)),
+      &internal::RedisStoreImpl::Delete));
 }
 
 Result<std::unique_ptr<Limiter>> MakeRedisLimiter(const LimitSpec& spec,

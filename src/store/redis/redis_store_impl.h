@@ -49,6 +49,18 @@ class RedisStoreImpl final : public RedisStore,
     }
   }
 
+  // OpenRedisStore's deleter, for the store's last reference.
+  //
+  // Invariant: a store is never destroyed on one of its own connections' I/O threads, since
+  // destroying it stops and joins them. Yet the last reference can go there: a callback that
+  // holds a limiter or the store (a refund given back in the background when a leased limiter
+  // goes) is destroyed on the thread that answered it. The deletion is then handed to a thread of
+  // its own, which destroys the store as any other owner would (joining the I/O threads, which
+  // answer what is still queued while the store is alive) and ends with it; the I/O thread
+  // returns to its loop at once. (Letting an I/O thread outlive its connection instead would run
+  // the callbacks still queued after the node and scripts they point into are gone.)
+  static void Delete(RedisStoreImpl* store);
+
   // The monitor goes before anything else: it uses the transport and the events.
   ~RedisStoreImpl() override { monitor_.reset(); }
 

@@ -1,5 +1,6 @@
 #include "store/redis/redis_transport.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <charconv>
@@ -92,6 +93,11 @@ class RedisNode {
   }
 
   bool Refuses() const { return breaker_.Refuses(clock_.Now()); }
+
+  bool OnIoThread() const {
+    return std::any_of(connections_.begin(), connections_.end(),
+                       [](const auto& c) { return c->OnItsThread(); });
+  }
 
   const RedisEndpoint& endpoint() const { return endpoint_; }
 
@@ -387,10 +393,13 @@ class StandaloneTransport final : public RedisTransport {
     node_.WatchEviction();
   }
   EvictionState Eviction() const override { return node_.Eviction(); }
+  bool OnIoThread() const override { return node_.OnIoThread(); }
 
  private:
-  RedisNode node_;
   ScriptRunner scripts_;
+  // After the scripts: its connections' threads stop, answering what is queued (callbacks that
+  // use the scripts), while the scripts are still alive.
+  RedisNode node_;
 };
 
 class ClusterTransport final : public RedisTransport {
@@ -455,6 +464,12 @@ class ClusterTransport final : public RedisTransport {
       sum.evicted += e.evicted;
     }
     return sum;
+  }
+
+  bool OnIoThread() const override {
+    const std::vector<RedisNode*> nodes = Nodes();
+    return std::any_of(nodes.begin(), nodes.end(),
+                       [](const RedisNode* node) { return node->OnIoThread(); });
   }
 
  private:

@@ -95,6 +95,10 @@ class RedisTransport {
   virtual void Monitor() = 0;
   // Summed over servers: watched if any is, unsafe if any is.
   virtual EvictionState Eviction() const = 0;
+
+  // Whether the calling thread is one of this transport's connections' I/O threads: one that
+  // destroying the transport would join.
+  virtual bool OnIoThread() const = 0;
 };
 
 // `connections` pipelined connections to one server. Nothing is connected until first use.

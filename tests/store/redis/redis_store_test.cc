@@ -9,23 +9,29 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/replay.h"
 #include "cli/trace_reader.h"
+#include "sluice/leased_store.h"
 #include "sluice/memory_store.h"
+#include "store/idle_scheduler.h"
 #include "store/redis/redis_client.h"
 #include "support/redis_server.h"
 
 namespace sluice {
 namespace {
 
+using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -361,6 +367,127 @@ TEST_F(RedisStore, OneThreadKeepsManyAsyncDecisionsInFlight) {
   EXPECT_GT(static_cast<double>(stats.requests) / static_cast<double>(stats.batches), 2.0)
       << "the calls were pipelined: " << stats.requests << " commands in " << stats.batches
       << " writes";
+}
+
+// Whether what `watch` points at is destroyed within `limit` (polled: it goes on another thread).
+bool GoneWithin(const std::weak_ptr<int>& watch, std::chrono::steady_clock::duration limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!watch.expired()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return true;
+}
+
+// What a callback holds goes as soon as it has answered, though nothing else is sent (no monitor,
+// one connection): not at the connection's next wake, which may never come. A caller's capture
+// may be the store and its layers, whose clock the caller frees once it let go of them.
+TEST_F(RedisStore, AnAnsweredCallbackIsReleasedWithoutFurtherTraffic) {
+  RedisStoreOptions o = Options("released");
+  o.connections = 1;
+  o.monitor_interval = milliseconds(0);
+  auto store = OpenRedisStore(o);
+  ASSERT_TRUE(store.has_value());
+  auto limiter = (*store)->MakeLimiter({Algorithm::kTokenBucket, 10, seconds(1), 10, false},
+                                       "released", false);
+  ASSERT_TRUE(limiter.has_value());
+  const Timestamp now = FromNanos(int64_t{1'000'000'000});
+  for (bool all : {false, true}) {
+    auto held = std::make_shared<int>(0);
+    const std::weak_ptr<int> watch = held;
+    std::promise<Decision> answered;
+    if (all) {
+      const LimitCheck check{.limiter = limiter->get(), .key = "k", .cost = 1};
+      (*store)->DecideAllAsync(std::span(&check, 1), now,
+                               [held = std::move(held), &answered](std::span<const Decision> out) {
+                                 answered.set_value(out[0]);
+                               });
+    } else {
+      (*limiter)->DecideAsync("k", now, 1, [held = std::move(held), &answered](const Decision& d) {
+        answered.set_value(d);
+      });
+    }
+    const Decision d = answered.get_future().get();
+    EXPECT_FALSE(d.degraded);
+    EXPECT_TRUE(d.allowed);
+    EXPECT_TRUE(GoneWithin(watch, seconds(10)))
+        << (all ? "DecideAllAsync" : "DecideAsync")
+        << ": the callback's capture was still held 10 s after it answered";
+  }
+}
+
+// A store's options (its event hook's capture) go last when it is destroyed: `alive` expires once
+// the store is gone in full.
+RedisStoreOptions WatchedOptions(int port, std::weak_ptr<int>& alive) {
+  RedisStoreOptions o;
+  o.port = port;
+  o.use_server_time = false;
+  o.connections = 1;
+  o.command_timeout = seconds(10);  // the answer waits for the paused server
+  auto token = std::make_shared<int>(0);
+  alive = token;
+  o.on_event = [token = std::move(token)](const RedisEvent&) {};
+  return o;
+}
+
+// The last reference to a Redis store can go on the store's own connection thread: a callback
+// that holds a limiter (as a refund given back in the background holds the store) answers after
+// its owner let go. The store is then destroyed in full, promptly, and not on that thread, whose
+// connection's destructor would join itself (std::system_error, abort).
+TEST(RedisStoreLifetime, ALastReferenceDroppedOnItsOwnConnectionThreadDestroysTheStore) {
+  testing::RedisServer server;
+  std::weak_ptr<int> alive;
+  std::shared_ptr<sluice::RedisStore> store;
+  {
+    auto opened = OpenRedisStore(WatchedOptions(server.port(), alive));
+    ASSERT_TRUE(opened.has_value());
+    store = std::move(*opened);
+  }
+  auto made =
+      store->MakeLimiter({Algorithm::kTokenBucket, 10, seconds(1), 10, false}, "last", false);
+  ASSERT_TRUE(made.has_value());
+  std::shared_ptr<Limiter> limiter = std::move(*made);
+  const Timestamp now = FromNanos(int64_t{1'000'000'000});
+  ASSERT_FALSE(limiter->Decide("k", now, 1).degraded);  // connected, script loaded
+  // Redis answers only once the caller has let go: the callback then holds the last reference.
+  server.Pause();
+  std::atomic<bool> answered{false};
+  limiter->DecideAsync("k", now, 1, [limiter, &answered](const Decision&) { answered = true; });
+  limiter.reset();
+  store.reset();
+  server.Resume();
+  EXPECT_TRUE(GoneWithin(alive, seconds(20))) << "the store was not destroyed";
+  EXPECT_TRUE(answered.load());
+}
+
+// The same through the leased layer, as at sluiced's shutdown: the leased limiter that goes gives
+// its units back in the background, and that refund holds the Redis store after everyone else
+// let go of it.
+TEST(RedisStoreLifetime, LeasesGivenBackAfterEveryOwnerLetGoDestroyTheStore) {
+  testing::RedisServer server;
+  std::weak_ptr<int> alive;
+  std::shared_ptr<Store> leased;
+  {
+    auto redis = OpenRedisStore(WatchedOptions(server.port(), alive));
+    ASSERT_TRUE(redis.has_value());
+    auto opened = OpenLeasedStore(*redis, {.scheduler = testing::IdleScheduler()});
+    ASSERT_TRUE(opened.has_value());
+    leased = std::move(*opened);
+  }
+  const LimitSpec spec{.algorithm = Algorithm::kFixedWindow, .limit = 100'000, .period = hours(1)};
+  auto limiter = leased->MakeLimiter(spec, {.id = "leased", .sync = {.mode = SyncMode::kLeased}});
+  ASSERT_TRUE(limiter.has_value());
+  // A hot key (1000 requests a second) takes units ahead; the takes are answered in the background.
+  const Timestamp start = FromNanos(int64_t{1'000'000'000});
+  for (int i = 0; i < 5000 && (*limiter)->Stats().lease_units_held == 0; ++i) {
+    ASSERT_FALSE((*limiter)->Decide("k", start + milliseconds(i), 1).degraded);
+  }
+  ASSERT_GT((*limiter)->Stats().lease_units_held, 0) << "no units held: nothing to give back";
+  server.Pause();
+  limiter->reset();  // its units go back in the background, answered once Redis resumes
+  leased.reset();
+  server.Resume();
+  EXPECT_TRUE(GoneWithin(alive, seconds(20))) << "the store was not destroyed";
 }
 
 // AUTH with a password, and with an ACL user, against servers that require them.
