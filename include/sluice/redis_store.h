@@ -78,10 +78,10 @@ struct RedisStoreOptions {
   std::chrono::milliseconds breaker_open_for{1000};
   const Clock* clock = nullptr;  // for the breaker and events; nullptr: a MonotonicClock of its own
 
-  // The monitor: a round at once, then every monitor_interval (0: no monitor), that PINGs each connection
-  // that had no answer since its last round (a connection Redis closed is re-made before a
-  // request needs it, and a server found answering again closes its breaker), and reads each
-  // server's eviction policy and evicted_keys (MonitorOnce).
+  // The monitor: a round at once, then every monitor_interval (0: no monitor), that PINGs each
+  // connection that had no answer since its last round (a connection Redis closed is re-made
+  // before a request needs it, and a server found answering again closes its breaker), and reads
+  // each server's eviction policy and evicted_keys (MonitorOnce).
   std::chrono::milliseconds monitor_interval{500};
   // Where the monitor runs; null: a ThreadScheduler of the store's own on its clock. Tests pass
   // a ManualScheduler: the monitor runs when they advance it (never: nothing connects until the
