@@ -144,52 +144,79 @@ StoreUnderTest ThroughOpenStore(const std::string& name, std::function<std::stri
       dynamic_cast<MemoryLimiter&>(limiter).Sweep(now);
     };
   }
-  // Each skip below is a failure the suite found and that is not yet explained (issue 24, item
-  // 5; the report of the suite's helper lists each first failing case): not a design limit.
+  // Each skip below is a failure the suite found (issue 24, item 5), with what was found about
+  // it: none is a design limit the oracle could state; each is a defect of the layer, listed
+  // in the report of helper H9 with its smallest case.
   if (mode == SyncMode::kLeased && remote) {
-    const std::string why =
-        "UNEXPLAINED, to investigate: leased refuses, on one node, requests the pure algorithm "
-        "admits (first seen: ";
+    // A refused request's give-back (Pending::Finish, src/store/lease/leased_store.cc) is a
+    // RefundAsync sent in the background, and the layer answers without waiting for it. The
+    // Redis store sends scripts round-robin over its pipelined connections (and the refund
+    // script's first use waits for SCRIPT LOAD), so the node's next script for the key can run
+    // before the give-back: a MONITOR of NullAndForeignLimitersAreInvalidAndRejectTheRequest
+    // shows the follow-up cost-0 take for key k0 on one connection ahead of k0's refund on
+    // another. The Redis store itself sends a refused request's refunds in sequence and answers
+    // after them (redis_refunds.cc); the leased layer does not. Not the harness: it fails with
+    // one connection too.
+    const std::string give_back =
+        "BUG (leased give-back is not awaited): the node's next decision can run before a refused "
+        "request's give-back reaches Redis, so it sees the quota still taken";
+    // The parity runs add to that: a lease's units are usable until `valid_until`, measured in
+    // the suite's time, but given back only by the sweep, which runs on the layer's clock (a
+    // ManualClock held at 0 here: never; in production up to 20 ms late), so expired units are
+    // neither spent nor returned (under-admission on one node); a later grant adds to them and
+    // revives them under its own stamp (LeaseBook::Granted). And docs/redis.md's "Why it never
+    // over-admits" does not hold for buckets: units taken from a full bucket let it refill
+    // uncapped while the node holds them (token_bucket 10/1s burst 20: a lease of 19 taken at
+    // t0, no traffic until t0+1.9s, then a burst: 19 held + 19 refilled = 38 admitted where the
+    // pure bucket admits 20).
+    const std::string parity =
+        give_back +
+        "; and lease expiry is judged in the request's time but acted on by the "
+        "sweep's clock (units expired and not returned, then revived by the next grant)";
     store.skip = {
-        {"DecideAllIsAllOrNothing", why + "request 22, token_bucket)"},
-        {"DecideAllAsyncIsAllOrNothing", why + "request 22, token_bucket)"},
-        {"DecidesAsThePureAlgorithm", why + "token_bucket 10/1s burst 20, request 42)"},
-        {"DecideAsyncDecidesAsThePureAlgorithm", why + "token_bucket 3/1s burst 5)"},
-        {"ChargesMatchThePureAlgorithm", why + "fixed_window 4/1s admits a charge it refuses)"},
-        {"RefundAtTheRequestsOwnTimeIsAnExactUndo", why + "fixed_window)"},
-        {"LaterRefundsMatchThePureAlgorithm", why + "fixed_window)"},
-        {"AStoreThatAnswersNeverDegrades", why + "token_bucket 5/1s, request 38)"},
-        {"ARejectedRequestTakesNothingFromAnyLimit",
-         "UNEXPLAINED: a leased limit reports 6 left after a refused request, want 7"},
-        {"ALimitCheckedTwiceTakesBothCostsOrNeither",
-         "UNEXPLAINED: a leased limit reports 1 left after a refused request, want 3"},
-        {"NullAndForeignLimitersAreInvalidAndRejectTheRequest",
-         "UNEXPLAINED: a leased limit reports 9 left after a refused request, want 10"},
-        {"AChargeIsNeverGivenBack",
-         "UNEXPLAINED: a leased limit reports 4 left after a refused request, want 5"},
-        {"QuotaChecksRefuseTheRequestOnlyTogether",
-         "UNEXPLAINED: a leased limit reports 6 left after a refused request, want 7"},
+        {"DecideAllIsAllOrNothing", give_back + " (request 22, token_bucket)"},
+        {"DecideAllAsyncIsAllOrNothing", give_back + " (request 22, token_bucket)"},
+        {"ARejectedRequestTakesNothingFromAnyLimit", give_back + " (6 left, want 7)"},
+        {"ALimitCheckedTwiceTakesBothCostsOrNeither", give_back + " (1 left, want 3)"},
+        {"NullAndForeignLimitersAreInvalidAndRejectTheRequest", give_back + " (9 left, want 10)"},
+        {"AChargeIsNeverGivenBack", give_back + " (4 left, want 5)"},
+        {"QuotaChecksRefuseTheRequestOnlyTogether", give_back + " (6 left, want 7)"},
         {"CostsBeyondTheCapacityUpToInt64MaxAreNeverAdmittedAndTouchNothing",
-         "UNEXPLAINED: a leased limit reports 7 left after a refused request, want 8"},
+         give_back + " (7 left, want 8)"},
+        {"DecidesAsThePureAlgorithm", parity},
+        {"DecideAsyncDecidesAsThePureAlgorithm", parity},
+        {"ChargesMatchThePureAlgorithm", parity},
+        {"RefundAtTheRequestsOwnTimeIsAnExactUndo", parity},
+        {"LaterRefundsMatchThePureAlgorithm", parity},
+        {"AStoreThatAnswersNeverDegrades", parity},
     };
   }
   if (mode == SyncMode::kBatched && remote) {
-    const std::string why =
-        "UNEXPLAINED, to investigate: batched refuses, on one node, requests the pure algorithm "
-        "admits (docs/redis.md allows under-admission only until the next sync; first seen: ";
+    // A request with a key that has no view goes to Redis whole (BatchedStoreImpl::
+    // DecideAllAsync), and Redis decides it without the hits this node admitted from its views
+    // and has not synced yet: one node over-admits. Seed 3, request 15 (t = kStartMs + 517 ms):
+    // u1 took 2 from its token_bucket 10/1s burst 6 view at +478 ms (pending); the next request
+    // checks that limit with one whose key has no view, so Redis decides it and admits cost 2
+    // where the pure bucket (1.68 tokens) refuses.
+    const std::string unsynced =
+        "BUG (batched over-admits on one node): a request sent to Redis whole (a key without a "
+        "view) is decided without this node's unsynced hits on its other keys (request 15, "
+        "token_bucket 10/1s burst 6)";
+    // The parity runs refuse what the pure algorithm admits, with views below the pure state
+    // by a fraction of a token (seed 3: 0.41 token at +372 ms and still at +457 ms). Whether a
+    // sync ran in between (docs/redis.md allows "a take counted twice until the next sync") was
+    // not checked: not yet explained.
+    const std::string low =
+        "NOT EXPLAINED: batched views stay below the shared state across syncs (a fraction of a "
+        "token), refusing what the pure algorithm admits; first seen ";
     store.skip = {
-        {"DecideAllIsAllOrNothing",
-         "POSSIBLE BUG: batched ADMITS, on one node, a DecideAll request the pure algorithm "
-         "refuses (request 15, token_bucket 10/1s burst 6); docs/redis.md says one node never "
-         "over-admits"},
-        {"DecideAllAsyncIsAllOrNothing", "POSSIBLE BUG: as DecideAllIsAllOrNothing (request 15)"},
-        {"DecidesAsThePureAlgorithm", why + "token_bucket 10/1s burst 20)"},
-        {"DecideAsyncDecidesAsThePureAlgorithm", why + "token_bucket 3/1s burst 5)"},
-        {"ChargesMatchThePureAlgorithm", why + "token_bucket 4/1s)"},
-        {"RefundAtTheRequestsOwnTimeIsAnExactUndo", why + "token_bucket)"},
-        {"LaterRefundsMatchThePureAlgorithm", why + "token_bucket)"},
-        {"ALimitCheckedTwiceTakesBothCostsOrNeither",
-         "UNEXPLAINED: a batched limit reports 1 left after a refused request, want 3"},
+        {"DecideAllIsAllOrNothing", unsynced},
+        {"DecideAllAsyncIsAllOrNothing", unsynced},
+        {"DecidesAsThePureAlgorithm", low + "token_bucket 10/1s burst 20, request 42"},
+        {"DecideAsyncDecidesAsThePureAlgorithm", low + "token_bucket 3/1s burst 5"},
+        {"ChargesMatchThePureAlgorithm", low + "token_bucket 4/1s"},
+        {"RefundAtTheRequestsOwnTimeIsAnExactUndo", low + "token_bucket"},
+        {"LaterRefundsMatchThePureAlgorithm", low + "token_bucket"},
         {"IsReadyAndItsStatsCountItsLiveLimiters",
          "by design, to state in the suite: the batched layer counts its views as keys (9), so "
          "it is neither a store that counts keys per limiter nor one that says 0"},

@@ -141,14 +141,32 @@ std::vector<bool> BatchedStoreImpl::TrackAll(std::span<const LimitCheck> checks)
 
 // A check's cost was kept when it was a charge, or an admission of a request that was not
 // refused (a refused one gives its admissions back); never when the store could not answer.
+namespace {
+
+// Whether checks[i]'s limiter and key are checked again elsewhere in the request.
+bool CheckedTwice(std::span<const LimitCheck> checks, size_t i) {
+  for (size_t j = 0; j < checks.size(); ++j) {
+    if (j != i && checks[j].limiter == checks[i].limiter && checks[j].key == checks[i].key) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 void BatchedStoreImpl::ObserveAll(std::span<const LimitCheck> checks, Timestamp now,
                                   std::span<const Decision> out, const std::vector<bool>& tracked) {
   const bool refused = RequestRefused(checks, out);
   for (size_t i = 0; i < checks.size(); ++i) {
     if (!tracked[i]) continue;
-    const Decision& d = out[i];
+    Decision d = out[i];
     const bool answered = !d.degraded && d.reason != DecisionReason::kInvalidRequest;
     const bool taken = answered && (checks[i].charge || (d.allowed && !refused));
+    // A refused request's answer for a key it checked twice was decided after the other check's
+    // take, which the refusal then gave back: it does not describe the shared state, so it seeds
+    // no view (marked as saying nothing; what was taken is still counted).
+    if (refused && CheckedTwice(checks, i)) d.degraded = true;
     Own<BatchedLimiter>(checks[i])->table()->Observe(checks[i].key, now, checks[i].cost,
                                                      checks[i].charge, d, taken);
   }
