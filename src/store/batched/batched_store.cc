@@ -64,10 +64,12 @@ BatchedStoreImpl::~BatchedStoreImpl() {
   }
   timers.clear();
   // Every batched limiter sent its hits when it went (it holds this store alive until then);
-  // the answers may still be on their way: the inner store answers every call, within its own
-  // timeout. Waited for, so that the inner store is not left to go on its own I/O thread.
-  std::unique_lock lock(retiring_->mu);
-  retiring_->cv.wait(lock, [this] { return retiring_->calls == 0; });
+  // the answers may still be on their way, and are not waited for: what they touch (the items,
+  // the inner limiters, `retiring_`) they hold themselves, never this store. Waiting here would
+  // deadlock when this destructor runs on the inner store's I/O thread -- an answered
+  // DecideAllAsync callback holding the last reference -- where those answers must come from.
+  // (The Redis store, if this lets go of its last reference there, hands its own destruction to
+  // another thread: redis_store_impl.h.)
 }
 
 void BatchedStoreImpl::SyncEvery(Duration interval, Timestamp now) {
