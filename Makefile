@@ -50,8 +50,9 @@ test-asan: deps
 	@cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(CTEST)
 
-# ThreadSanitizer over the concurrent code: the memory store, DecideAll, the pipelined Redis
-# connections (under failure, and with many asynchronous decisions in flight), the store suite on
+# ThreadSanitizer over the concurrent code: the memory store, DecideAll, the stores' scheduler, the
+# pipelined Redis connections (under failure, with many asynchronous decisions in flight, and a
+# store whose last reference goes on its own I/O thread), the store suite on
 # the memory store and on Redis (asynchronous decisions answered on I/O threads), the metrics,
 # sluiced's asynchronous Redis checks, the usage views; the client SDK's shared budget, pacer and Client (async
 # and blocking calls on one connection pool).
@@ -62,7 +63,7 @@ test-tsan: deps
 	@cmake --preset tsan >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target $(TSAN_TESTS)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 $(CTEST) \
-	  -R '^(Memory|DecideAll|RedisFailure|MetricsConcurrency|UsageViewsTest\.Threads|AsyncRedisService|RedisStore\.OneThread|Redis/StoreSuite|RedisRestart|RedisEvents|LeasedStore|Algorithms/LeasedOnRedis|LeaseScript|BatchedStore|ClientConcurrency)'
+	  -R '^(Memory|DecideAll|ManualScheduler|ThreadScheduler|RedisFailure|MetricsConcurrency|UsageViewsTest\.Threads|AsyncRedisService|RedisStore\.OneThread|RedisStore\.AnAnsweredCallback|RedisStoreLifetime|Redis/StoreSuite|RedisRestart|RedisEvents|LeasedStore|Algorithms/LeasedOnRedis|LeaseScript|BatchedStore|ClientConcurrency)'
 
 # The fault matrix of docs/reliability.md against real processes (a private redis-server and
 # build/bin/sluiced per row): Redis killed, paused, restarted empty, DEBUG SLEEP, CLIENT KILL,
