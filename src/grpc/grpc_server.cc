@@ -40,6 +40,7 @@
 #include "grpc/connection_gate.h"
 #include "grpc/grpc_translate.h"
 #include "grpc/health_service.h"
+#include "grpc/reflection.h"
 
 namespace sluice::server {
 namespace {
@@ -289,6 +290,7 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& o
       ChannelMillis(std::max(options.shutdown_grace, std::chrono::milliseconds(1))));
   builder.RegisterService(&impl->shared.async);
   impl->health->Register(builder);
+  SetReflection(builder, options.reflection);
   for (int i = 0; i < options.threads; ++i) impl->queues.push_back(builder.AddCompletionQueue());
   impl->server = builder.BuildAndStart();
   if (!impl->server) {

@@ -4,7 +4,8 @@
 // RateLimitService, and answered with one DescriptorStatus per descriptor plus the RateLimit
 // headers in response_headers_to_add. A bad request, or bytes that are no RateLimitRequest, is
 // answered INVALID_ARGUMENT; a message over max_message_bytes RESOURCE_EXHAUSTED. gRPC's
-// grpc.health.v1.Health is served too, from RateLimitService::Ready() (health_service.h).
+// grpc.health.v1.Health is served too, from RateLimitService::Ready() (health_service.h), and,
+// unless turned off, server reflection (reflection.h) for grpcurl and the like.
 //
 //   auto server = GrpcServer::Start({.address = "127.0.0.1:8081", .threads = 4}, *service);
 //   if (!server) log(server.error().message);
@@ -54,6 +55,9 @@ struct GrpcServerOptions {
   std::chrono::milliseconds shutdown_grace{10'000};
   // How often a health Watch asks RateLimitService::Ready() while anyone watches.
   std::chrono::milliseconds health_poll_interval{1'000};
+  // Serve gRPC server reflection (grpc.reflection.v1alpha.ServerReflection; reflection.h), as
+  // envoyproxy/ratelimit does.
+  bool reflection = true;
 };
 
 class GrpcServer {
