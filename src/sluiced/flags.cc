@@ -45,6 +45,7 @@ struct Flags {
   int64_t grpc_idle_timeout_ms = GrpcServerOptions{}.idle_timeout.count();
   int64_t grpc_max_connection_age_ms = GrpcServerOptions{}.max_connection_age.count();
   size_t grpc_max_message_bytes = GrpcServerOptions{}.max_message_bytes;
+  std::string grpc_reflection = "on";
   int redis_connections = 4;
   int64_t redis_connect_timeout_ms = 200;
   int64_t redis_command_timeout_ms = 50;
@@ -127,6 +128,12 @@ void AddServingFlags(CLI::App& app, Flags& flags) {
                  "-Reset) or off")
       ->envname("SLUICE_GRPC_RESPONSE_HEADERS")
       ->check(CLI::IsMember({"draft11", "upstream", "off"}))
+      ->capture_default_str();
+  app.add_option("--grpc-reflection", flags.grpc_reflection,
+                 "gRPC server reflection (grpc.reflection.v1alpha, for grpcurl list/describe): "
+                 "on or off")
+      ->envname("SLUICE_GRPC_REFLECTION")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
 }
 
@@ -388,6 +395,7 @@ void SetFrontEnds(const Flags& flags, Settings& s) {
   g.idle_timeout = std::chrono::milliseconds(flags.grpc_idle_timeout_ms);
   g.max_connection_age = std::chrono::milliseconds(flags.grpc_max_connection_age_ms);
   g.max_message_bytes = flags.grpc_max_message_bytes;
+  g.reflection = flags.grpc_reflection == "on";
   g.shutdown_grace = std::chrono::milliseconds(flags.shutdown_grace_ms);
 }
 

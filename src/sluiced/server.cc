@@ -155,8 +155,9 @@ Result<void> Server::StartGrpc() {
   const std::string_view header_set = HeaderSetName(options.headers.set);
   spdlog::info(
       "grpc: listening on port {} (envoy.service.ratelimit.v3.RateLimitService and "
-      "grpc.health.v1.Health; at most {} connections, {} streams each; response headers {})",
-      grpc_->port(), options.max_connections, options.max_concurrent_streams, header_set);
+      "grpc.health.v1.Health{}; at most {} connections, {} streams each; response headers {})",
+      grpc_->port(), options.reflection ? ", with reflection" : "", options.max_connections,
+      options.max_concurrent_streams, header_set);
   if (settings_.headers.legacy && !http_ && !forward_auth_http_ &&
       options.headers.set != HeaderSet::kDraft11) {
     spdlog::warn(
