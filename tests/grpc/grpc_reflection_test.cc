@@ -1,9 +1,9 @@
 // gRPC server reflection on sluiced's gRPC server, asked as grpcurl asks it (reflection_client.h).
 // The services listed, and each service described from the FileDescriptorProtos served: parsed,
 // built into a pool of their own (so the imports a client needs are all there), and compared
-// with what the server was compiled from. Then: turned off,
-// the method is UNIMPLEMENTED; open streams beyond the sync pool's cap are refused
-// RESOURCE_EXHAUSTED instead of growing it.
+// with what the server was compiled from. Then: an unknown symbol is NOT_FOUND; v1 is
+// UNIMPLEMENTED (clients fall back to v1alpha on it), as is everything once reflection is off;
+// open streams beyond the sync pool's cap are refused RESOURCE_EXHAUSTED instead of growing it.
 #include <google/protobuf/descriptor.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -141,6 +141,18 @@ TEST_F(GrpcReflectionTest, TurnedOffIsUnimplemented) {
   ReflectionStream stream(server_->port());
   EXPECT_FALSE(stream.Ask(ListServices()).has_value());
   EXPECT_EQ(stream.Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
+}
+
+// Only v1alpha is served: grpcurl (1.8.8 and later) asks v1 first and falls back to v1alpha on
+// exactly this answer.
+TEST_F(GrpcReflectionTest, V1IsUnimplementedSoClientsFallBackToV1alpha) {
+  Start(true);
+  ReflectionStream v1(server_->port(), "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo");
+  EXPECT_FALSE(v1.Ask(ListServices()).has_value());
+  EXPECT_EQ(v1.Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  ReflectionStream v1alpha(server_->port());
+  EXPECT_TRUE(v1alpha.Ask(ListServices()).has_value());
+  EXPECT_TRUE(v1alpha.Finish().ok());
 }
 
 // Each reflection stream holds a thread of the sync pool while it is open: past the cap, a new

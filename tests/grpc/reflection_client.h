@@ -1,8 +1,8 @@
 // A gRPC server reflection client for the tests, as grpcurl asks: a bidi stream on
 // /grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo through a generic stub, with
 // requests and answers from the tests' own copy of the protocol's messages
-// (proto/sluice_test/reflection_v1alpha.proto), and the FileDescriptorProtos an answer carries
-// built into a pool of their own.
+// (tests/grpc/proto/sluice_test/reflection_v1alpha.proto), and the FileDescriptorProtos an
+// answer carries built into a pool of their own.
 #ifndef SLUICE_TESTS_GRPC_REFLECTION_CLIENT_H_
 #define SLUICE_TESTS_GRPC_REFLECTION_CLIENT_H_
 
@@ -33,12 +33,13 @@ inline constexpr char kReflectionMethod[] =
 // then says why.
 class ReflectionStream {
  public:
-  explicit ReflectionStream(int port)
+  // `method`: another path, such as reflection v1's.
+  explicit ReflectionStream(int port, const std::string& method = kReflectionMethod)
       : channel_(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
                                      grpc::InsecureChannelCredentials())),
         stub_(channel_) {
     ctx_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-    call_ = stub_.PrepareCall(&ctx_, kReflectionMethod, &cq_);
+    call_ = stub_.PrepareCall(&ctx_, method, &cq_);
     call_->StartCall(this);
     alive_ = Step();
   }
