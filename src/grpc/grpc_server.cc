@@ -226,6 +226,7 @@ struct GrpcServer::Impl {
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
   Shared shared;
   std::unique_ptr<HealthService> health;
+  ReflectionCalls reflection_calls;
   std::unique_ptr<grpc::Server> server;
   std::vector<std::thread> threads;
   std::unique_ptr<ConnectionGate> gate;
@@ -290,7 +291,7 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& o
       ChannelMillis(std::max(options.shutdown_grace, std::chrono::milliseconds(1))));
   builder.RegisterService(&impl->shared.async);
   impl->health->Register(builder);
-  SetReflection(builder, options.reflection);
+  SetReflection(builder, options.reflection, &impl->reflection_calls);
   for (int i = 0; i < options.threads; ++i) impl->queues.push_back(builder.AddCompletionQueue());
   impl->server = builder.BuildAndStart();
   if (!impl->server) {
@@ -322,6 +323,8 @@ void GrpcServer::Shutdown() {
   // Health watchers are told NOT_SERVING and their calls ended, so that they do not hold the
   // server's shutdown below until the grace runs out.
   impl_->health->Shutdown();
+  // Reflection streams are ended too: they last as long as their clients keep them open.
+  impl_->reflection_calls.EndAll();
   // Returns once every call has ended, or at the deadline, when gRPC cancels the rest; the
   // queues' threads keep serving until then.
   impl_->server->Shutdown(std::chrono::system_clock::now() + impl_->shutdown_grace);

@@ -188,5 +188,21 @@ TEST_F(GrpcReflectionTest, OpenStreamsCannotGrowThePool) {
   }));
 }
 
+// A stream its client keeps open would hold Shutdown() until the grace ends: it is ended at
+// once, as health watches are.
+TEST_F(GrpcReflectionTest, AnOpenStreamDoesNotHoldShutdown) {
+  constexpr auto kGrace = 60s;
+  auto server = GrpcServer::Start(
+      {.address = "127.0.0.1:0", .threads = 1, .shutdown_grace = kGrace}, service_);
+  ASSERT_TRUE(server.has_value()) << server.error().message;
+  ReflectionStream stream((*server)->port());
+  ASSERT_TRUE(stream.Ask(ListServices()).has_value());
+  const auto start = std::chrono::steady_clock::now();
+  (*server)->Shutdown();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, kGrace / 2);
+  EXPECT_FALSE(stream.Ask(ListServices()).has_value());
+  EXPECT_FALSE(stream.Finish().ok());
+}
+
 }  // namespace
 }  // namespace sluice::server::test

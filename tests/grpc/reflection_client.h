@@ -74,6 +74,14 @@ class ReflectionStream {
     return response;
   }
 
+  // Waits for the server's next message without asking anything; false once the stream ended.
+  bool ReadsAnotherMessage() {
+    if (!alive_) return false;
+    grpc::ByteBuffer answer;
+    call_->Read(&answer, this);
+    return alive_ = Step();
+  }
+
   // Half-closes (if the stream is alive) and returns the call's status.
   grpc::Status Finish() {
     if (alive_) {

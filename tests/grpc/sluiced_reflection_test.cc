@@ -1,10 +1,13 @@
 // --grpc-reflection on the real sluiced, as a process: on by default (grpcurl list/describe
 // work as against envoyproxy/ratelimit, which always serves reflection), off by the flag or by
 // SLUICE_GRPC_REFLECTION, when the reflection method is UNIMPLEMENTED and the Envoy service is
-// still served. This test does not link the gRPC front end: only the process serves reflection.
+// still served; and SIGTERM is not held by an open reflection stream. This test does not link
+// the gRPC front end: only the process serves reflection.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <set>
@@ -85,6 +88,24 @@ TEST_F(SluicedReflection, OffByFlagOrEnvironment) {
     EXPECT_EQ(stream.Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED)
         << "by env: " << by_env;
   }
+}
+
+// SIGTERM with a reflection stream its client keeps open: the stream is ended (CANCELLED)
+// rather than waited for, and sluiced exits 0, well within its grace of 60 s. The client waits
+// on the stream as a real one does: gRPC's C++ client handles a connection's frames only while
+// someone waits on it (or every 5 s), and sluiced's shutdown waits for its GOAWAY to be heard.
+TEST_F(SluicedReflection, AnOpenStreamDoesNotHoldSigterm) {
+  auto sluiced = Start({"--shutdown-grace-ms", "60000"});
+  auto stream = std::make_unique<ReflectionStream>(sluiced->GrpcPort());
+  ASSERT_TRUE(stream->Ask(ListServices()).has_value()) << sluiced->Log();
+  const auto start = std::chrono::steady_clock::now();
+  sluiced->Signal(SIGTERM);
+  EXPECT_FALSE(stream->ReadsAnotherMessage());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15))
+      << "the stream lasted until its own deadline";
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  stream.reset();  // closes the connection
+  EXPECT_EQ(sluiced->WaitExit(std::chrono::seconds(30)), 0) << sluiced->Log();
 }
 
 }  // namespace
