@@ -25,7 +25,8 @@ std::string RatePrefix(const LimitSpec& spec) {
   AppendVarint(p, static_cast<uint64_t>(spec.period.count()));
   AppendVarint(p, static_cast<uint64_t>(spec.burst));
   p += static_cast<char>(spec.shaper ? 1 : 0);
-  AppendVarint(p, static_cast<uint64_t>(spec.max_delay.count()));
+  // Only a shaper's max_delay means anything (ValidateLimitSpec); the flag above delimits it.
+  if (spec.shaper) AppendVarint(p, static_cast<uint64_t>(spec.max_delay.count()));
   return p;
 }
 
