@@ -102,7 +102,11 @@ local charge = (ARGV[6] or 0) % 2 == 1
 local v = redis.pcall('GET', KEYS[1])
 if v and v.err then v = unhash(KEYS[1], '<dd', 's', 'l') end
 local s, last = cap, now
-if v then s, last = struct.unpack('<dd', v) end
+if v then
+  s, last = struct.unpack('<dd', v)
+  -- A wide key's (redis_script_wide.h) first fields, read after a change of rate: clamped.
+  if #v ~= 16 then s = math.max(-cap, math.min(cap, s)) end
+end
 if now > last then
   local e = now - last
   -- In debt (s < 0, after a charge) the bucket takes up to twice its fill time to fill.
@@ -185,7 +189,10 @@ local cost, charge = ARGV[7] + 0, (ARGV[8] or 0) % 2 == 1
 local v = redis.pcall('GET', KEYS[1])
 if v and v.err then v = unhash(KEYS[1], '<dd', 's', 'l') end
 local level, last = 0, now
-if v then level, last = struct.unpack('<dd', v) end
+if v then
+  level, last = struct.unpack('<dd', v)
+  if #v ~= 16 then level = math.max(0, math.min(2 * cap, level)) end
+end
 if now > last then
   local e = now - last
   -- Over its capacity (after a charge) the bucket takes up to twice its drain time to empty.

@@ -1,0 +1,436 @@
+// The Redis scripts over the whole range (docs/redis.md, "The whole range"): every rate from 1 to
+// 2^32-1 per second..year, bursts up to 2^32-1, decided by the scripts the store picks, compared
+// decision for decision with an oracle written here in 128-bit integers in the spec's own units
+// (tokens x period, unreduced; retry and reset found by bisection on "would it admit then"), not
+// with the scripts' formulas. Also muldiv, the scripts' chunked (a*b + c) div/mod m, against
+// 128-bit arithmetic, and keys in the format written before the wide scripts existed.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "store/redis/redis_client.h"
+#include "store/redis/redis_script_choice.h"
+#include "store/redis/redis_script_multi.h"
+#include "store/redis/redis_script_wide.h"
+#include "support/redis_server.h"
+
+namespace sluice {
+namespace {
+
+using i128 = __int128;
+using internal::RedisClient;
+using internal::RedisReply;
+using std::chrono::milliseconds;
+
+constexpr int64_t kSec = 1'000'000;  // us
+constexpr int64_t kT0 = 1'700'000'000 * kSec;
+constexpr int64_t kExact = int64_t{1} << 53;
+
+struct Out {
+  bool allowed = false;
+  int64_t remaining = 0, reset_us = 0, retry_us = 0, delay_us = 0;
+  bool operator==(const Out&) const = default;
+};
+std::ostream& operator<<(std::ostream& os, const Out& o) {
+  return os << "{" << o.allowed << " rem " << o.remaining << " reset " << o.reset_us << " retry "
+            << o.retry_us << " delay " << o.delay_us << "}";
+}
+
+// The least t in [0, hi] with ok(t), for ok monotone (false then true); hi must be ok.
+template <typename F>
+int64_t Least(int64_t hi, F ok) {
+  int64_t lo = 0;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (ok(mid)) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
+i128 FloorDiv(i128 a, i128 b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+// The oracle: one key of one spec, times in us, rate L per P us, capacity C. A bucket's level is
+// kept as tokens x P, which grows (or drains) by exactly L per us; GCRA's theoretical arrival
+// time in units of 1/L us. Nothing is reduced by a gcd, nothing split into whole and fraction.
+class Oracle {
+ public:
+  explicit Oracle(const LimitSpec& spec)
+      : a_(spec.algorithm),
+        L_(spec.limit),
+        P_(spec.period.count() / 1000),
+        C_(spec.Capacity()),
+        shaper_(spec.shaper),
+        max_wait_(spec.HasMaxDelay() ? spec.max_delay.count() / 1000 : -1) {}
+
+  Out Decide(int64_t now, int64_t k) {
+    switch (a_) {
+      case Algorithm::kTokenBucket:
+        return Bucket(now, k, /*fill=*/true);
+      case Algorithm::kLeakyBucket:
+        return Bucket(now, k, /*fill=*/false);
+      case Algorithm::kGcra:
+        return Gcra(now, k);
+      case Algorithm::kFixedWindow:
+        return Window(now, k);
+      default:
+        return Counter(now, k);
+    }
+  }
+
+  // Gives back an admission of k made at now (the refund script's rule, in the oracle's units).
+  void Refund(int64_t now, int64_t k) {
+    if (a_ == Algorithm::kTokenBucket) {
+      Advance(now, true);
+      s_ = std::min(i128{C_} * P_, s_ + i128{k} * P_);
+    } else if (a_ == Algorithm::kLeakyBucket) {
+      Advance(now, false);
+      s_ = std::max(i128{0}, s_ - i128{k} * P_);
+    } else if (a_ == Algorithm::kGcra) {
+      const i128 b = std::max(i128{0}, tat_ - i128{now} * L_);
+      tat_ = i128{now} * L_ + std::max(i128{0}, b - i128{k} * P_);
+    } else if (has_ && now / P_ == sw_) {
+      cur_ = std::max<int64_t>(0, cur_ - k);
+    }
+  }
+
+ private:
+  void Advance(int64_t now, bool fill) {
+    if (!has_) s_ = fill ? i128{C_} * P_ : 0, last_ = now, has_ = true;
+    if (now <= last_) return;
+    const i128 moved = i128{now - last_} * L_;
+    s_ = fill ? std::min(i128{C_} * P_, s_ + moved) : std::max(i128{0}, s_ - moved);
+    last_ = now;
+  }
+
+  Out Bucket(int64_t now, int64_t k, bool fill) {
+    Advance(now, fill);
+    const i128 cap = i128{C_} * P_, need = i128{k} * P_;
+    Out o;
+    // The level t us from now, with nothing else happening.
+    auto at = [&](i128 s, int64_t t) {
+      return fill ? std::min(cap, s + i128{t} * L_) : std::max(i128{0}, s - i128{t} * L_);
+    };
+    auto wait = [&](i128 s) {  // until a shaper's queue ahead of a request drains
+      return static_cast<int64_t>((s + L_ - 1) / L_);
+    };
+    auto admits = [&](i128 s) {
+      if (fill) return s >= need;
+      return s + need <= cap && !(shaper_ && max_wait_ >= 0 && wait(s) > max_wait_);
+    };
+    if (admits(s_)) {
+      o.allowed = true;
+      if (!fill && shaper_) o.delay_us = wait(s_);
+      s_ = fill ? s_ - need : s_ + need;
+    } else {
+      o.retry_us = Least(kExact, [&](int64_t t) { return admits(at(s_, t)); });
+    }
+    const i128 tokens = fill ? s_ : cap - s_;
+    o.remaining = static_cast<int64_t>(std::max(i128{0}, FloorDiv(tokens, P_)));
+    o.reset_us = Least(kExact, [&](int64_t t) { return at(s_, t) == (fill ? cap : 0); });
+    return o;
+  }
+
+  Out Gcra(int64_t now, int64_t k) {
+    if (!has_) tat_ = i128{now} * L_, has_ = true;
+    const i128 cap = i128{C_} * P_, need = i128{k} * P_;
+    auto backlog = [&](int64_t t) { return std::max(i128{0}, tat_ - i128{now + t} * L_); };
+    Out o;
+    i128 b = backlog(0);
+    if (b + need <= cap) {
+      o.allowed = true;
+      tat_ = i128{now} * L_ + b + need;
+      b += need;
+    } else {
+      o.retry_us = Least(kExact, [&](int64_t t) { return backlog(t) + need <= cap; });
+    }
+    o.remaining = b >= cap ? 0 : static_cast<int64_t>((cap - b) / P_);
+    o.reset_us = Least(kExact, [&](int64_t t) { return backlog(t) == 0; });
+    return o;
+  }
+
+  Out Window(int64_t now, int64_t k) {
+    const int64_t w = now / P_;
+    if (!has_ || w > sw_) sw_ = w, cur_ = 0, has_ = true;
+    Out o;
+    const int64_t end = (sw_ + 1) * P_ - now;
+    if (cur_ + k <= L_) {
+      o.allowed = true;
+      cur_ += k;
+    } else {
+      o.retry_us = end;
+    }
+    o.remaining = std::max<int64_t>(0, L_ - cur_);
+    o.reset_us = cur_ > 0 ? end : 0;
+    return o;
+  }
+
+  // The counter's estimate (hits x P) t us from now, with nothing else happening.
+  i128 Estimate(int64_t now, int64_t t) const {
+    if (!has_) return 0;
+    const int64_t at = now + t, w = at / P_;
+    int64_t cur = cur_, prev = prev_;
+    if (w > sw_) prev = w == sw_ + 1 ? cur : 0, cur = 0;
+    return i128{cur} * P_ + i128{prev} * (P_ - (at - w * P_));
+  }
+
+  Out Counter(int64_t now, int64_t k) {
+    const int64_t w = now / P_;
+    if (!has_) sw_ = w, cur_ = prev_ = 0, has_ = true;
+    if (w > sw_) prev_ = w == sw_ + 1 ? cur_ : 0, cur_ = 0, sw_ = w;
+    const i128 full = i128{L_} * P_, need = i128{k} * P_;
+    Out o;
+    if (Estimate(now, 0) + need <= full) {
+      o.allowed = true;
+      cur_ += k;
+    } else {
+      o.retry_us = Least(2 * P_, [&](int64_t t) { return Estimate(now, t) + need <= full; });
+    }
+    o.remaining = static_cast<int64_t>(std::max(i128{0}, (full - Estimate(now, 0)) / P_));
+    const int64_t end = (sw_ + 1) * P_ - now;
+    o.reset_us = cur_ > 0 ? end + P_ : prev_ > 0 ? end : 0;
+    return o;
+  }
+
+  Algorithm a_;
+  int64_t L_, P_, C_;
+  bool shaper_;
+  int64_t max_wait_;
+  bool has_ = false;
+  i128 s_ = 0, tat_ = 0;
+  int64_t last_ = 0, sw_ = 0, cur_ = 0, prev_ = 0;
+};
+
+class RedisWide : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server_ = std::make_unique<testing::RedisServer>(); }
+  static void TearDownTestSuite() { server_.reset(); }
+  void SetUp() override {
+    auto c =
+        RedisClient::Connect("127.0.0.1", server_->port(), milliseconds(500), milliseconds(5000));
+    ASSERT_TRUE(c.has_value()) << c.error().message;
+    client_ = std::move(*c);
+  }
+
+  Result<RedisReply> Eval(const internal::LuaScript& s, const std::string& key,
+                          const std::vector<std::string>& args) {
+    return client_->Eval(s, {key}, args);
+  }
+
+  // `s` as it is, but with the key's TTL taken off before it returns: the TTL runs on Redis's
+  // clock, the test's time is simulated, and a key Redis expired would not be the oracle's.
+  const internal::LuaScript& Persisting(const internal::LuaScript& s) {
+    auto& wrapped = persisting_[&s];
+    if (wrapped) return *wrapped;
+    std::string prefix = internal::kLuaPrelude;
+    for (const std::string& more : {std::string(internal::kLuaWidePrelude), internal::kLuaBodies}) {
+      if (s.source.starts_with(prefix + more)) prefix += more;
+    }
+    wrapped = std::make_unique<internal::LuaScript>(internal::LuaScript{
+        prefix + "local r = (function()\n" + s.source.substr(prefix.size()) +
+        "\nend)()\nif redis.call('EXISTS', KEYS[1]) == 1 then redis.call('PERSIST', KEYS[1]) "
+        "end\nreturn r\n"});
+    return *wrapped;
+  }
+
+  static std::optional<Out> Read(const Result<RedisReply>& r) {
+    if (!r || r->type != RedisReply::Type::kArray || r->elements.size() < 4) return std::nullopt;
+    const auto& e = r->elements;
+    for (const RedisReply& x : e) {
+      if (x.type != RedisReply::Type::kInteger) return std::nullopt;
+    }
+    return Out{e[0].integer == 1, e[1].integer, e[2].integer, e[3].integer,
+               e.size() > 4 ? e[4].integer : 0};
+  }
+
+  // One decision by the store's script for the spec, or (through_multi) by its body in the
+  // multi-limit script. The key's TTL is taken off: it runs on Redis's clock, not the test's.
+  std::optional<Out> Decide(const internal::ScriptCall& call, const std::string& key, int64_t now,
+                            int64_t cost, bool through_multi) {
+    std::vector<std::string> args = {std::to_string(now)};
+    if (through_multi) {
+      args.insert(args.end(),
+                  {"0", std::to_string(call.id), std::to_string(call.params.size() + 2)});
+    }
+    args.insert(args.end(), call.params.begin(), call.params.end());
+    args.push_back(std::to_string(cost));
+    args.push_back("0");
+    std::optional<Out> out;
+    if (through_multi) {
+      auto r = Eval(Persisting(internal::kMultiScript), key, args);
+      if (r && r->type == RedisReply::Type::kArray && r->elements.size() == 3 &&
+          r->elements[1].elements.size() == 1) {
+        RedisReply inner = r->elements[1].elements[0];
+        out = Read(inner);
+      }
+    } else {
+      out = Read(Eval(Persisting(*call.script), key, args));
+    }
+    return out;
+  }
+
+  void Refund(const internal::ScriptCall& call, const std::string& key, int64_t now, int64_t cost) {
+    std::vector<std::string> args = {std::to_string(now), std::to_string(now),
+                                     std::to_string(call.id)};
+    args.insert(args.end(), call.params.begin(), call.params.end());
+    args.push_back(std::to_string(cost));
+    args.push_back("0");
+    auto r = Eval(Persisting(internal::kRefundScript), key, args);
+    ASSERT_TRUE(r.has_value()) << r.error().message;
+  }
+
+  static std::unique_ptr<testing::RedisServer> server_;
+  std::unique_ptr<RedisClient> client_;
+  std::map<const internal::LuaScript*, std::unique_ptr<internal::LuaScript>> persisting_;
+};
+std::unique_ptr<testing::RedisServer> RedisWide::server_;
+
+TEST_F(RedisWide, MuldivIsExactAgainst128BitArithmetic) {
+  const internal::LuaScript probe{std::string(internal::kLuaPrelude) + internal::kLuaWidePrelude +
+                                  R"lua(
+local out = {}
+for i = 2, #ARGV, 4 do
+  local q, r = muldiv(ARGV[i] + 0, ARGV[i + 1] + 0, ARGV[i + 2] + 0, ARGV[i + 3] + 0)
+  out[#out + 1] = q
+  out[#out + 1] = r
+end
+return out
+)lua"};
+  std::mt19937_64 rng(25);
+  auto below = [&](int64_t hi) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(hi)); };
+  for (int round = 0; round < 40; ++round) {
+    std::vector<std::string> args = {""};
+    std::vector<std::array<int64_t, 4>> cases;
+    for (int i = 0; i < 250; ++i) {
+      // Divisors of every size up to 2^45 - 1; a*b up to ~2^98, then cut so the quotient
+      // stays below 2^53 (the precondition).
+      const int64_t m = 1 + below(int64_t{1} << (1 + below(45)));
+      int64_t a = below(int64_t{1} << (1 + below(53)));
+      int64_t b = below(int64_t{1} << (1 + below(45)));
+      const int64_t c = i % 3 == 0 ? m - 1 : below(int64_t{1} << (1 + below(50)));
+      while (a > 0 && b > 0 && (i128{a} * b + c) / m >= kExact) a /= 2;
+      if (i % 50 == 0) a = b = 0;
+      cases.push_back({a, b, c, m});
+      for (int64_t x : {a, b, c, m}) args.push_back(std::to_string(x));
+    }
+    auto r = Eval(probe, "sluice:{muldiv}", args);
+    ASSERT_TRUE(r.has_value()) << r.error().message;
+    ASSERT_EQ(r->elements.size(), 2 * cases.size());
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const auto [a, b, c, m] = cases[i];
+      const i128 x = i128{a} * b + c;
+      EXPECT_EQ(r->elements[2 * i].integer, static_cast<int64_t>(x / m))
+          << a << " * " << b << " + " << c << " div " << m;
+      EXPECT_EQ(r->elements[2 * i + 1].integer, static_cast<int64_t>(x % m))
+          << a << " * " << b << " + " << c << " mod " << m;
+    }
+  }
+}
+
+constexpr int64_t kLimits[] = {1,          7,          30001,      65521,     999999,
+                               2147483647, 2147483629, 4294967291, 4294967295};
+constexpr int64_t kUnitsS[] = {1, 60, 3600, 86400, 7 * 86400, 30 * 86400, 365 * 86400};
+
+// Runs a random trace of decisions (and, every few, a refund, or the multi-limit script) on the
+// spec against the oracle. Returns false when the store refuses the spec.
+bool Trace(const LimitSpec& spec, uint64_t seed,
+           const std::function<std::optional<Out>(const internal::ScriptCall&, const std::string&,
+                                                  int64_t, int64_t, bool)>& decide,
+           const std::function<void(const internal::ScriptCall&, const std::string&, int64_t,
+                                    int64_t)>& refund) {
+  auto call = internal::ScriptForValidSpec(spec);
+  if (!call) return false;
+  std::mt19937_64 rng(seed);
+  Oracle oracle(spec);
+  const std::string key = "sluice:{wide:" + std::to_string(seed) + "}";
+  const int64_t P = spec.period.count() / 1000, C = spec.Capacity();
+  const i128 fill = i128{C} * P / spec.limit + 1;
+  auto pick = [&](uint64_t hi) { return hi == 0 ? 0 : static_cast<int64_t>(rng() % hi); };
+  int64_t now = kT0 + pick(static_cast<uint64_t>(P));
+  for (int step = 0; step < 30; ++step) {
+    switch (rng() % 6) {
+      case 0:
+        break;
+      case 1:
+        now += 1;
+        break;
+      case 2:
+        now += pick(static_cast<uint64_t>(P / spec.limit) + 2);
+        break;
+      case 3:
+        now += pick(static_cast<uint64_t>(std::min<i128>(fill, kExact / 64)));
+        break;
+      case 4:
+        now += pick(static_cast<uint64_t>(P) + 1);
+        break;
+      default:
+        now += pick(static_cast<uint64_t>(std::min<i128>(2 * fill, kExact / 64)) / 16);
+        break;
+    }
+    const int64_t cost = step % 4 == 0 ? C : step % 4 == 1 ? 1 : pick(static_cast<uint64_t>(C) + 1);
+    const Out want = oracle.Decide(now, cost);
+    const std::optional<Out> got = decide(*call, key, now, cost, step % 5 == 4);
+    EXPECT_TRUE(got.has_value()) << DescribeLimitSpec(spec);
+    if (!got || !(*got == want)) {
+      ADD_FAILURE() << DescribeLimitSpec(spec) << " step " << step << " at " << now - kT0
+                    << "us cost " << cost << ": oracle " << want << ", redis "
+                    << (got ? *got : Out{});
+      return true;
+    }
+    if (want.allowed && cost > 0 && step % 7 == 3 && spec.algorithm != Algorithm::kFixedWindow) {
+      oracle.Refund(now, cost);
+      refund(*call, key, now, cost);
+    }
+  }
+  return true;
+}
+
+TEST_F(RedisWide, EveryRatePerEveryUnitDecidesAsTheOracle) {
+  uint64_t seed = 1;
+  int decided = 0, refused = 0;
+  for (Algorithm a : {Algorithm::kTokenBucket, Algorithm::kGcra, Algorithm::kLeakyBucket,
+                      Algorithm::kFixedWindow, Algorithm::kSlidingWindowCounter}) {
+    const bool bucket =
+        a == Algorithm::kTokenBucket || a == Algorithm::kGcra || a == Algorithm::kLeakyBucket;
+    for (int64_t limit : kLimits) {
+      for (int64_t unit : kUnitsS) {
+        for (int64_t burst : {int64_t{0}, int64_t{4294967295}, int64_t{3}}) {
+          if (!bucket && burst != 0) continue;
+          for (bool shaper : {false, true}) {
+            if (shaper && a != Algorithm::kLeakyBucket) continue;
+            LimitSpec spec{a, limit, std::chrono::seconds(unit), burst, shaper};
+            const bool ok = Trace(
+                spec, seed++, [&](auto&&... x) { return Decide(x...); },
+                [&](auto&&... x) { Refund(x...); });
+            // Refused only past two fill times of 2^53 us (~142 years each; docs/redis.md).
+            const i128 fill_us = i128{spec.Capacity()} * unit * kSec / limit;
+            if (!ok) {
+              EXPECT_GE(2 * fill_us + 2 * unit * kSec, kExact) << DescribeLimitSpec(spec);
+              ++refused;
+            } else {
+              ++decided;
+            }
+            if (HasFailure()) return;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(decided, 600);
+  std::printf("%d specs decided as the oracle, %d past the fill-time bound\n", decided, refused);
+}
+
+}  // namespace
+}  // namespace sluice
