@@ -339,6 +339,130 @@ return out
   }
 }
 
+// Today's (before issue 25) token bucket and leaky bucket scripts, verbatim: the keys they
+// wrote must keep working, and a node still running them must read what the new ones write.
+constexpr char kOldPrelude[] = R"lua(
+local floor, ceil = math.floor, math.ceil
+local function fdiv(a, b) return floor(a / b) end
+local function cdiv(a, b) return ceil(a / b) end
+-- A key an earlier sluice wrote as a hash: its fields packed as the scripts store them now, or
+-- false when one is missing (no state). Any other type fails HMGET with WRONGTYPE.
+local function unhash(key, format, ...)
+  local st = redis.call('HMGET', key, ...)
+  for i = 1, #st do
+    st[i] = tonumber(st[i])
+    if st[i] == nil then return false end
+  end
+  return struct.pack(format, unpack(st))
+end
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = t[1] * 1000000 + t[2]
+else
+  now = ARGV[1] + 0
+end
+)lua";
+constexpr char kOldTokenBucket[] = R"lua(
+local cap, n, d, cost = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0
+local charge = (ARGV[6] or 0) % 2 == 1
+local v = redis.pcall('GET', KEYS[1])
+if v and v.err then v = unhash(KEYS[1], '<dd', 's', 'l') end
+local s, last = cap, now
+if v then s, last = struct.unpack('<dd', v) end
+if now > last then
+  local e = now - last
+  -- In debt (s < 0, after a charge) the bucket takes up to twice its fill time to fill.
+  if e >= 2 * cap or (e >= cap and s >= 0) then s = cap else s = math.min(cap, s + e * n) end
+  last = now
+end
+local behind = last - now
+local need = cost * d
+local allowed, retry, taken = 0, 0, need
+if s >= need then
+  s = s - need
+  allowed = 1
+else
+  if charge then
+    s = math.max(-cap, s - need)
+    need = math.min(need, cap)
+  else
+    taken = 0
+  end
+  retry = behind + ceil((need - s) / n)
+end
+local reset = behind + ceil((cap - s) / n)
+if taken > 0 then
+  redis.call('SET', KEYS[1], struct.pack('<dd', s, last), 'PX', ceil(reset / 1000))
+end
+return {allowed, math.max(0, floor(s / d)), reset, retry}
+)lua";
+constexpr char kOldLeakyBucket[] = R"lua(
+local cap, n, d = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
+local shaper, max_wait = ARGV[5] == '1', ARGV[6] + 0
+local cost, charge = ARGV[7] + 0, (ARGV[8] or 0) % 2 == 1
+local v = redis.pcall('GET', KEYS[1])
+if v and v.err then v = unhash(KEYS[1], '<dd', 's', 'l') end
+local level, last = 0, now
+if v then level, last = struct.unpack('<dd', v) end
+if now > last then
+  local e = now - last
+  -- Over its capacity (after a charge) the bucket takes up to twice its drain time to empty.
+  if e >= 2 * cap or (e >= cap and level <= cap) then
+    level = 0
+  else
+    level = math.max(0, level - e * n)
+  end
+  last = now
+end
+local behind = last - now
+local need = cost * d
+local allowed, retry, delay, before = 0, 0, 0, level
+local bounded = shaper and max_wait >= 0
+if level + need <= cap and not (bounded and behind + ceil(level / n) > max_wait) then
+  if shaper then delay = behind + ceil(level / n) end
+  level = level + need
+  allowed = 1
+else
+  if charge then
+    level = math.max(level, math.min(level + need, 2 * cap))
+    need = math.min(need, cap)
+  end
+  if level + need > cap then retry = behind + ceil((level + need - cap) / n) end
+  if bounded then retry = math.max(retry, behind + ceil(level / n) - max_wait) end
+end
+local reset = behind + ceil(level / n)
+if level > before then
+  redis.call('SET', KEYS[1], struct.pack('<dd', level, last), 'PX', ceil(reset / 1000))
+end
+return {allowed, math.max(0, floor((cap - level) / d)), reset, retry, delay}
+)lua";
+const internal::LuaScript kOldTokenBucketScript{std::string(kOldPrelude) + kOldTokenBucket};
+const internal::LuaScript kOldLeakyBucketScript{std::string(kOldPrelude) + kOldLeakyBucket};
+
+// The wide scripts' call for a spec in the narrow range (which the store sends to the narrow
+// ones): the same arguments but the capacity in units, not units x d.
+internal::ScriptCall WideCall(const LimitSpec& spec, const internal::ScriptCall& narrow) {
+  internal::ScriptCall wide = narrow;
+  wide.id = narrow.id + internal::kWideScriptId;
+  switch (spec.algorithm) {
+    case Algorithm::kTokenBucket:
+      wide.script = &internal::kTokenBucketWideScript;
+      break;
+    case Algorithm::kGcra:
+      wide.script = &internal::kGcraWideScript;
+      break;
+    case Algorithm::kLeakyBucket:
+      wide.script = &internal::kLeakyBucketWideScript;
+      break;
+    default:
+      wide.script = &internal::kSlidingWindowCounterWideScript;
+      return wide;
+  }
+  wide.params[0] = std::to_string(spec.Capacity());
+  return wide;
+}
+
 constexpr int64_t kLimits[] = {1,          7,          30001,      65521,     999999,
                                2147483647, 2147483629, 4294967291, 4294967295};
 constexpr int64_t kUnitsS[] = {1, 60, 3600, 86400, 7 * 86400, 30 * 86400, 365 * 86400};
@@ -430,6 +554,66 @@ TEST_F(RedisWide, EveryRatePerEveryUnitDecidesAsTheOracle) {
   }
   EXPECT_GT(decided, 600);
   std::printf("%d specs decided as the oracle, %d past the fill-time bound\n", decided, refused);
+}
+
+// One key, decided in turn by today's scripts (a node not yet upgraded), the narrow scripts and
+// the wide ones, on specs in today's range: each reads what the others wrote -- the old 16-byte
+// state, and the wide 32-byte one whose first fields are the old format's -- and every decision
+// is the oracle's.
+TEST_F(RedisWide, OldNarrowAndWideScriptsReadEachOthersKeys) {
+  const std::vector<LimitSpec> specs = {
+      {Algorithm::kTokenBucket, 10, std::chrono::seconds(1), 50, false},
+      {Algorithm::kTokenBucket, 7, std::chrono::seconds(3), 9, false},
+      {Algorithm::kLeakyBucket, 3, std::chrono::seconds(1), 9, true},
+      {Algorithm::kLeakyBucket, 10, std::chrono::seconds(1), 20, false},
+      {Algorithm::kGcra, 7, std::chrono::seconds(1), 5, false},
+      {Algorithm::kSlidingWindowCounter, 12, std::chrono::seconds(1), 0, false},
+  };
+  uint64_t seed = 500;
+  for (const LimitSpec& spec : specs) {
+    auto narrow = internal::ScriptForValidSpec(spec);
+    ASSERT_TRUE(narrow.has_value());
+    ASSERT_EQ(narrow->id, internal::ScriptAlgorithmId(spec.algorithm)) << "a narrow spec";
+    const internal::ScriptCall wide = WideCall(spec, *narrow);
+    internal::ScriptCall old = *narrow;
+    if (spec.algorithm == Algorithm::kTokenBucket) old.script = &kOldTokenBucketScript;
+    if (spec.algorithm == Algorithm::kLeakyBucket) old.script = &kOldLeakyBucketScript;
+    const internal::ScriptCall* calls[] = {&old, narrow.operator->(), &wide};
+    Oracle oracle(spec);
+    std::mt19937_64 rng(seed);
+    const std::string key = "sluice:{compat:" + std::to_string(seed++) + "}";
+    int64_t now = kT0;
+    for (int step = 0; step < 90; ++step) {
+      now += static_cast<int64_t>(rng() % 3 == 0 ? 0 : rng() % (300 * 1000));
+      const int64_t cost = static_cast<int64_t>(rng() % 4);
+      const internal::ScriptCall& call = *calls[rng() % 3];
+      const Out want = oracle.Decide(now, cost);
+      const std::optional<Out> got = Decide(call, key, now, cost, /*through_multi=*/false);
+      ASSERT_TRUE(got.has_value()) << DescribeLimitSpec(spec) << " step " << step;
+      ASSERT_EQ(*got, want) << DescribeLimitSpec(spec) << " step " << step << " by "
+                            << (&call == &old    ? "old"
+                                : &call == &wide ? "wide"
+                                                 : "narrow");
+    }
+  }
+}
+
+// A bucket state of any other length is refused by the wide scripts, never read as a bucket
+// (struct.unpack would read a longer string's first fields silently).
+TEST_F(RedisWide, AStateOfAnotherLengthIsAnErrorNotABucket) {
+  const LimitSpec spec{Algorithm::kTokenBucket, 4294967295, std::chrono::hours(24 * 365), 0, false};
+  auto call = internal::ScriptForValidSpec(spec);
+  ASSERT_TRUE(call.has_value()) << call.error().message;
+  ASSERT_EQ(call->script, &internal::kTokenBucketWideScript);
+  const std::string key = "sluice:{compat:odd}";
+  for (size_t bytes : {size_t{8}, size_t{24}, size_t{40}}) {
+    ASSERT_TRUE(client_->Command({"SET", key, std::string(bytes, '\x01')}).has_value());
+    std::vector<std::string> args = {std::to_string(kT0)};
+    args.insert(args.end(), call->params.begin(), call->params.end());
+    args.insert(args.end(), {"1", "0"});
+    auto r = Eval(*call->script, key, args);
+    EXPECT_FALSE(r.has_value()) << bytes << " bytes read as a bucket";
+  }
 }
 
 }  // namespace
