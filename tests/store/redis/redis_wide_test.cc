@@ -19,6 +19,7 @@
 
 #include "store/redis/redis_client.h"
 #include "store/redis/redis_script_choice.h"
+#include "store/redis/redis_script_lease.h"
 #include "store/redis/redis_script_multi.h"
 #include "store/redis/redis_script_wide.h"
 #include "support/redis_server.h"
@@ -614,6 +615,66 @@ TEST_F(RedisWide, AStateOfAnotherLengthIsAnErrorNotABucket) {
     auto r = Eval(*call->script, key, args);
     EXPECT_FALSE(r.has_value()) << bytes << " bytes read as a bucket";
   }
+}
+
+// The lease script on wide specs: the request's decision and then min(want, remaining) units
+// more, each as an admission of the oracle; what is not spent goes back through the refund
+// script at the lease's time, as the oracle's give-back.
+TEST_F(RedisWide, LeasesOfWideRatesTakeWhatTheOracleAdmits) {
+  uint64_t seed = 900;
+  int leases = 0, given_back = 0;
+  for (Algorithm a : {Algorithm::kTokenBucket, Algorithm::kGcra, Algorithm::kLeakyBucket,
+                      Algorithm::kFixedWindow}) {
+    for (int64_t limit : {int64_t{30001}, int64_t{999999}, int64_t{4294967291}}) {
+      const LimitSpec spec{a, limit, std::chrono::hours(24), 0, false};
+      auto call = internal::ScriptForValidSpec(spec);
+      ASSERT_TRUE(call.has_value()) << call.error().message;
+      if (a != Algorithm::kFixedWindow) {
+        ASSERT_GT(call->id, internal::kWideScriptId) << DescribeLimitSpec(spec) << " is wide";
+      }
+      Oracle oracle(spec);
+      std::mt19937_64 rng(seed);
+      const std::string key = "sluice:{lease:" + std::to_string(seed++) + "}";
+      int64_t now = kT0;
+      for (int step = 0; step < 40; ++step) {
+        now += static_cast<int64_t>(rng() % (3 * kSec));
+        const int64_t cost = static_cast<int64_t>(rng() % 3);
+        const int64_t want = static_cast<int64_t>(rng() % static_cast<uint64_t>(limit));
+        std::vector<std::string> args = {std::to_string(now), std::to_string(call->id),
+                                         std::to_string(call->params.size() + 2)};
+        args.insert(args.end(), call->params.begin(), call->params.end());
+        args.insert(args.end(), {std::to_string(cost), "0", std::to_string(want), "node",
+                                 std::to_string(10 * kSec)});
+        auto r = client_->Eval(Persisting(internal::kLeaseScript), {key, key + ":holders"}, args);
+        ASSERT_TRUE(r.has_value()) << r.error().message;
+        ASSERT_EQ(r->elements.size(), 4u);
+        const std::optional<Out> got = Read(r->elements[1]);
+        ASSERT_TRUE(got.has_value());
+        Out want_out = oracle.Decide(now, cost);
+        int64_t units = 0;
+        if (want_out.allowed && want > 0 && want_out.remaining > 0) {
+          const int64_t e = std::min(want, want_out.remaining);
+          const Out more = oracle.Decide(now, e);
+          if (more.allowed) {
+            units = e;
+            want_out.remaining = more.remaining;
+            want_out.reset_us = more.reset_us;
+          }
+        }
+        ASSERT_EQ(*got, want_out) << DescribeLimitSpec(spec) << " step " << step;
+        ASSERT_EQ(r->elements[2].integer, units) << DescribeLimitSpec(spec) << " step " << step;
+        leases += units > 0;
+        if (units > 1 && step % 2 == 0 && a != Algorithm::kFixedWindow) {
+          ++given_back;
+          const int64_t back = units / 2;
+          oracle.Refund(now, back);
+          Refund(*call, key, now, back);
+        }
+      }
+    }
+  }
+  EXPECT_GT(leases, 100);
+  EXPECT_GT(given_back, 30);
 }
 
 }  // namespace
