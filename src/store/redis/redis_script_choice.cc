@@ -19,10 +19,13 @@ Result<ScriptCall> BucketCall(const LimitSpec& spec, int64_t period_us, const Er
   const __int128 cap = static_cast<__int128>(spec.Capacity()) * rate.d;
   // Four capacities: a backlog of one capacity of debt plus a charge of two stays exact.
   const bool narrow = 4 * cap * rate.n < kLuaExact;
+  // Two fill times in us, (2C + 2) x d / n, below 2^53; GCRA's theoretical arrival time is now
+  // plus that, so below 3 x 2^51 (~214 years) for it, to stay below 2^53 until 2041.
+  const __int128 two_fills_bound =
+      spec.algorithm == Algorithm::kGcra ? 3 * (kLuaExact / 4) : kLuaExact;
   if (!narrow &&
       (rate.n >= kWideDivisor || rate.d >= kWideDivisor || spec.Capacity() >= (int64_t{1} << 33) ||
-       (2 * static_cast<__int128>(spec.Capacity()) + 2) * rate.d >=
-           static_cast<__int128>(kLuaExact) * rate.n)) {
+       (2 * static_cast<__int128>(spec.Capacity()) + 2) * rate.d >= two_fills_bound * rate.n)) {
     return std::unexpected(out_of_range);
   }
   ScriptCall call;
