@@ -74,7 +74,7 @@ Result<ScriptCall> ScriptForValidSpec(const LimitSpec& spec) {
   const int64_t period_us = spec.period.count() / kNanosPerUs;
   const Error out_of_range{DescribeLimitSpec(spec) +
                            " is outside the redis store's range (a period below 2^45 us, about "
-                           "407 days, and two fill times below 2^53 us)"};
+                           "407 days, and two fill times below 2^53 us, for gcra 3 x 2^51)"};
   switch (spec.algorithm) {
     case Algorithm::kTokenBucket:
     case Algorithm::kGcra:
