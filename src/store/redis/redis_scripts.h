@@ -27,7 +27,8 @@ namespace sluice::internal {
 // the packed string at their next write (docs/redis.md, "Keys").
 //
 // Shared by the scripts below. Lua numbers are doubles: every quantity is an integer below 2^53
-// (the Redis store validates its specs for that), so floor(a / b) and ceil(a / b) are exact for
+// (the Redis store sends these scripts only specs for which that holds; the others go to
+// redis_script_wide.h), so floor(a / b) and ceil(a / b) are exact for
 // the integer b >= 1 the scripts divide by: a/b = q + r/b with 0 < r < b is at least 1/b from
 // the integers either side, while rounding moves it by at most (a/b) * 2^-53 < 1/b when
 // |a| < 2^53, so it never lands on or across one. fdiv/cdiv (the same, as functions) are kept

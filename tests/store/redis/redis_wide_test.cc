@@ -566,9 +566,11 @@ TEST_F(RedisWide, EveryRatePerEveryUnitDecidesAsTheOracle) {
       for (int64_t unit : kUnitsS) {
         for (int64_t burst : {int64_t{0}, int64_t{4294967295}, int64_t{3}}) {
           if (!bucket && burst != 0) continue;
-          for (bool shaper : {false, true}) {
-            if (shaper && a != Algorithm::kLeakyBucket) continue;
-            LimitSpec spec{a, limit, std::chrono::seconds(unit), burst, shaper};
+          // The leaky bucket also as a shaper, and as one bounded to delays of half a period.
+          for (int shaper : {0, 1, 2}) {
+            if (shaper > 0 && a != Algorithm::kLeakyBucket) continue;
+            LimitSpec spec{a, limit, std::chrono::seconds(unit), burst, shaper > 0};
+            if (shaper == 2) spec.max_delay = std::chrono::milliseconds(unit * 500);
             const bool ok = Trace(
                 spec, seed++, [&](auto&&... x) { return Decide(x...); },
                 [&](auto&&... x) { Refund(x...); });
