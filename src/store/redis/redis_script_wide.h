@@ -23,8 +23,9 @@ namespace sluice::internal {
 // and ra*b is long-divided by m over b's base-128 digits, high first: each step's t = rr*128 +
 // ra*digit < m*128 + m*128 = m*2^8 < 2^53. `wide_read` reads a bucket's state either way it may
 // be stored: 32 bytes {approximate tokens x d, last, W, f} (the first two what a narrow script
-// reads) or a narrow 16-byte {tokens x d, last}, split with this spec's d. Anything else fails
-// struct.unpack (too short) or is refused: it is never read as a bucket.
+// reads) or a narrow 16-byte {tokens x d, last}, split with this spec's d. A string of any other
+// length is a script error, never read as a bucket (struct.unpack would read a longer one's
+// first fields silently).
 inline constexpr char kLuaWidePrelude[] = R"lua(
 local function muldiv(a, b, c, m)
   local p = a * b
