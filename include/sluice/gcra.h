@@ -49,6 +49,7 @@ class Gcra {
   // the same: the TAT's fraction is below n).
   template <typename Int>
   Decision DecideAs(State& state, int64_t t, int64_t cost) const;
+  Decision DecideWide(State& state, int64_t t, int64_t cost) const;  // DecideAs<__int128>
 
   int64_t capacity_;
   int64_t n_;

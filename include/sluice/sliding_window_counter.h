@@ -49,6 +49,7 @@ class SlidingWindowCounter {
   // the same: counts fit 32 bits).
   template <typename Int>
   Decision DecideAs(State& state, int64_t t, int64_t cost) const;
+  Decision DecideWide(State& state, int64_t t, int64_t cost) const;  // DecideAs<__int128>
 
   int64_t limit_;
   int64_t window_ns_;

@@ -28,7 +28,14 @@ Gcra::Gcra(int64_t capacity, int64_t n, int64_t d)
 Decision Gcra::Decide(State& s, Timestamp now, int64_t cost) const {
   const int64_t t = ToNanos(now);
   if (cost < 0) return internal::Rejected(DecisionReason::kInvalidRequest, capacity_);
-  return wide_ ? DecideAs<__int128>(s, t, cost) : DecideAs<int64_t>(s, t, cost);
+  // The wide path out of line: the narrow one keeps its registers and code as before.
+  if (wide_) [[unlikely]]
+    return DecideWide(s, t, cost);
+  return DecideAs<int64_t>(s, t, cost);
+}
+
+[[gnu::noinline]] Decision Gcra::DecideWide(State& s, int64_t t, int64_t cost) const {
+  return DecideAs<__int128>(s, t, cost);
 }
 
 template <typename Int>

@@ -30,7 +30,15 @@ Decision SlidingWindowCounter::Decide(State& s, Timestamp now, int64_t cost) con
     s.current = 0;
     s.window = w;
   }
-  return wide_ ? DecideAs<__int128>(s, t, cost) : DecideAs<int64_t>(s, t, cost);
+  // The wide path out of line: the narrow one keeps its registers and code as before.
+  if (wide_) [[unlikely]]
+    return DecideWide(s, t, cost);
+  return DecideAs<int64_t>(s, t, cost);
+}
+
+[[gnu::noinline]] Decision SlidingWindowCounter::DecideWide(State& s, int64_t t,
+                                                            int64_t cost) const {
+  return DecideAs<__int128>(s, t, cost);
 }
 
 template <typename Int>
