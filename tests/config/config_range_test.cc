@@ -80,7 +80,8 @@ TEST(ConfigRange, BurstUpTo2To32Minus1LoadsWhereTheBucketFillsWithin100Years) {
   test::TempConfigDir dir("burst");
   std::string yaml = "domain: burst\ndescriptors:\n";
   for (Algorithm a : {Algorithm::kTokenBucket, Algorithm::kGcra, Algorithm::kLeakyBucket}) {
-    // 2^32-1 requests of capacity refill in 100 years at 43 a year or more.
+    // A capacity of 2^32-1 refills within 100 years at 42949673 a year or more; other units
+    // take the largest prime below 2^32.
     for (Unit u : kAllUnits) {
       const int64_t rate = u == Unit::kYear ? 42949673 : 4294967291;  // the largest prime < 2^32
       yaml += "  - key: k\n    value: " + ValueFor(a, u, rate) +
