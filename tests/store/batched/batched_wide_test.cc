@@ -21,7 +21,7 @@ constexpr Timestamp kT0 = FromNanos(int64_t{1'780'000'000} * 1'000'000'000);
 
 TEST(BatchedWide, ViewsOfWideSpecsAdmitTheCapacityAndReadTheStoreBackExactly) {
   using std::chrono::hours;
-  // 7 a day with burst 100000 (d = 8.64e13: 2^62 scaled) and the largest prime below 2^32 a year
+  // 7 a day with burst 100000 (d = 8.64e13: 2^62.9 scaled) and the largest prime below 2^32 a year
   // with burst 2^32-1 (2^87 scaled).
   const LimitSpec specs[] = {
       {Algorithm::kTokenBucket, 7, hours(24), 100'000, false},
