@@ -266,10 +266,15 @@ Result<std::unique_ptr<MemoryLimiter>> MakeOwnedLimiter(const LimitSpec& spec,
     std::random_device rd;
     seed = (uint64_t{rd()} << 32) ^ rd() ^ 1;
   }
+  // A wide spec's buckets keep 128-bit states (8 bytes more a key); every other spec keeps the
+  // 64-bit ones (NeedsWideArithmetic, docs/algorithms.md "The exact range").
+  const bool wide = NeedsWideArithmetic(spec);
   switch (spec.algorithm) {
     case Algorithm::kTokenBucket:
+      if (wide) return Make<WideTokenBucket>(spec, options, shards, seed, std::move(owner));
       return Make<TokenBucket>(spec, options, shards, seed, std::move(owner));
     case Algorithm::kLeakyBucket:
+      if (wide) return Make<WideLeakyBucket>(spec, options, shards, seed, std::move(owner));
       return Make<LeakyBucket>(spec, options, shards, seed, std::move(owner));
     case Algorithm::kFixedWindow:
       return Make<FixedWindow>(spec, options, shards, seed, std::move(owner));
