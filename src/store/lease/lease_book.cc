@@ -66,6 +66,22 @@ Timestamp LeaseBook::UsableUntil(const Entry& e) const {
   return std::min(e.valid_until, full);
 }
 
+bool LeaseBook::WorthLeasing(const Entry& e, Timestamp now, int64_t cost) const {
+  if (now < e.no_lease_until) return false;
+  if (!bucket_ || e.full_at == Timestamp::max()) return true;
+  // Units are usable until the bucket with them would be full (UsableUntil), which is ahead of
+  // `now` by what it lacks after this request; spending pushes that back, by as much as this
+  // node spends, so it comes closer at the refill rate minus this node's rate.
+  const double unit_ns =
+      static_cast<double>(spec_.period.count()) / static_cast<double>(spec_.limit);
+  const double share = e.rate * unit_ns / 1e9;  // this node's rate over the refill rate
+  if (share >= 1) return true;
+  const double ahead = static_cast<double>((UsableUntil(e) - now).count()) + cost * unit_ns;
+  // A bucket that stays (nearly) full -- a key well below its limit -- would get leases that
+  // end before they are spent, and cost a give-back each: such a key is decided exactly.
+  return ahead / (1 - share) >= static_cast<double>(horizon_.count()) / 2;
+}
+
 GiveBackOrder LeaseBook::Empty(std::string_view key, Entry& e) {
   GiveBackOrder order{std::string(key), e.stamp_us, e.units};
   counters_.held.fetch_sub(e.units, std::memory_order_relaxed);
@@ -138,7 +154,7 @@ LeasePlan LeaseBook::Plan(std::string_view key, Timestamp now, int64_t cost, boo
     LeasePlan plan{LeaseStep::kAdmitted};
     // Renew before running out: at half the target the next lease is asked for, so a steady
     // key never waits for the shared store.
-    const int64_t target = Target(e);
+    const int64_t target = WorthLeasing(e, now, 0) ? Target(e) : 0;
     if (!e.fetching && target > 0 && e.units * 2 <= target) {
       e.fetching = true;
       plan.prefetch_want = target - e.units;
@@ -157,10 +173,13 @@ LeasePlan LeaseBook::Plan(std::string_view key, Timestamp now, int64_t cost, boo
   LeasePlan plan{charge ? LeaseStep::kCharge : LeaseStep::kTake};
   if (e.units > 0) {
     if (!usable) counters_.expired.fetch_add(1, std::memory_order_relaxed);
+    // Ended by a bucket full again, not by its time: the key spends about as fast as the
+    // bucket refills, and a new lease would end as soon. Exact for a horizon.
+    if (!usable && now < e.valid_until) e.no_lease_until = now + horizon_;
     plan.give_back = Empty(key, e);
   }
   if (!charge && now >= e.blocked_until) {
-    plan.want = std::max<int64_t>(0, Target(e));
+    plan.want = WorthLeasing(e, now, cost) ? Target(e) : 0;
     e.fetching = plan.want > 0;
   }
   return plan;

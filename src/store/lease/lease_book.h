@@ -131,6 +131,7 @@ class LeaseBook {
     // be full (UsableUntil): past that the pure bucket stops refilling while the shared one
     // goes on, and spending them would admit beyond the limit.
     Timestamp full_at = Timestamp::max();
+    Timestamp no_lease_until{};  // decided exactly until then (WorthLeasing)
     Timestamp blocked_until{};
     int64_t blocked_cost = 0;  // the shared quota refused costs >= this until blocked_until
     bool fetching = false;     // a take that wants units is in flight
@@ -157,6 +158,8 @@ class LeaseBook {
   int64_t Target(const Entry& e) const;
   // A fixed window's number, for a time in microseconds.
   int64_t WindowOf(int64_t stamp_us) const;
+  // Whether a lease taken now, with a request of `cost`, would last long enough to be spent.
+  bool WorthLeasing(const Entry& e, Timestamp now, int64_t cost) const;
   // Until when (in the requests' time) the units held may be spent.
   Timestamp UsableUntil(const Entry& e) const;
   // The entry's units, emptied into a give-back order.
