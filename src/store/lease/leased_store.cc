@@ -55,9 +55,9 @@ class LeasedLimiter final : public internal::ForwardingLimiter {
   void DecideBatch(std::span<const DecideRequest> requests, std::span<Decision> out) override {
     Limiter::DecideBatch(requests, out);
   }
-  // A bucket's admission goes back into the units held while they are usable with it (the same
-  // quota, nearer); otherwise -- and a fixed window's always: only the shared store knows the
-  // window it was counted in -- to the shared store, after the units held (RefundThen).
+  // An admission goes back into the units held while they are usable with it (a fixed
+  // window's: units of the window it was counted in), the same quota, nearer; otherwise to the
+  // shared store -- a bucket's after the units held (RefundThen).
   void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override;
   void RefundAsync(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
     RefundThen(key, at, now, cost, [](bool) {});
