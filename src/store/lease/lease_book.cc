@@ -116,15 +116,23 @@ Decision LeaseBook::LocalDecision(const Entry& e, Timestamp now, bool allowed,
   d.limit = spec_.Capacity();
   d.retry_after = allowed ? Duration(0) : retry;
   if (bucket_ && e.full_at != Timestamp::max()) {
-    // The limit as one node alone would have it: the shared bucket, refilled since its last
-    // answer (it is full again at full_at), plus the units held -- which refill in
-    // units x period / limit.
-    const __int128 period = spec_.period.count(), limit = spec_.limit;
-    const __int128 behind = std::max<int64_t>(0, ToNanos(e.full_at) - ToNanos(now));
-    const __int128 scaled = (static_cast<__int128>(d.limit) + e.units) * period - behind * limit;
-    d.remaining = static_cast<int64_t>(std::clamp<__int128>(scaled / period, 0, d.limit));
-    const __int128 refill = (static_cast<__int128>(e.units) * period + limit - 1) / limit;
-    d.reset_after = Duration(static_cast<int64_t>(std::max<__int128>(0, behind - refill)));
+    // The limit as one node alone would have it: the shared bucket as of its last answer,
+    // refilled since, plus the units held. In units of 1/period of a token (one refills per
+    // nanosecond per unit of limit). The answer's reset_after is rounded up (to Redis's
+    // microsecond), so the bucket it implies may lie just below a whole token it has: its
+    // `remaining` (whole tokens, exact) says which.
+    const __int128 period = spec_.period.count(), limit = spec_.limit, cap = d.limit;
+    const __int128 reset = std::max<int64_t>(0, ToNanos(e.full_at) - ToNanos(e.shared_at));
+    __int128 shared = cap * period - reset * limit;
+    const __int128 whole = std::max<int64_t>(0, e.shared.remaining);
+    shared = std::min(shared, (whole + 1) * period - 1);
+    if (whole > 0) shared = std::max(shared, whole * period);
+    const __int128 elapsed = std::max<int64_t>(0, ToNanos(now) - ToNanos(e.shared_at));
+    shared = std::min(cap * period, shared + elapsed * limit);
+    const __int128 mine = shared + static_cast<__int128>(e.units) * period;
+    d.remaining = static_cast<int64_t>(std::clamp<__int128>(mine / period, 0, cap));
+    d.reset_after = Duration(
+        static_cast<int64_t>(std::max<__int128>(0, (cap * period - mine + limit - 1) / limit)));
     return d;
   }
   // A fixed window: what this node holds and what the shared count had left when it last
