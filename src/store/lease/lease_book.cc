@@ -51,32 +51,32 @@ int64_t LeaseBook::Target(const Entry& e) const {
   return std::min<int64_t>(static_cast<int64_t>(std::ceil(per_horizon)), share);
 }
 
-Timestamp LeaseBook::UsableUntil(const Entry& e) const {
-  if (!bucket_ || e.full_at == Timestamp::max()) return e.valid_until;
+Timestamp LeaseBook::FullWithUnits(const Entry& e) const {
   // The units held refill in units x period / limit (rounded up: sooner is the safe side), so
   // the bucket with them would be full that much before the shared one is.
   const __int128 refill_ns =
       (static_cast<__int128>(e.units) * spec_.period.count() + spec_.limit - 1) / spec_.limit;
   const int64_t full_ns = ToNanos(e.full_at);
+  return refill_ns >= full_ns ? Timestamp{} : FromNanos(full_ns - static_cast<int64_t>(refill_ns));
+}
+
+Timestamp LeaseBook::UsableUntil(const Entry& e) const {
+  if (!bucket_ || e.full_at == Timestamp::max()) return e.valid_until;
   // Redis rounds reset_after up to its microsecond: a microsecond earlier is never late.
-  const int64_t margin_ns = 1000;
-  const Timestamp full = refill_ns + margin_ns >= full_ns
-                             ? Timestamp{}
-                             : FromNanos(full_ns - static_cast<int64_t>(refill_ns) - margin_ns);
-  return std::min(e.valid_until, full);
+  return std::min(e.valid_until, FullWithUnits(e) - std::chrono::microseconds(1));
 }
 
 bool LeaseBook::WorthLeasing(const Entry& e, Timestamp now, int64_t cost) const {
   if (now < e.no_lease_until) return false;
   if (!bucket_ || e.full_at == Timestamp::max()) return true;
-  // Units are usable until the bucket with them would be full (UsableUntil), which is ahead of
+  // Units are usable until the bucket with them would be full (FullWithUnits), which is ahead of
   // `now` by what it lacks after this request; spending pushes that back, by as much as this
   // node spends, so it comes closer at the refill rate minus this node's rate.
   const double unit_ns =
       static_cast<double>(spec_.period.count()) / static_cast<double>(spec_.limit);
   const double share = e.rate * unit_ns / 1e9;  // this node's rate over the refill rate
   if (share >= 1) return true;
-  const double ahead = static_cast<double>((UsableUntil(e) - now).count()) + cost * unit_ns;
+  const double ahead = static_cast<double>((FullWithUnits(e) - now).count()) + cost * unit_ns;
   // A bucket that stays (nearly) full -- a key well below its limit -- would get leases that
   // end before they are spent, and cost a give-back each: such a key is decided exactly.
   return ahead / (1 - share) >= static_cast<double>(horizon_.count()) / 2;
@@ -179,6 +179,7 @@ LeasePlan LeaseBook::Plan(std::string_view key, Timestamp now, int64_t cost, boo
   // the units would have hit).
   if (e.fetching) return {LeaseStep::kWait};
   LeasePlan plan{charge ? LeaseStep::kCharge : LeaseStep::kTake};
+  const bool worth = WorthLeasing(e, now, cost);  // with the units still counted
   if (e.units > 0) {
     if (!usable) counters_.expired.fetch_add(1, std::memory_order_relaxed);
     // Ended by a bucket full again, not by its time: the key spends about as fast as the
@@ -187,7 +188,7 @@ LeasePlan LeaseBook::Plan(std::string_view key, Timestamp now, int64_t cost, boo
     plan.give_back = Empty(key, e);
   }
   if (!charge && now >= e.blocked_until) {
-    plan.want = WorthLeasing(e, now, cost) ? Target(e) : 0;
+    plan.want = worth && now >= e.no_lease_until ? Target(e) : 0;
     e.fetching = plan.want > 0;
   }
   return plan;

@@ -160,6 +160,8 @@ class LeaseBook {
   int64_t WindowOf(int64_t stamp_us) const;
   // Whether a lease taken now, with a request of `cost`, would last long enough to be spent.
   bool WorthLeasing(const Entry& e, Timestamp now, int64_t cost) const;
+  // Buckets: when the bucket with the units held would be full again.
+  Timestamp FullWithUnits(const Entry& e) const;
   // Until when (in the requests' time) the units held may be spent.
   Timestamp UsableUntil(const Entry& e) const;
   // The entry's units, emptied into a give-back order.
