@@ -177,7 +177,7 @@ LeasePlan LeaseBook::Plan(std::string_view key, Timestamp now, int64_t cost, boo
   // The shared store decides; it must see the key as this node alone would leave it: after the
   // take in flight, and with every unit held given back (a bucket refills those into a cap
   // the units would have hit).
-  if (e.fetching) return {LeaseStep::kWait};
+  if (e.fetching || e.returning > 0) return {LeaseStep::kWait};
   LeasePlan plan{charge ? LeaseStep::kCharge : LeaseStep::kTake};
   const bool worth = WorthLeasing(e, now, cost);  // with the units still counted
   if (e.units > 0) {
@@ -216,7 +216,7 @@ LeaseBook::Landed LeaseBook::Granted(std::string_view key, Timestamp now, int64_
   Entry& e = it->second;
   if (want > 0) {
     e.fetching = false;
-    landed.parked = std::exchange(e.parked, {});
+    if (e.returning == 0) landed.parked = std::exchange(e.parked, {});
   }
   e.last_used = now;
   const Decision& d = grant.decision;
@@ -288,7 +288,9 @@ bool LeaseBook::Park(std::string_view key, std::function<void()> retry) {
   Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
   const auto it = shard.entries.find(key);
-  if (it == shard.entries.end() || !it->second.fetching) return false;
+  if (it == shard.entries.end() || (!it->second.fetching && it->second.returning == 0)) {
+    return false;
+  }
   it->second.parked.push_back(std::move(retry));
   return true;
 }
@@ -333,8 +335,10 @@ std::vector<GiveBackOrder> LeaseBook::TakeExpired(Timestamp now) {
       if (e.units > 0 && now >= UsableUntil(e)) {
         counters_.expired.fetch_add(1, std::memory_order_relaxed);
         orders.push_back(Empty(it->first, e));
+        ++e.returning;  // until Returned: the key's next take waits for it
       }
-      if (e.units == 0 && !e.fetching && now >= e.blocked_until && now - e.last_used > idle) {
+      if (e.units == 0 && !e.fetching && e.returning == 0 && now >= e.blocked_until &&
+          now - e.last_used > idle) {
         byte_budget_->fetch_add(EntryBytes(it->first));
         it = shard.entries.erase(it);
       } else {
@@ -343,6 +347,16 @@ std::vector<GiveBackOrder> LeaseBook::TakeExpired(Timestamp now) {
     }
   }
   return orders;
+}
+
+std::vector<std::function<void()>> LeaseBook::Returned(std::string_view key) {
+  Shard& shard = ShardOf(key);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  const auto it = shard.entries.find(key);
+  if (it == shard.entries.end() || it->second.returning == 0) return {};
+  Entry& e = it->second;
+  if (--e.returning > 0 || e.fetching) return {};
+  return std::exchange(e.parked, {});
 }
 
 std::vector<GiveBackOrder> LeaseBook::TakeAll() {

@@ -29,8 +29,9 @@ enum class LeaseStep : uint8_t {
   kRefused,   // the shared quota refused this cost until a time not yet reached: decided
   kTake,      // ask the shared store (TakeAsync with the given want)
   kCharge,    // a charge the units held cannot cover: charge the shared store at once
-  // A take that wants units for the key is in flight: ask again once it has landed (Park), so
-  // that the shared store is asked about the key with nothing of it still on the way.
+  // A take that wants units for the key, or a give-back of the sweep's, is in flight: ask again
+  // once it has landed (Park), so that the shared store is asked about the key with nothing of
+  // it still on the way.
   kWait,
 };
 
@@ -88,8 +89,8 @@ class LeaseBook {
                  const LeaseGrant& grant);
   // What a charge of `cost` (kCharge) answered at `now`: the shared state as of it.
   void Charged(std::string_view key, Timestamp now, int64_t cost, const Decision& d);
-  // After kWait: runs `retry` when the take in flight for the key lands. False if none is in
-  // flight any more (the caller retries at once).
+  // After kWait: runs `retry` when the take (or the sweep's give-back) in flight for the key
+  // lands. False if none is in flight any more (the caller retries at once).
   bool Park(std::string_view key, std::function<void()> retry);
 
   // An admission of `cost` at `at` not used after all (its request was refused by another
@@ -101,8 +102,12 @@ class LeaseBook {
   // The key's units, emptied (none: units 0), for a give-back the caller sees applied.
   GiveBackOrder TakeUnits(std::string_view key);
 
-  // Every key's lease that expired by `now`, emptied; forgets idle keys.
+  // Every key's lease that expired by `now`, emptied; forgets idle keys. The shared store is
+  // not asked about those keys again until each order is Returned.
   std::vector<GiveBackOrder> TakeExpired(Timestamp now);
+  // A give-back of TakeExpired's for the key has been applied (or failed); returns what was
+  // parked on it, to run, once nothing is in flight for the key any more.
+  std::vector<std::function<void()>> Returned(std::string_view key);
   // Every key's units, emptied (destruction, reset of everything).
   std::vector<GiveBackOrder> TakeAll();
   // The key's units, emptied and its entry forgotten (an administrative reset). Returns what
@@ -135,6 +140,7 @@ class LeaseBook {
     Timestamp blocked_until{};
     int64_t blocked_cost = 0;  // the shared quota refused costs >= this until blocked_until
     bool fetching = false;     // a take that wants units is in flight
+    int returning = 0;         // the sweep's give-backs in flight (TakeExpired, Returned)
     int64_t holders = 1;
     double rate = 0;  // units per second this node spends on the key, smoothed
     Timestamp rate_since{};

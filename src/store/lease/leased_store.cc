@@ -264,7 +264,10 @@ void LeasedLimiter::Take(std::string_view key, Timestamp now, int64_t cost, int6
 
 void LeasedLimiter::ReturnExpired(Timestamp now) {
   for (const GiveBackOrder& o : book_->TakeExpired(now)) {
-    inner()->GiveBack(o.key, o.stamp_us, now, o.units);
+    // A request for the key waits for it (LeaseBook::Returned), possibly past this limiter.
+    inner()->GiveBackThen(o.key, o.stamp_us, now, o.units, [book = book_, key = o.key](bool) {
+      for (auto& retry : book->Returned(key)) retry();
+    });
   }
 }
 
