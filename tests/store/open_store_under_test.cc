@@ -31,7 +31,7 @@ std::string ModeName(SyncMode mode) {
 // What an opened store holds while it lives: its clock (which must outlive it) and, for an
 // unavailable one, the port nobody listens on. The store is released first.
 struct Opened {
-  ManualClock clock;  // never moves: no lease expires, no timer sync comes due
+  ManualClock clock;  // never moves: no sweep or timer sync comes due (leases end in request time)
   std::unique_ptr<UnusedPort> port;
   std::shared_ptr<Store> store;
   // Expires once the Redis store under the layers is destroyed: its event hook holds it. Empty

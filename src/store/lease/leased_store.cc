@@ -66,11 +66,7 @@ class LeasedLimiter final : public internal::ForwardingLimiter {
                   GivenBackCallback done) override;
   // TakeAsync and GiveBack (the leases' own traffic, from a layer above) pass through.
   // The shared counter is forgotten: what this node held of it goes with it.
-  void Reset(std::string_view key) override {
-    std::vector<std::function<void()>> parked = book_->Forget(key);
-    inner()->Reset(key);
-    for (auto& retry : parked) retry();
-  }
+  void Reset(std::string_view key) override;
   StoreStats Stats() const override;
   void ReportStats(StatsSink& sink, std::span<const StatLabel> limit_labels) const override {
     ForwardingLimiter::ReportStats(sink, limit_labels);
@@ -312,6 +308,18 @@ void LeasedLimiter::DecideLeased(std::string key, Timestamp now, int64_t cost, b
   // side.
   if (plan.give_back.units == 0) return ask(true);
   inner()->GiveBackThen(key, plan.give_back.stamp_us, now, plan.give_back.units, std::move(ask));
+}
+
+void LeasedLimiter::Reset(std::string_view key) {
+  // A take (or give-back) in flight for the key lands first: had it run in the shared store
+  // after the reset, the units it brought would be held against a counter that no longer
+  // counts them.
+  std::promise<void> landed;
+  std::future<void> answered = landed.get_future();
+  if (book_->Park(key, [&landed] { landed.set_value(); })) answered.wait();
+  std::vector<std::function<void()>> parked = book_->Forget(key);
+  inner()->Reset(key);
+  for (auto& retry : parked) retry();
 }
 
 void LeasedLimiter::Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) {
