@@ -90,11 +90,11 @@ struct StoreUnderTest {
   // and batched serve only what SharedSyncCanServe says (token bucket, GCRA, fixed window, the
   // leaky-bucket meter) and refuse the rest at MakeLimiter: for those modes the suite leaves the
   // other algorithms out of every test (StoreSuite::Serves), so they are neither made nor
-  // checked. The oracle stays exact in every mode: the suite is one node, and one node alone
-  // gets exactly the pure algorithm's decisions from a leased limit (it spends units it took
-  // from the shared count, at the instant it would have taken them) and from a batched one (its
-  // view is the shared state plus its own hits; docs/redis.md, "Batched": one node never
-  // over-admits, and the suite never has a sync in flight while it decides).
+  // checked. The oracle stays the pure algorithm in every mode: the suite is one node, and one
+  // node alone gets exactly its decisions from a leased limit (it spends units it took from the
+  // shared count, at the instant it would have taken them), and from a batched one decisions
+  // never laxer and stricter only within `strict_within` (its view is the shared state plus its
+  // own hits, and a sync charges them at its own instant; docs/redis.md, "Batched": one node).
   QuotaSync sync;
   // Whether the oracle's comparisons (StoreSuite::Same) hold for every field of a decision, or
   // only for its verdict -- allowed, reason, degraded, limit -- where the sync mode reports the
