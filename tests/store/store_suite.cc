@@ -162,8 +162,8 @@ bool StoreSuite::MayRefuse(const LimitSpec& spec) {
   return GetParam().strict_within > Duration(0) && spec.algorithm != Algorithm::kFixedWindow;
 }
 
-::testing::AssertionResult StoreSuite::Within(const Decision& got, const Decision& want,
-                                              const LimitSpec& spec) const {
+::testing::AssertionResult StoreSuite::Within(Store& store, const Decision& got,
+                                              const Decision& want, const LimitSpec& spec) const {
   if (!MayRefuse(spec)) return Same(got, want);
   if (got.allowed && !want.allowed) {
     return ::testing::AssertionFailure()
@@ -174,13 +174,15 @@ bool StoreSuite::MayRefuse(const LimitSpec& spec) {
                        (got.allowed != want.allowed || got.reason == want.reason);
   const Duration late = Resolved(got.reset_after) - Resolved(want.reset_after);
   const Duration res = std::max(GetParam().resolution, Duration(1));
-  if (verdict && late >= -res && late <= Resolved(GetParam().strict_within) + res) {
+  const Duration bound = GetParam().strict_within +
+                         (GetParam().late_syncs ? GetParam().late_syncs(store) : Duration(0));
+  if (verdict && late >= -res && late <= Resolved(bound) + res) {
     return ::testing::AssertionSuccess();
   }
   return ::testing::AssertionFailure()
-         << "beyond the bound (" << GetParam().strict_within.count()
-         << " ns of refill): the store said " << Describe(got) << ", the pure algorithm "
-         << Describe(want) << " (reset_after " << late.count() << " ns later)";
+         << "beyond the bound (" << bound.count() << " ns of refill): the store said "
+         << Describe(got) << ", the pure algorithm " << Describe(want) << " (reset_after "
+         << late.count() << " ns later)";
 }
 
 namespace {
@@ -434,15 +436,15 @@ void ExpectAllOrNothing(StoreSuite& suite, bool async) {
       if (out[k].allowed != want[k].allowed) {
         ASSERT_TRUE(StoreSuite::MayRefuse(spec)) << where << ": the store said " << Describe(out[k])
                                                  << ", the pure algorithm " << Describe(want[k]);
-        ASSERT_TRUE(suite.Within(out[k], asked[k], spec)) << where;
+        ASSERT_TRUE(suite.Within(*store, out[k], asked[k], spec)) << where;
         continue;
       }
       some = some || want[k].allowed;
       if (admitted_here || !want[k].allowed) {
-        ASSERT_TRUE(suite.Within(out[k], want[k], spec)) << where;
+        ASSERT_TRUE(suite.Within(*store, out[k], want[k], spec)) << where;
       } else if (StoreSuite::MayRefuse(spec)) {
         // Its durations as decided (before the give-back), its remaining maybe behind.
-        ASSERT_TRUE(suite.Within(out[k], want[k], spec)) << where << ": given back";
+        ASSERT_TRUE(suite.Within(*store, out[k], want[k], spec)) << where << ": given back";
         ASSERT_LE(out[k].remaining, before[k].remaining) << where << ": as after the give-back";
       } else {
         ASSERT_EQ(out[k].remaining, before[k].remaining) << where << ": as after the give-back";
@@ -670,7 +672,7 @@ void ExpectParity(StoreSuite& suite, Store& store, const LimitSpec& spec, const 
     if (param.drop_replenished && i % 100 == 0) param.drop_replenished(*limiter, now);
     const Decision got = suite.Decide(*limiter, hit.key, now, hit.cost, async);
     const Decision want = Follow(oracle, spec, hit.key, now, hit.cost, got);
-    ASSERT_TRUE(suite.Within(got, want, spec))
+    ASSERT_TRUE(suite.Within(store, got, want, spec))
         << DescribeLimitSpec(spec) << ", request " << i << (async ? " (async)" : "");
     (want.allowed ? admitted : refused)++;
   }
@@ -756,7 +758,8 @@ TEST_P(StoreSuite, ChargesMatchThePureAlgorithm) {
         // A charge is taken whatever the verdict: only its `allowed` may be stricter.
         const Decision want = kind < 3 ? oracle.Charge(hit.key, now, cost)
                                        : Follow(oracle, spec, hit.key, now, cost, got);
-        ASSERT_TRUE(Within(got, want, spec)) << DescribeLimitSpec(spec) << ", request " << i;
+        ASSERT_TRUE(Within(*store, got, want, spec))
+            << DescribeLimitSpec(spec) << ", request " << i;
         in_debt += !oracle.Ask(hit.key, now, 0).allowed;
       }
       EXPECT_GT(in_debt, 10) << DescribeLimitSpec(spec) << ": the traffic should go into debt";
@@ -887,7 +890,7 @@ TEST_P(StoreSuite, RefundAtTheRequestsOwnTimeIsAnExactUndo) {
       const bool undo = got.allowed && rng() % 3 == 0;
       const Decision want =
           undo ? oracle.Ask(key, now, cost) : Follow(oracle, spec, key, now, cost, got);
-      ASSERT_TRUE(Within(got, want, spec)) << Name(a) << ", request " << i;
+      ASSERT_TRUE(Within(*store, got, want, spec)) << Name(a) << ", request " << i;
       if (undo) {
         limiter->Refund(key, now, now, cost);
         ++undone;
@@ -949,7 +952,7 @@ TEST_P(StoreSuite, LaterRefundsMatchThePureAlgorithm) {
       const int64_t cost = 1 + static_cast<int64_t>(rng() % 3);
       const Decision got = limiter->Decide(key, now, cost);
       const Decision want = Follow(oracle, spec, key, now, cost, got);
-      ASSERT_TRUE(Within(got, want, spec)) << Name(a) << ", request " << i;
+      ASSERT_TRUE(Within(*store, got, want, spec)) << Name(a) << ", request " << i;
       if (got.allowed && rng() % 3 == 0) {
         due.push_back({key, t, cost, 1 + static_cast<int>(rng() % 3)});
       }

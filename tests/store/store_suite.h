@@ -114,6 +114,11 @@ struct StoreUnderTest {
   // is admitted; the fixed window, whose charges add up the same whenever they are sent, and
   // the exact stores are checked field by field (StoreSuite::Same).
   Duration strict_within{0};
+  // Optional: how much later than their ticks the store's syncs ran at most so far, which widens
+  // strict_within by as much (the bound is one sync spacing's refill). The suite's traffic time
+  // runs ahead of real time (expires_by_its_own_clock), and a sync run at a tick that real time
+  // has already outrun since the store was last asked would meet keys Redis expired early.
+  std::function<Duration(Store& store)> late_syncs;
   // Optional: runs the store's background work due by `now`, the suite's traffic time, on the
   // suite's thread (a batched store's syncs), before each decision of the suite's traffic. Null:
   // the store has none, or its background work never comes due (a clock held still).
@@ -159,9 +164,9 @@ class StoreSuite : public ::testing::TestWithParam<StoreUnderTest> {
   // For a decision of `spec`: Same, or, where the store may be stricter (strict_within), as
   // strict as it may be: the verdict's other fields the oracle's, `allowed` too unless the
   // store refused what the oracle admits, and reset_after no earlier than the oracle's and no
-  // later by more than strict_within. `want` is what the oracle decided without taking, when
-  // the store refused and the oracle admits.
-  ::testing::AssertionResult Within(const Decision& got, const Decision& want,
+  // later by more than strict_within (and late_syncs). `want` is what the oracle decided without
+  // taking, when the store refused and the oracle admits.
+  ::testing::AssertionResult Within(Store& store, const Decision& got, const Decision& want,
                                     const LimitSpec& spec) const;
   // Whether the store may have been that strict for `spec`: the oracle then keeps nothing.
   static bool MayRefuse(const LimitSpec& spec);
