@@ -35,9 +35,12 @@ std::string ModeName(SyncMode mode) {
 // opened, per store (an entry lives as long as its store).
 struct SyncTimer {
   Timestamp next;  // the next tick, by the traffic's time
-  Timestamp last;  // the traffic's time at the last call, when the store was last asked...
-  std::chrono::steady_clock::time_point last_real;  // ...and the real time then
-  Duration late{0};  // how much later than its tick a sync ran, at most
+  Timestamp last;  // the traffic's time at the last call
+  // How far the traffic's time has been ahead of real time (steady_clock) at most, at a call:
+  // no sync may be less ahead than that, or it could meet a key Redis expired too early.
+  int64_t ahead_ns = 0;
+  int64_t last_real_ns = 0;  // the real time at the end of the last call
+  Duration late{0};          // how much later than its tick a sync ran, at most
 };
 struct SyncTicks {
   std::mutex mu;
@@ -115,33 +118,53 @@ std::shared_ptr<Store> Open(std::shared_ptr<Opened> held, const std::string& add
 // (docs/redis.md, "Batched"). A tick that finds nothing to send or drop (no view is left) lets
 // the timer start again at `now`; so does time going back (a test's next run of traffic).
 //
-// But Redis expires keys by its own clock, and the traffic's time keeps ahead of real time only
-// from one call to the next (StoreSuite's TrafficTime): a sync at a tick earlier than the last
-// call's time plus the real time since could find a key Redis expired while the pure bucket
-// is not full yet, and be laxer than it. Such a tick runs at that floor instead, and how late
-// it ran widens the bound (StoreUnderTest::late_syncs): on an idle machine by microseconds.
+// But Redis expires keys by its own clock. A key asked about at traffic time s and real time
+// r, with a TTL of T (the time its state takes to be full), is gone by real time r + T; a sync
+// at traffic time t and real time r' then meets a fresh key where the pure bucket, at t, is not
+// full yet, if r' - r > t - s: it would be laxer than the pure algorithm. The traffic's time keeps
+// ahead of real time from one call to the next (StoreSuite's TrafficTime), but a tick is earlier
+// than the call that runs it, and the syncs before a request delay it in real time. So every
+// sync runs no less ahead of real time than the store has ever been asked (a tick not yet that
+// far runs at that floor instead), and how late it ran widens the bound
+// (StoreUnderTest::late_syncs): on an idle machine, by microseconds.
+constexpr Duration kRedisTtlGrain = std::chrono::milliseconds(2);  // PEXPIRE's ms, rounded
+
 void RunSyncTimer(SyncTicks& ticks, Store& store, Duration interval, Timestamp now) {
   auto* batched = dynamic_cast<BatchedStore*>(&store);
   ASSERT_NE(batched, nullptr) << "a remote store in batched mode is the batched layer";
-  const auto real = std::chrono::steady_clock::now();
+  const auto real = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
   std::lock_guard lock(ticks.mu);
-  auto [it, fresh] = ticks.timers.try_emplace(&store, SyncTimer{now, now, real});
+  const int64_t ahead = ToNanos(now) - real();
+  auto [it, fresh] = ticks.timers.try_emplace(&store, SyncTimer{now, now, ahead, real()});
   SyncTimer& timer = it->second;
-  if (now < timer.last) timer.next = now;
-  const Timestamp floor =
-      now < timer.last
-          ? now
-          : std::min(now,
-                     timer.last + std::chrono::duration_cast<Duration>(real - timer.last_real));
+  if (now < timer.last) {  // a new run of traffic, on keys of its own
+    timer.next = now;
+    timer.ahead_ns = ahead;
+    timer.last_real_ns = real();
+  }
+  const Timestamp last = timer.last;
   timer.last = now;
-  timer.last_real = real;
   while (timer.next <= now) {
-    const Timestamp at = std::max(timer.next, floor);
+    // Ahead as far as ever, and of the last request by twice the real time since (a script runs
+    // some time after it is sent, as TrafficTime allows for), and Redis's millisecond TTLs.
+    const int64_t before = real();
+    const int64_t floor =
+        std::max(timer.ahead_ns + before, ToNanos(last) + 2 * (before - timer.last_real_ns)) +
+        kRedisTtlGrain.count();
+    const Timestamp at = std::max(timer.next, std::min(now, FromNanos(floor)));
     timer.late = std::max(timer.late, at - timer.next);
+    timer.ahead_ns = std::max(timer.ahead_ns, ToNanos(at) - before);
     const BatchedFlush flushed = batched->FlushDue(at);
     const bool idle = flushed.keys_sent == 0 && flushed.views_dropped == 0;
     timer.next = (idle ? std::max(at, now) : at) + interval;
   }
+  // The request that follows is asked at `now`, in real time after the syncs.
+  timer.last_real_ns = real();
+  timer.ahead_ns = std::max(timer.ahead_ns, ToNanos(now) - timer.last_real_ns);
 }
 
 // The parity runs must have been decided by the mode's own layer, or they would not test it.
