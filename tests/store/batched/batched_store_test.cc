@@ -528,7 +528,8 @@ TEST(BatchedStore, OneNodeDoesNotOverAdmitWhileRequestsAreOnTheirWayToRedis) {
 TEST(BatchedStore, ARequestSentToRedisWholeCarriesTheNodesUnsentHits) {
   Node node = OpenNode(UniquePrefix("ride"));
   ASSERT_NE(node.batched, nullptr);
-  const LimitSpec spec{Algorithm::kTokenBucket, 10, seconds(1), 6, false};
+  // A slow rate: Redis's keys outlive the test by far (their TTLs run on real time).
+  const LimitSpec spec{Algorithm::kTokenBucket, 10, hours(1), 6, false};
   auto batched = Make(*node.batched, spec, Batched("b"));
   auto exact = Make(*node.batched, spec, LimiterOptions{.id = "e"});
   auto in_redis = Make(*node.redis, spec, LimiterOptions{.id = "b"});  // b's shared counter
@@ -567,12 +568,16 @@ TEST(BatchedStore, ARequestSentToRedisWholeCarriesTheNodesUnsentHits) {
 // at its own instant, so refill the pure bucket gains at its cap between a hit and the sync is
 // not credited. Here all of it: the bucket is full when the node takes it all, and the sync
 // comes one interval later, so the node is one interval's refill (1 token) below the pure
-// bucket, and refuses for as long (retry_after 100 ms) what the pure bucket admits.
+// bucket, and refuses for as long (retry_after: the interval) what the pure bucket admits.
+// One token an interval, on a 10 s interval: Redis's keys (TTLs on real time) outlive the test.
 TEST(BatchedStore, OneNodeIsStrictByAtMostOneIntervalsRefill) {
   Node node = OpenNode(UniquePrefix("strict"));
   ASSERT_NE(node.batched, nullptr);
-  const LimitSpec spec{Algorithm::kTokenBucket, 10, seconds(1), 10, false};
-  auto limiter = Make(*node.batched, spec, Batched("s"));
+  constexpr Duration kSlow = seconds(10);
+  const LimitSpec spec{Algorithm::kTokenBucket, 1, kSlow, 10, false};
+  LimiterOptions options = Batched("s");
+  options.sync.interval = kSlow;
+  auto limiter = Make(*node.batched, spec, options);
   ASSERT_NE(limiter, nullptr);
   Oracle<TokenBucket> oracle(spec, kStart);
   const auto both = [&](Timestamp at, int64_t cost) {
@@ -582,13 +587,13 @@ TEST(BatchedStore, OneNodeIsStrictByAtMostOneIntervalsRefill) {
   };
   auto [got, want] = both(kStart, 1);  // Redis: 9 left at kStart
   ASSERT_TRUE(got.allowed && want.allowed);
-  std::tie(got, want) = both(kStart + kInterval, 10);  // full again: all of it, in the view
+  std::tie(got, want) = both(kStart + kSlow, 10);  // full again: all of it, in the view
   ASSERT_TRUE(got.allowed && want.allowed);
-  node.batched->Flush(kStart + 2 * kInterval);  // Redis: min(10, 9 + 2) - 10 = 0
-  std::tie(got, want) = both(kStart + 2 * kInterval, 1);
+  node.batched->Flush(kStart + 2 * kSlow);  // Redis: min(10, 9 + 2) - 10 = 0
+  std::tie(got, want) = both(kStart + 2 * kSlow, 1);
   EXPECT_TRUE(want.allowed) << "the pure bucket refilled 1 token since the take";
   EXPECT_FALSE(got.allowed);
-  EXPECT_EQ(got.retry_after, kInterval) << "one interval's refill behind, no more";
+  EXPECT_EQ(got.retry_after, kSlow) << "one interval's refill behind, no more";
   EXPECT_EQ(node.batched->Stats().batched_over_admitted_hits, 0u);
 }
 
