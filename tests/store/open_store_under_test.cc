@@ -235,10 +235,8 @@ StoreUnderTest ThroughOpenStore(const std::string& name, std::function<std::stri
       dynamic_cast<MemoryLimiter&>(limiter).Sweep(now);
     };
   }
-  // Each skip below is a failure the suite found (issue 24, item 5), with what was found about
-  // it: none is a design limit the oracle could state; each is a defect of the layer, listed
-  // in the report of helper H9 with its smallest case. Leased limits pass every case: one node
-  // decides exactly as the pure algorithm (docs/redis.md, "Leased").
+  // No case is skipped: leased limits pass every case as exact ones do (one node decides as the
+  // pure algorithm, docs/redis.md "Leased"); batched ones within their stated bound below.
   if (mode == SyncMode::kBatched && remote) {
     // One node's batched decisions may be stricter than the pure algorithm's by one interval's
     // refill, and never laxer (docs/redis.md, "Batched": one node).
