@@ -194,19 +194,27 @@ Timestamp AtMs(int64_t ms) { return FromNanos(ms * 1'000'000); }
 // whose keys expire by its own clock whatever time it is given (Redis: a key's TTL is the time
 // its counter takes to replenish), a gap is never less than twice the real time since the last
 // one, so that a key that expired in real time has also replenished in the traffic's.
+//
+// That margin is set before the request is made, so it cannot cover the request itself: a key
+// written by the previous request may be read, late in a slow request (a multi-slot DecideAll
+// on a loaded machine), after its TTL ran out in real time though not in the traffic's -- the
+// store then decides from a fresh state the pure algorithm does not have. Outran() says when
+// that may have happened (a test that calls it then stops comparing and resynchronises).
 class TrafficTime {
  public:
   TrafficTime(int64_t start_ns, int64_t grain_ns)
       : t_ns_(start_ns),
         grain_ns_(grain_ns),
         keep_up_(StoreSuite::GetParam().expires_by_its_own_clock),
-        last_(std::chrono::steady_clock::now()) {}
+        last_(std::chrono::steady_clock::now()),
+        previous_(last_) {}
 
   Timestamp Advance(int64_t gap_ns) {
+    previous_t_ns_ = t_ns_;
     if (keep_up_) {
       const auto real = std::chrono::steady_clock::now();
-      gap_ns = std::max<int64_t>(
-          gap_ns, 2 * std::chrono::duration_cast<std::chrono::nanoseconds>(real - last_).count());
+      gap_ns = std::max<int64_t>(gap_ns, 2 * Nanos(real - last_));
+      previous_ = last_;
       last_ = real;
     }
     t_ns_ += (gap_ns + grain_ns_ - 1) / grain_ns_ * grain_ns_;
@@ -232,11 +240,25 @@ class TrafficTime {
     return FromNanos(t_ns_);
   }
 
+  // After a request's calls returned: whether more real time passed from the previous request's
+  // start to now than traffic time between the two, so that a key the previous request wrote
+  // (or an earlier one: traffic time runs at least twice as fast as real time between requests)
+  // may have expired in real time while it had not replenished in the traffic's.
+  bool Outran() const {
+    return keep_up_ && Nanos(std::chrono::steady_clock::now() - previous_) > t_ns_ - previous_t_ns_;
+  }
+
  private:
+  static int64_t Nanos(std::chrono::steady_clock::duration d) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+  }
+
   int64_t t_ns_;
+  int64_t previous_t_ns_ = t_ns_;
   const int64_t grain_ns_;
   const bool keep_up_;
-  std::chrono::steady_clock::time_point last_;
+  std::chrono::steady_clock::time_point last_;      // when the last Advance was called
+  std::chrono::steady_clock::time_point previous_;  // ... and the one before it
 };
 
 // The oracle: one limit's pure algorithm with a state per key, kept forever (a replenished state
@@ -402,10 +424,15 @@ void ExpectAllOrNothing(StoreSuite& suite, bool async) {
   }
   std::mt19937_64 rng(3);
   TrafficTime time(kStartMs * 1'000'000, 1'000'000);
-  int admitted = 0, partly_admitted = 0, spanning = 0;
+  int admitted = 0, partly_admitted = 0, spanning = 0, outran = 0;
+  bool resync = false;
   const int requests = 1500 * param.traffic_scale;
   for (int n = 0; n < requests; ++n) {
-    const Timestamp now = time.Advance(static_cast<int64_t>(rng() % 60) * 1'000'000, *store);
+    // After a request the store's own clock outran, a pause every limit replenishes in (the
+    // longest takes two 1 s windows), in the store and in the oracle: they agree again.
+    const int64_t pause_ns = resync ? int64_t{5'000'000'000} : 0;
+    const Timestamp now =
+        time.Advance(static_cast<int64_t>(rng() % 60) * 1'000'000 + pause_ns, *store);
     const std::string user = "u" + std::to_string(rng() % 3);
     const int64_t cost = 1 + static_cast<int64_t>(rng() % 2);
     std::vector<size_t> chosen;
@@ -435,6 +462,13 @@ void ExpectAllOrNothing(StoreSuite& suite, bool async) {
     const std::vector<Decision> out = suite.DecideAll(*store, checks, now, async, [&keys] {
       for (std::string& key : keys) key.assign(key.size(), '#');
     });
+    // A key may have expired in real time mid-request (TrafficTime): the store's answer is then
+    // right for the state it had, which the oracle's is not. Not compared; counted below.
+    resync = time.Outran();
+    if (resync) {
+      ++outran;
+      continue;
+    }
     // Where the store may be stricter (StoreUnderTest::strict_within), a limit may refuse what
     // the oracle admits, within the bound: the request is then refused, and the oracle keeps
     // nothing either.
@@ -477,11 +511,17 @@ void ExpectAllOrNothing(StoreSuite& suite, bool async) {
     admitted += admitted_here ? 1 : 0;
     partly_admitted += !admitted_here && some ? 1 : 0;
   }
+  // Only a machine far too slow for the traffic's pace leaves few requests to compare (one core
+  // shared with a busy loop and other tests skipped about a tenth).
+  const int compared = requests - outran;
+  EXPECT_LT(outran, requests / 2)
+      << outran << " of " << requests
+      << " requests ran slower than the traffic's time (TrafficTime::Outran): not compared";
   // The case that matters -- some limits admitted and must not keep the quota -- was common.
-  EXPECT_GT(admitted, requests / 8);
-  EXPECT_GT(partly_admitted, requests / 15);
+  EXPECT_GT(admitted, compared / 8);
+  EXPECT_GT(partly_admitted, compared / 15);
   if (param.partition_of) {
-    EXPECT_GT(spanning, requests / 2) << "the requests should span the store's partitions";
+    EXPECT_GT(spanning, compared / 2) << "the requests should span the store's partitions";
   }
   if (param.check_all_or_nothing) param.check_all_or_nothing(*store, partly_admitted);
 }
