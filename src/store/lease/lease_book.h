@@ -64,8 +64,8 @@ class LeaseBook {
   LeasePlan Plan(std::string_view key, Timestamp now, int64_t cost, bool charge, Decision& out);
 
   // What a TakeAsync of `cost` (wanting `want`) answered, asked at `now`. Updates the units,
-  // the refusal the shared quota gave, the holder count and the key's rate; units of an older
-  // fixed window that can no longer be spent are dropped.
+  // the holder count, the key's rate and when the next take is worth a script (Pace); units of
+  // an older fixed window that can no longer be spent are dropped.
   void Granted(std::string_view key, Timestamp now, int64_t cost, int64_t want,
                const LeaseGrant& grant);
 
@@ -95,11 +95,13 @@ class LeaseBook {
     int64_t units = 0;        // held, not yet spent
     int64_t stamp_us = 0;     // the take they came from, in the shared store's clock
     Timestamp valid_until{};  // given back then (a fixed window's: no later than its end)
+    // Costs >= blocked_cost the units held cannot cover are refused locally until blocked_until:
+    // the shared quota refused them, or will not have a lease's worth of units before then.
     Timestamp blocked_until{};
-    int64_t blocked_cost = 0;  // the shared quota refused costs >= this until blocked_until
-    bool fetching = false;     // a take that wants units is in flight
+    int64_t blocked_cost = 0;
+    bool fetching = false;  // a take that wants units is in flight
     int64_t holders = 1;
-    double rate = 0;  // units per second this node spends on the key, smoothed
+    double rate = 0;  // units per second this node is asked for on the key (admitted or not)
     Timestamp rate_since{};
     int64_t spent = 0;  // since rate_since
     Decision shared;    // the shared store's answer at the last take
@@ -118,7 +120,15 @@ class LeaseBook {
   Shard& ShardOf(std::string_view key);
   // Units this node should hold for the key: its rate over the horizon, at most its share.
   int64_t Target(const Entry& e) const;
+  // Counts `cost` asked of the node for the key (admitted or refused) into its rate.
   void Spend(Entry& e, Timestamp now, int64_t cost);
+  // After the shared store's answer `d` to a take of `cost` and `want` at `now`, which granted
+  // `units`: until when a take is not worth a script (the key is at its limit), into
+  // blocked_until and blocked_cost.
+  void Pace(Entry& e, Timestamp now, int64_t cost, int64_t want, int64_t units,
+            const Decision& d) const;
+  // When the shared quota, as `d` (answered at `at`) showed it, has `units` free again.
+  Timestamp FreeAt(const Decision& d, Timestamp at, int64_t units) const;
   Decision LocalDecision(const Entry& e, Timestamp now, bool allowed, Duration retry) const;
   static size_t EntryBytes(std::string_view key);
 
