@@ -45,11 +45,17 @@ class Gcra {
 
  private:
   Gcra(int64_t capacity, int64_t n, int64_t d);
+  // Decide in Int arithmetic: int64_t for a narrow spec, __int128 for a wide one (the state is
+  // the same: the TAT's fraction is below n).
+  template <typename Int>
+  Decision DecideAs(State& state, int64_t t, int64_t cost) const;
+  Decision DecideWide(State& state, int64_t t, int64_t cost) const;  // DecideAs<__int128>
 
   int64_t capacity_;
   int64_t n_;
   int64_t d_;
-  int64_t capacity_scaled_;  // B*T in units of 1/n ns
+  WideInt capacity_scaled_;  // B*T in units of 1/n ns
+  bool wide_;                // NeedsWideArithmetic: capacity_scaled_ is 2^61 or more
 };
 
 }  // namespace sluice

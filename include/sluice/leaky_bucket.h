@@ -19,14 +19,18 @@
 
 namespace sluice {
 
-class LeakyBucket {
+// kWide = false (LeakyBucket): 64-bit arithmetic, for specs where !NeedsWideArithmetic(spec).
+// kWide = true (WideLeakyBucket): 128-bit, for every valid spec; its State is 24 bytes.
+template <bool kWide>
+class BasicLeakyBucket {
  public:
+  using Scaled = typename internal::ScaledInt<kWide>::type;
   struct State {
-    int64_t scaled_level = 0;  // queued hits * d
+    Scaled scaled_level = 0;  // queued hits * d
     int64_t last_ns = 0;
   };
 
-  static Result<LeakyBucket> Create(const LimitSpec& spec);
+  static Result<BasicLeakyBucket> Create(const LimitSpec& spec);
 
   State Initial(Timestamp now) const { return State{0, ToNanos(now)}; }
   Decision Decide(State& state, Timestamp now, int64_t cost) const;
@@ -44,17 +48,22 @@ class LeakyBucket {
 
  private:
   static constexpr int64_t kUnbounded = INT64_MAX;
-  LeakyBucket(int64_t capacity, int64_t n, int64_t d, bool shaper, int64_t max_delay_ns);
+  BasicLeakyBucket(int64_t capacity, int64_t n, int64_t d, bool shaper, int64_t max_delay_ns);
   void Drain(State& state, int64_t t) const;
 
   int64_t capacity_;
   int64_t n_;
   int64_t d_;
-  int64_t capacity_scaled_;
+  Scaled capacity_scaled_;
   int64_t drain_ns_;      // time to drain a full queue
   int64_t max_delay_ns_;  // shaper: longest delay admitted; kUnbounded: the queue decides
   bool shaper_;
 };
+
+using LeakyBucket = BasicLeakyBucket<false>;
+using WideLeakyBucket = BasicLeakyBucket<true>;
+extern template class BasicLeakyBucket<false>;
+extern template class BasicLeakyBucket<true>;
 
 }  // namespace sluice
 

@@ -40,6 +40,29 @@ struct LimitSpec {
 // arithmetic ranges that keep decisions exact); the error names the offending field.
 Result<LimitSpec> ValidateLimitSpec(const LimitSpec& spec);
 
+// Whether the spec's exact arithmetic needs 128 bits: a bucket (token_bucket, gcra, leaky_bucket)
+// whose capacity x d (d = period / gcd(limit, period), in ns) reaches 2^61, or a
+// sliding_window_counter whose limit x period reaches 2^60. Specs below keep the 64-bit fast path;
+// the memory store keeps the wide ones' buckets in WideTokenBucket / WideLeakyBucket, whose states
+// are 8 bytes larger. docs/algorithms.md, "The exact range".
+bool NeedsWideArithmetic(const LimitSpec& spec);
+
+// A 128-bit integer aligned to 8 bytes (GCC and Clang let a typedef lower alignment), so a wide
+// bucket's state is 24 bytes, not 32.
+__extension__ typedef __int128 WideInt __attribute__((aligned(8)));
+
+namespace internal {
+// The integer a bucket keeps its scaled quantities in: 64 bits, or 128 for wide specs.
+template <bool kWide>
+struct ScaledInt {
+  using type = int64_t;
+};
+template <>
+struct ScaledInt<true> {
+  using type = WideInt;
+};
+}  // namespace internal
+
 // "token_bucket 10/1s burst 50", for logs and the demo.
 std::string DescribeLimitSpec(const LimitSpec& spec);
 

@@ -24,11 +24,14 @@
 namespace sluice {
 
 struct StoreStats {
-  uint64_t keys = 0;             // counters currently held
-  uint64_t bytes = 0;            // accounted memory: entries, index, long keys, logs
-  uint64_t max_bytes = 0;        // the configured bound
-  uint64_t evictions = 0;        // live counters dropped to stay within max_bytes
-  uint64_t expirations = 0;      // replenished counters dropped (no effect on decisions)
+  uint64_t keys = 0;         // counters currently held
+  uint64_t bytes = 0;        // accounted memory: entries, index, long keys, logs
+  uint64_t max_bytes = 0;    // the configured bound
+  uint64_t evictions = 0;    // live counters dropped to stay within max_bytes (LRU)
+  uint64_t expirations = 0;  // replenished counters dropped (no effect on decisions)
+  // Of the expirations, those dropped to make room within max_bytes (the evictions that changed
+  // no decision: /metrics' sluice_store_evictions_total{reason="replenished"}).
+  uint64_t evicted_replenished = 0;
   uint64_t store_errors = 0;     // remote stores: calls that failed (timeouts included)
   uint64_t short_circuited = 0;  // remote stores: calls refused at once by the open breaker
   // Remote stores whose server may evict keys on its own (Redis with maxmemory): whether the

@@ -50,9 +50,13 @@ Result<std::unique_ptr<MemoryLimiter>> MakeMemoryLimiter(const LimitSpec& spec,
 // A memory store for many limits, whose limiters together never hold more than max_bytes:
 // counters, tables, long keys and logs, and each limiter's fixed parts (its shards).
 //  - A quarter of max_bytes is kept for transient limiters (LimiterOptions::transient: Envoy's
-//    per-request overrides): each gets 1/kTransientLimiters of that quarter and at most 8
-//    shards, and MaxTransientLimiters() is kTransientLimiters; a transient limiter beyond
-//    them is refused until one is destroyed.
+//    per-request overrides). Their counters live in one table keyed by (rate, key) within that
+//    quarter, evicting there as a limiter's table does (a replenished counter first, else the
+//    least recently used of a sample): a rate's counters are kept while there is room, whatever
+//    other rates come and go. A transient limiter is a view of its rate into that table, so
+//    destroying it forgets no counter; its Stats() are the whole table's. Up to
+//    kTransientLimiters views (fewer for a small bound: MaxTransientLimiters()) are alive at
+//    once, each taking a fixed part of the quarter; one beyond them is refused until one goes.
 //  - The rest is shared by the other limiters: each gets 1/limits_sharing_memory of it. A limiter
 //    whose part is too small for its shards gets fewer shards; one too small for a single shard
 //    is refused with an error that names the bound.
@@ -61,7 +65,7 @@ Result<std::unique_ptr<MemoryLimiter>> MakeMemoryLimiter(const LimitSpec& spec,
 // limit, the old limiter and the new one both hold a part until the old one is destroyed.
 // DecideAll is sluice::DecideAll (decide_all.h): a rejected request's admissions are refunded
 // at once. DecideAllAsync answers on the caller's thread before it returns. Always ready.
-inline constexpr size_t kTransientLimiters = 64;
+inline constexpr size_t kTransientLimiters = 1024;
 Result<std::shared_ptr<Store>> OpenMemoryStore(const MemoryStoreOptions& options = {});
 
 }  // namespace sluice

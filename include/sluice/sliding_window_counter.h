@@ -43,10 +43,17 @@ class SlidingWindowCounter {
   int64_t capacity() const { return limit_; }
 
  private:
-  SlidingWindowCounter(int64_t limit, int64_t window_ns) : limit_(limit), window_ns_(window_ns) {}
+  SlidingWindowCounter(int64_t limit, int64_t window_ns, bool wide)
+      : limit_(limit), window_ns_(window_ns), wide_(wide) {}
+  // Decide's arithmetic in Int: int64_t for a narrow spec, __int128 for a wide one (the state is
+  // the same: counts fit 32 bits).
+  template <typename Int>
+  Decision DecideAs(State& state, int64_t t, int64_t cost) const;
+  Decision DecideWide(State& state, int64_t t, int64_t cost) const;  // DecideAs<__int128>
 
   int64_t limit_;
   int64_t window_ns_;
+  bool wide_;  // NeedsWideArithmetic: limit x window reaches 2^60
 };
 
 }  // namespace sluice

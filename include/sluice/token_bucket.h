@@ -17,14 +17,18 @@
 
 namespace sluice {
 
-class TokenBucket {
+// kWide = false (TokenBucket): 64-bit arithmetic, for specs where !NeedsWideArithmetic(spec).
+// kWide = true (WideTokenBucket): 128-bit, for every valid spec; its State is 24 bytes.
+template <bool kWide>
+class BasicTokenBucket {
  public:
+  using Scaled = typename internal::ScaledInt<kWide>::type;
   struct State {
-    int64_t scaled_tokens = 0;  // tokens * d
-    int64_t last_ns = 0;        // when scaled_tokens was last brought up to date
+    Scaled scaled_tokens = 0;  // tokens * d
+    int64_t last_ns = 0;       // when scaled_tokens was last brought up to date
   };
 
-  static Result<TokenBucket> Create(const LimitSpec& spec);
+  static Result<BasicTokenBucket> Create(const LimitSpec& spec);
 
   State Initial(Timestamp now) const { return State{capacity_scaled_, ToNanos(now)}; }
   Decision Decide(State& state, Timestamp now, int64_t cost) const;
@@ -41,15 +45,20 @@ class TokenBucket {
   int64_t capacity() const { return capacity_; }
 
  private:
-  TokenBucket(int64_t capacity, int64_t n, int64_t d);
+  BasicTokenBucket(int64_t capacity, int64_t n, int64_t d);
   void Refill(State& state, int64_t t) const;
 
   int64_t capacity_;  // B
   int64_t n_;         // r = n_/d_ tokens per nanosecond, in lowest terms
   int64_t d_;
-  int64_t capacity_scaled_;  // B * d_
-  int64_t fill_ns_;          // time to refill from empty
+  Scaled capacity_scaled_;  // B * d_
+  int64_t fill_ns_;         // time to refill from empty
 };
+
+using TokenBucket = BasicTokenBucket<false>;
+using WideTokenBucket = BasicTokenBucket<true>;
+extern template class BasicTokenBucket<false>;
+extern template class BasicTokenBucket<true>;
 
 }  // namespace sluice
 

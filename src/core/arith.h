@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "sluice/decision.h"
 
@@ -12,14 +13,23 @@ namespace sluice::internal {
 // Scaled quantities (hits * period) stay below this, so a sum of two never overflows.
 inline constexpr int64_t kMaxScaled = int64_t{1} << 61;
 
-// a >= 0, b > 0.
-constexpr int64_t CeilDiv(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+// a >= 0, b > 0. Either may be 128 bits (a wide spec's scaled quantities): the result is.
+template <typename A, typename B>
+constexpr std::common_type_t<A, B> CeilDiv(A a, B b) {
+  return a / b + (a % b != 0 ? 1 : 0);
+}
 
 // Rounds towards minus infinity, b > 0.
-constexpr int64_t FloorDiv(int64_t a, int64_t b) {
-  const int64_t q = a / b;
+template <typename A, typename B>
+constexpr std::common_type_t<A, B> FloorDiv(A a, B b) {
+  const std::common_type_t<A, B> q = a / b;
   return (a % b != 0 && a < 0) ? q - 1 : q;
 }
+
+// Largest fill (or drain) time of a bucket past 64-bit arithmetic: 100 years of 365 days. With
+// one capacity of debt a state reaches twice that ahead of its time, which int64 nanoseconds hold
+// for times until 2062 (and for any time below 2^63 ns minus twice the spec's fill time).
+inline constexpr int64_t kMaxFillNs = int64_t{100} * 365 * 86400 * 1'000'000'000;
 
 constexpr int64_t Gcd(int64_t a, int64_t b) {
   while (b != 0) {

@@ -19,13 +19,30 @@ Result<Gcra> Gcra::Create(const LimitSpec& spec) {
 }
 
 Gcra::Gcra(int64_t capacity, int64_t n, int64_t d)
-    : capacity_(capacity), n_(n), d_(d), capacity_scaled_(capacity * d) {}
+    : capacity_(capacity),
+      n_(n),
+      d_(d),
+      capacity_scaled_(static_cast<__int128>(capacity) * d),
+      wide_(capacity_scaled_ >= internal::kMaxScaled) {}
 
 Decision Gcra::Decide(State& s, Timestamp now, int64_t cost) const {
   const int64_t t = ToNanos(now);
   if (cost < 0) return internal::Rejected(DecisionReason::kInvalidRequest, capacity_);
+  // The wide path out of line: the narrow one keeps its registers and code as before.
+  if (wide_) [[unlikely]]
+    return DecideWide(s, t, cost);
+  return DecideAs<int64_t>(s, t, cost);
+}
+
+[[gnu::noinline]] Decision Gcra::DecideWide(State& s, int64_t t, int64_t cost) const {
+  return DecideAs<__int128>(s, t, cost);
+}
+
+template <typename Int>
+Decision Gcra::DecideAs(State& s, int64_t t, int64_t cost) const {
+  const Int capacity_scaled = static_cast<Int>(capacity_scaled_);
   // backlog = max(TAT, now) - now, in units of 1/n ns. 128 bits: after a clock step backwards
-  // (tat - t) * n may exceed 64 bits; in normal operation it is at most capacity_scaled_.
+  // (tat - t) * n may exceed 64 bits; in normal operation it is at most capacity_scaled.
   const __int128 ahead = static_cast<__int128>(s.tat_ns) - t;
   const __int128 backlog = ahead > 0 ? ahead * n_ + s.tat_frac : (ahead == 0 ? s.tat_frac : 0);
 
@@ -34,28 +51,29 @@ Decision Gcra::Decide(State& s, Timestamp now, int64_t cost) const {
   if (cost > capacity_) {
     d = internal::Rejected(DecisionReason::kCostExceedsCapacity, capacity_);
   } else {
-    const int64_t need = cost * d_;
-    if (backlog + need <= capacity_scaled_) {
-      const int64_t after = static_cast<int64_t>(backlog) + need;
+    const Int need = static_cast<Int>(cost) * d_;
+    if (backlog + need <= capacity_scaled) {
+      const Int after = static_cast<Int>(backlog) + need;
+      // after / n_ is at most the fill time: within int64 nanoseconds.
       if (n_ == 1) {
-        s.tat_ns = t + after;
+        s.tat_ns = t + static_cast<int64_t>(after);
         s.tat_frac = 0;
       } else {
-        s.tat_ns = t + after / n_;
-        s.tat_frac = after % n_;
+        s.tat_ns = t + static_cast<int64_t>(after / n_);
+        s.tat_frac = static_cast<int64_t>(after % n_);
       }
       d.allowed = true;
       d.reason = DecisionReason::kAdmitted;
-      d.remaining = (capacity_scaled_ - after) / d_;
-      d.reset_after = Duration(CeilDiv(after, n_));
+      d.remaining = static_cast<int64_t>((capacity_scaled - after) / d_);
+      d.reset_after = Duration(static_cast<int64_t>(CeilDiv(after, n_)));
       return d;
     }
     d.reason = DecisionReason::kOverLimit;
-    const __int128 excess = backlog + need - capacity_scaled_;
+    const __int128 excess = backlog + need - capacity_scaled;
     d.retry_after = Duration(static_cast<int64_t>((excess + n_ - 1) / n_));
   }
   d.remaining =
-      backlog >= capacity_scaled_ ? 0 : static_cast<int64_t>((capacity_scaled_ - backlog) / d_);
+      backlog >= capacity_scaled ? 0 : static_cast<int64_t>((capacity_scaled - backlog) / d_);
   d.reset_after = Duration(static_cast<int64_t>((backlog + n_ - 1) / n_));
   return d;
 }
@@ -66,7 +84,7 @@ Decision Gcra::Charge(State& s, Timestamp now, int64_t cost) const {
     const __int128 ahead = static_cast<__int128>(st.tat_ns) - t;
     const __int128 backlog = ahead > 0 ? ahead * n_ + st.tat_frac : (ahead == 0 ? st.tat_frac : 0);
     // At most one capacity of debt; a backlog already beyond it (the clock stepped back) stays.
-    const __int128 limit = 2 * static_cast<__int128>(capacity_scaled_);
+    const __int128 limit = 2 * capacity_scaled_;
     const __int128 after = std::min(limit, backlog + static_cast<__int128>(hits) * d_);
     if (after <= backlog) return;
     st.tat_ns = t + static_cast<int64_t>(after / n_);

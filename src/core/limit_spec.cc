@@ -41,18 +41,20 @@ Result<LimitSpec> ValidateLimitSpec(const LimitSpec& spec) {
   }
   if (HasBurst(spec.algorithm)) {
     const auto rate = internal::Reduce(spec.limit, spec.period.count());
+    // Exact in 64 bits below 2^61, in 128 bits beyond (NeedsWideArithmetic). What stays bounded
+    // is the time a bucket takes to fill: its state reaches twice that ahead of its time (in
+    // debt), which must stay within int64 nanoseconds.
     const __int128 scaled = static_cast<__int128>(spec.Capacity()) * rate.d;
-    if (scaled >= internal::kMaxScaled) {
+    if (internal::CeilDiv(scaled, rate.n) > internal::kMaxFillNs) {
       return MakeError(name + " " + std::to_string(spec.limit) + "/" + FormatDuration(spec.period) +
                        " with capacity " + std::to_string(spec.Capacity()) +
-                       " is outside the exact range (capacity x period/gcd(limit, period) "
-                       "must stay below 2^61 ns); lower the burst or use a rate that divides "
-                       "the period evenly");
+                       " takes more than 100 years (of 365 days) to fill (capacity x period / "
+                       "limit); lower the burst or raise the rate");
     }
     if (spec.HasMaxDelay()) {
       // No admitted request waits as long as a full queue takes to drain: a longer bound would
       // be accepted and change nothing.
-      const Duration full_queue(internal::CeilDiv(static_cast<int64_t>(scaled), rate.n));
+      const Duration full_queue(static_cast<int64_t>(internal::CeilDiv(scaled, rate.n)));
       if (spec.max_delay < Duration(0) || spec.max_delay > full_queue) {
         return MakeError("max_delay must be from 0s to burst/rate = " + FormatDuration(full_queue) +
                          ", the most a full queue imposes (got " + FormatDuration(spec.max_delay) +
@@ -69,12 +71,6 @@ Result<LimitSpec> ValidateLimitSpec(const LimitSpec& spec) {
     return MakeError(name + " limit " + std::to_string(spec.limit) + " exceeds " +
                      std::to_string(kMaxWindowLimit));
   }
-  // Only the counter multiplies counts by the period (its estimate is kept in hits * D).
-  const __int128 scaled = static_cast<__int128>(spec.limit) * spec.period.count();
-  if (spec.algorithm == Algorithm::kSlidingWindowCounter && scaled >= (int64_t{1} << 60)) {
-    return MakeError(name + " " + std::to_string(spec.limit) + "/" + FormatDuration(spec.period) +
-                     " is outside the exact range (limit x period must stay below 2^60 ns)");
-  }
   if (spec.algorithm == Algorithm::kSlidingWindowLog) {
     if (spec.limit > kMaxLogLimit) {
       return MakeError("sliding_window_log keeps one 4-byte timestamp per hit; limit " +
@@ -87,6 +83,17 @@ Result<LimitSpec> ValidateLimitSpec(const LimitSpec& spec) {
     }
   }
   return spec;
+}
+
+bool NeedsWideArithmetic(const LimitSpec& spec) {
+  if (spec.limit <= 0 || spec.period.count() <= 0) return false;
+  if (HasBurst(spec.algorithm)) {
+    const auto rate = internal::Reduce(spec.limit, spec.period.count());
+    return static_cast<__int128>(spec.Capacity()) * rate.d >= internal::kMaxScaled;
+  }
+  // Only the counter multiplies counts by the period (its estimate is kept in hits * D).
+  return spec.algorithm == Algorithm::kSlidingWindowCounter &&
+         static_cast<__int128>(spec.limit) * spec.period.count() >= (int64_t{1} << 60);
 }
 
 namespace internal {

@@ -14,7 +14,7 @@ Result<SlidingWindowCounter> SlidingWindowCounter::Create(const LimitSpec& spec)
   if (auto valid = internal::ValidateLimitSpecFor(spec, Algorithm::kSlidingWindowCounter); !valid) {
     return std::unexpected(valid.error());
   }
-  return SlidingWindowCounter(spec.limit, spec.period.count());
+  return SlidingWindowCounter(spec.limit, spec.period.count(), NeedsWideArithmetic(spec));
 }
 
 SlidingWindowCounter::State SlidingWindowCounter::Initial(Timestamp now) const {
@@ -24,47 +24,62 @@ SlidingWindowCounter::State SlidingWindowCounter::Initial(Timestamp now) const {
 Decision SlidingWindowCounter::Decide(State& s, Timestamp now, int64_t cost) const {
   const int64_t t = ToNanos(now);
   if (cost < 0) return internal::Rejected(DecisionReason::kInvalidRequest, limit_);
-  const int64_t D = window_ns_;
-  const int64_t w = FloorDiv(t, D);
+  const int64_t w = FloorDiv(t, window_ns_);
   if (w > s.window) {
     s.previous = (w == s.window + 1) ? s.current : 0;
     s.current = 0;
     s.window = w;
   }
+  // The wide path out of line: the narrow one keeps its registers and code as before.
+  if (wide_) [[unlikely]]
+    return DecideWide(s, t, cost);
+  return DecideAs<int64_t>(s, t, cost);
+}
+
+[[gnu::noinline]] Decision SlidingWindowCounter::DecideWide(State& s, int64_t t,
+                                                            int64_t cost) const {
+  return DecideAs<__int128>(s, t, cost);
+}
+
+template <typename Int>
+Decision SlidingWindowCounter::DecideAs(State& s, int64_t t, int64_t cost) const {
+  const int64_t D = window_ns_;
   // Offset into the state's window; clamped to 0 if the clock stepped back (full weight on
   // the previous window: the conservative reading).
   const int64_t offset = std::max<int64_t>(0, t - s.window * D);
   const int64_t behind = std::max<int64_t>(0, s.window * D - t);  // waits count from there
-  const int64_t cur = s.current;
-  const int64_t prev = s.previous;
-  // All quantities below are hits * D; ValidateLimitSpec keeps limit * D below 2^60.
-  const int64_t full = limit_ * D;
-  int64_t estimate = cur * D + prev * (D - offset);
+  const Int cur = s.current;
+  const Int prev = s.previous;
+  // All quantities below are hits * D: below 2^62 in int64 for a narrow spec (limit * D below
+  // 2^60, counts at most twice the limit), below 2^98 in 128 bits for a wide one.
+  const Int full = static_cast<Int>(limit_) * D;
+  Int estimate = cur * D + prev * (D - offset);
 
   Decision d;
   d.limit = limit_;
   if (cost > limit_) {
     d = internal::Rejected(DecisionReason::kCostExceedsCapacity, limit_);
-  } else if (estimate + cost * D <= full) {
+  } else if (estimate + static_cast<Int>(cost) * D <= full) {
     s.current = static_cast<uint32_t>(cur + cost);
-    estimate += cost * D;
+    estimate += static_cast<Int>(cost) * D;
     d.allowed = true;
     d.reason = DecisionReason::kAdmitted;
   } else {
     d.reason = DecisionReason::kOverLimit;
     // Find the earliest offset at which current + previous * (D - offset) / D + cost <= limit.
-    const int64_t room_now = limit_ - cost - cur;  // hits the previous window may still weigh
+    const Int room_now = limit_ - cost - cur;  // hits the previous window may still weigh
     if (room_now >= 0) {
       // prev > 0 here, else the request would have fit.
-      const int64_t earliest = D - (room_now * D) / prev;
+      const int64_t earliest = D - static_cast<int64_t>((room_now * D) / prev);
       d.retry_after = Duration(behind + earliest - offset);
     } else {
       // Not this window: in the next one `cur` becomes the previous window's count.
-      const int64_t earliest_next = D - ((limit_ - cost) * D) / cur;
+      const int64_t earliest_next =
+          D - static_cast<int64_t>((static_cast<Int>(limit_ - cost) * D) / cur);
       d.retry_after = Duration(behind + (D - offset) + earliest_next);
     }
   }
-  d.remaining = std::max<int64_t>(0, (full - estimate) / D);
+  d.remaining = static_cast<int64_t>(std::max<Int>(0, (full - estimate) / D));
   const int64_t window_end = s.window * D + D;
   if (s.current > 0) {
     d.reset_after = Duration(window_end + D - t);

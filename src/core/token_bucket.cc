@@ -1,7 +1,6 @@
 #include "sluice/token_bucket.h"
 
 #include <algorithm>
-#include <cassert>
 
 #include "core/arith.h"
 #include "core/charge.h"
@@ -11,33 +10,42 @@ namespace sluice {
 
 using internal::CeilDiv;
 
-Result<TokenBucket> TokenBucket::Create(const LimitSpec& spec) {
+template <bool kWide>
+Result<BasicTokenBucket<kWide>> BasicTokenBucket<kWide>::Create(const LimitSpec& spec) {
   if (auto valid = internal::ValidateLimitSpecFor(spec, Algorithm::kTokenBucket); !valid) {
     return std::unexpected(valid.error());
   }
+  if (!kWide && NeedsWideArithmetic(spec)) {
+    return MakeError(DescribeLimitSpec(spec) + " needs 128-bit arithmetic: use WideTokenBucket");
+  }
   const auto rate = internal::Reduce(spec.limit, spec.period.count());
-  return TokenBucket(spec.Capacity(), rate.n, rate.d);
+  return BasicTokenBucket(spec.Capacity(), rate.n, rate.d);
 }
 
-TokenBucket::TokenBucket(int64_t capacity, int64_t n, int64_t d)
+template <bool kWide>
+BasicTokenBucket<kWide>::BasicTokenBucket(int64_t capacity, int64_t n, int64_t d)
     : capacity_(capacity),
       n_(n),
       d_(d),
-      capacity_scaled_(capacity * d),
-      fill_ns_(CeilDiv(capacity * d, n)) {}
+      capacity_scaled_(static_cast<Scaled>(capacity) * d),
+      fill_ns_(static_cast<int64_t>(CeilDiv(capacity_scaled_, n))) {}
 
-void TokenBucket::Refill(State& s, int64_t t) const {
+template <bool kWide>
+void BasicTokenBucket<kWide>::Refill(State& s, int64_t t) const {
   if (t <= s.last_ns) return;
   const int64_t elapsed = t - s.last_ns;
   // A bucket in debt (tokens < 0, after a Charge) needs up to twice the fill time. Below those
-  // bounds elapsed * n_ stays below 2 * capacity_scaled_ + 2 * n_: no overflow.
+  // bounds elapsed * n_ stays below 2 * capacity_scaled_ + 2 * n_: no overflow (in 64 bits
+  // below 2^63 for a narrow spec, whose capacity_scaled_ is below 2^61; in 128 bits always).
   const bool full = elapsed >= 2 * fill_ns_ || (elapsed >= fill_ns_ && s.scaled_tokens >= 0);
-  s.scaled_tokens =
-      full ? capacity_scaled_ : std::min(capacity_scaled_, s.scaled_tokens + elapsed * n_);
+  s.scaled_tokens = full ? capacity_scaled_
+                         : std::min<Scaled>(capacity_scaled_,
+                                            s.scaled_tokens + static_cast<Scaled>(elapsed) * n_);
   s.last_ns = t;
 }
 
-Decision TokenBucket::Decide(State& s, Timestamp now, int64_t cost) const {
+template <bool kWide>
+Decision BasicTokenBucket<kWide>::Decide(State& s, Timestamp now, int64_t cost) const {
   const int64_t t = ToNanos(now);
   if (cost < 0) return internal::Rejected(DecisionReason::kInvalidRequest, capacity_);
   Refill(s, t);
@@ -48,37 +56,49 @@ Decision TokenBucket::Decide(State& s, Timestamp now, int64_t cost) const {
   if (cost > capacity_) {
     d = internal::Rejected(DecisionReason::kCostExceedsCapacity, capacity_);
   } else {
-    const int64_t need = cost * d_;
+    const Scaled need = static_cast<Scaled>(cost) * d_;
     if (s.scaled_tokens >= need) {
       s.scaled_tokens -= need;
       d.allowed = true;
       d.reason = DecisionReason::kAdmitted;
     } else {
       d.reason = DecisionReason::kOverLimit;
-      d.retry_after = Duration(behind + CeilDiv(need - s.scaled_tokens, n_));
+      // At most two fill times (from one capacity of debt): within int64 nanoseconds.
+      d.retry_after = Duration(behind + static_cast<int64_t>(CeilDiv(need - s.scaled_tokens, n_)));
     }
   }
-  d.remaining = std::max<int64_t>(0, s.scaled_tokens / d_);
-  d.reset_after = Duration(behind + CeilDiv(capacity_scaled_ - s.scaled_tokens, n_));
+  d.remaining = static_cast<int64_t>(std::max<Scaled>(0, s.scaled_tokens / d_));
+  d.reset_after =
+      Duration(behind + static_cast<int64_t>(CeilDiv(capacity_scaled_ - s.scaled_tokens, n_)));
   return d;
 }
 
-Decision TokenBucket::Charge(State& s, Timestamp now, int64_t cost) const {
+template <bool kWide>
+Decision BasicTokenBucket<kWide>::Charge(State& s, Timestamp now, int64_t cost) const {
   return internal::ChargeBeyondLimit(*this, s, now, cost, [this](State& st, int64_t hits) {
-    st.scaled_tokens = std::max(-capacity_scaled_, st.scaled_tokens - hits * d_);
+    st.scaled_tokens =
+        std::max<Scaled>(-capacity_scaled_, st.scaled_tokens - static_cast<Scaled>(hits) * d_);
   });
 }
 
-void TokenBucket::Refund(State& s, Timestamp /*at*/, Timestamp now, int64_t cost) const {
+template <bool kWide>
+void BasicTokenBucket<kWide>::Refund(State& s, Timestamp /*at*/, Timestamp now,
+                                     int64_t cost) const {
   if (cost <= 0 || cost > capacity_) return;
   // Brought up to date first, as Decide does (the order does not matter: refilling and
   // returning are both additions capped at B), so the result is the bucket as of `now`.
   Refill(s, ToNanos(now));
-  s.scaled_tokens = std::min(capacity_scaled_, s.scaled_tokens + cost * d_);
+  s.scaled_tokens =
+      std::min<Scaled>(capacity_scaled_, s.scaled_tokens + static_cast<Scaled>(cost) * d_);
 }
 
-Timestamp TokenBucket::ReplenishedAt(const State& s) const {
-  return FromNanos(s.last_ns + CeilDiv(capacity_scaled_ - s.scaled_tokens, n_));
+template <bool kWide>
+Timestamp BasicTokenBucket<kWide>::ReplenishedAt(const State& s) const {
+  return FromNanos(s.last_ns +
+                   static_cast<int64_t>(CeilDiv(capacity_scaled_ - s.scaled_tokens, n_)));
 }
+
+template class BasicTokenBucket<false>;
+template class BasicTokenBucket<true>;
 
 }  // namespace sluice

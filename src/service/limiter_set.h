@@ -6,8 +6,10 @@
 //
 // Any client can send any override rate, so the override limiters are kept least recently used
 // first, at most min(kMaxOverrides, Store::MaxTransientLimiters()) of them: a new rate beyond
-// that drops the least recently used one, whose counters then start afresh if its rate comes
-// back (docs/server.md, "Memory"). Internal to the service.
+// that drops the least recently used one. Dropping a limiter drops no counter: the memory store
+// keeps every override rate's counters in one table keyed by (rate, key) (memory_store.h), and
+// Redis keeps them under keys that name the rate, so a rate that comes back finds its counters
+// (docs/server.md, "Memory"). Internal to the service.
 #ifndef SLUICE_SERVICE_LIMITER_SET_H_
 #define SLUICE_SERVICE_LIMITER_SET_H_
 

@@ -74,7 +74,22 @@ Result<std::unique_ptr<Server>> Server::Start(const Settings& settings) {
   }
   server->metrics_.SetStatsSource(
       [&service = *server->service_](StatsSink& sink) { service.ReportStats(sink); });
+  if (settings.memory_store) server->WatchEvictions();
   return server;
+}
+
+// Each eviction of a live counter can admit a request its limit would have refused (an
+// override's counter as much as a configured limit's): logged, at most every 10 s, checked every
+// second off the decision path.
+void Server::WatchEvictions() {
+  constexpr Duration kInterval = std::chrono::seconds(10);
+  eviction_timer_ = std::make_unique<ThreadScheduler>(clock_);
+  eviction_watch_ = std::make_unique<EvictionWatch>(kInterval, service_->StoreTotals().evictions);
+  eviction_task_ = eviction_timer_->Every(std::chrono::seconds(1), [this](Timestamp now) {
+    if (auto line = eviction_watch_->Observe(service_->StoreTotals().evictions, now)) {
+      spdlog::warn("{}", *line);
+    }
+  });
 }
 
 Result<void> Server::StartService() {
@@ -201,6 +216,7 @@ void Server::Stop() {
   if (forward_auth_http_) stopping.emplace_back([this] { forward_auth_http_->Stop(); });
   if (grpc_) stopping.emplace_back([this] { grpc_->Shutdown(); });
   for (std::thread& t : stopping) t.join();
+  eviction_task_.reset();  // it reads the service's store
   // A check still waiting on Redis when the grace ran out is answered by the store as it
   // closes, and that answer goes to the HTTP API and a server's io_context: close the store
   // now, while they exist, rather than after them in reverse declaration order.

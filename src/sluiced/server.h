@@ -13,10 +13,12 @@
 #include "http/forward_auth_api.h"
 #include "http/http_api.h"
 #include "http/http_server.h"
+#include "metrics/eviction_watch.h"
 #include "metrics/metrics.h"
 #include "metrics/usage_views.h"
 #include "service/rate_limit_service.h"
 #include "sluice/clock.h"
+#include "sluice/scheduler.h"
 #include "sluice/status.h"
 #include "sluiced/flags.h"
 
@@ -42,6 +44,7 @@ class Server {
   Result<void> StartHttp();
   Result<void> StartForwardAuth();
   Result<void> StartGrpc();
+  void WatchEvictions();
 
   // Members in the order they are made; destroyed in reverse (the front ends before the APIs
   // they call, those before the service, the service before the usage views and metrics).
@@ -56,6 +59,10 @@ class Server {
   std::unique_ptr<const ForwardAuthApi> forward_auth_;
   std::unique_ptr<HttpServer> forward_auth_http_;
   std::unique_ptr<GrpcServer> grpc_;
+  // The memory store's evictions of live counters, logged (rate-limited) by a timer of its own.
+  std::unique_ptr<ThreadScheduler> eviction_timer_;
+  std::unique_ptr<EvictionWatch> eviction_watch_;  // used by eviction_task_ alone
+  std::unique_ptr<Scheduler::Task> eviction_task_;
 };
 
 // --check-config: the config, and every limit of it made by the store --store names, as serving

@@ -58,21 +58,28 @@ TEST(LimitSpec, MaxDelayOnlyOnAShaperAndWithinWhatAFullQueueImposes) {
   EXPECT_NE(ErrorOf(token).find("max_delay"), std::string::npos);
 }
 
-TEST(LimitSpec, OverflowProneValuesAreRefused) {
-  // 7 per day does not divide the day: d = 86400e9 ns, so a capacity of 10^5 overflows 2^61.
-  EXPECT_NE(ErrorOf({Algorithm::kTokenBucket, 7, std::chrono::hours(24), 100'000, false})
-                .find("exact range"),
-            std::string::npos);
-  EXPECT_NE(ErrorOf({Algorithm::kSlidingWindowCounter, 4'000'000'000, std::chrono::hours(24 * 365),
-                     0, false})
-                .find("exact range"),
-            std::string::npos);
+TEST(LimitSpec, TheWholeRangeIsAcceptedAndOnlyTheStatedBoundsRefuse) {
+  using std::chrono::hours;
+  const auto year = hours(24 * 365);
+  // 7 per day does not divide the day: d = 86400e9 ns, so a capacity of 10^5 is past 64 bits
+  // (2^61): accepted, and kept in 128 bits.
+  const LimitSpec seven_a_day{Algorithm::kTokenBucket, 7, hours(24), 100'000, false};
+  EXPECT_EQ(ErrorOf(seven_a_day), "");
+  EXPECT_TRUE(NeedsWideArithmetic(seven_a_day));
+  EXPECT_EQ(ErrorOf({Algorithm::kSlidingWindowCounter, 4'294'967'295, year, 0, false}), "");
+  EXPECT_EQ(ErrorOf({Algorithm::kGcra, 4'294'967'295, year, 4'294'967'295, false}), "");
+  // A bucket filling in 100 years (of 365 days) is accepted; one more request of capacity is not.
+  EXPECT_EQ(ErrorOf({Algorithm::kLeakyBucket, 1, year, 100, false}), "");
+  for (Algorithm a : {Algorithm::kTokenBucket, Algorithm::kGcra, Algorithm::kLeakyBucket}) {
+    EXPECT_NE(ErrorOf({a, 1, year, 101, false}).find("100 years"), std::string::npos);
+  }
   EXPECT_NE(
       ErrorOf({Algorithm::kSlidingWindowLog, 100'000'000, seconds(1), 0, false}).find("4-byte"),
       std::string::npos);
-  // Reasonable big limits are fine.
-  EXPECT_EQ(ErrorOf({Algorithm::kTokenBucket, 1'000'000, seconds(1), 10'000'000, false}), "");
-  EXPECT_EQ(ErrorOf({Algorithm::kGcra, 1000, std::chrono::hours(24), 5000, false}), "");
+  // Reasonable big limits keep the 64-bit arithmetic.
+  EXPECT_FALSE(NeedsWideArithmetic({Algorithm::kTokenBucket, 1'000'000, seconds(1), 10'000'000}));
+  EXPECT_FALSE(NeedsWideArithmetic({Algorithm::kGcra, 1000, hours(24), 5000, false}));
+  EXPECT_FALSE(NeedsWideArithmetic({Algorithm::kSlidingWindowCounter, 1000, hours(24), 0}));
 }
 
 TEST(LimitSpec, CreateRefusesTheWrongAlgorithm) {

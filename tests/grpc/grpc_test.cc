@@ -91,7 +91,7 @@ TEST_F(GrpcServerTest, DescriptorHitsAddendOverridesTheRequests) {
 }
 
 // Envoy's descriptor hits_addend is a uint64: beyond int64 it is read as the largest int64, over
-// every limit (a limit's capacity is below 2^61), never refused.
+// every limit (every capacity is below it), never refused.
 TEST_F(GrpcServerTest, DescriptorHitsAddendBeyondInt64IsTheLargestInt64) {
   rls::RateLimitRequest r = OneDescriptor("api", "k", "v");
   r.mutable_descriptors(0)->mutable_hits_addend()->set_value(UINT64_MAX);

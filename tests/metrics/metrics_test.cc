@@ -188,8 +188,9 @@ TEST(Metrics, StoreErrorsReloadsAndGauges) {
   m.RecordReload(true);
   m.RecordReload(false);
   uint64_t keys = 41;
-  m.SetStatsSource(
-      [&](StatsSink& sink) { ReportStoreStats({.keys = ++keys, .evictions = 7}, sink); });
+  m.SetStatsSource([&](StatsSink& sink) {
+    ReportStoreStats({.keys = ++keys, .evictions = 7, .evicted_replenished = 5}, sink);
+  });
   const std::string text = ValidRender(m);
   EXPECT_LINE(text, "sluice_store_errors_total 2");
   EXPECT_LINE(text, "sluice_config_reloads_total{result=\"success\"} 2");
@@ -198,7 +199,8 @@ TEST(Metrics, StoreErrorsReloadsAndGauges) {
   EXPECT_LINE(text, "# TYPE sluice_store_keys gauge");
   EXPECT_LINE(text, "sluice_store_keys 42");  // sampled at render time
   EXPECT_LINE(text, "# TYPE sluice_store_evictions_total counter");
-  EXPECT_LINE(text, "sluice_store_evictions_total 7");
+  EXPECT_LINE(text, "sluice_store_evictions_total{reason=\"lru\"} 7");
+  EXPECT_LINE(text, "sluice_store_evictions_total{reason=\"replenished\"} 5");
   EXPECT_LINE(ValidRender(m), "sluice_store_keys 43");
   EXPECT_EQ(text.find("sluice_store_bytes"), std::string::npos) << "no bound: no byte gauges";
   m.SetStatsSource([](StatsSink& sink) {

@@ -1,6 +1,7 @@
-// Envoy's per-request `limit` overrides through the service: any client can send any rate, so
-// their limiters are kept least recently used first within the memory store's bound. A new rate
-// is never refused for want of room; the least recently used rate's counters make way.
+// Envoy's per-request `limit` overrides through the service: any client can send any rate. The
+// service keeps the limiters of the rates it saw last (least recently used first); their
+// counters live in the memory store's override table, keyed by (rate, key), so a dropped
+// limiter forgets nothing, and only the table's memory bound evicts counters.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -68,41 +69,54 @@ TEST_F(OverrideLimits, ANewRateIsAcceptedAfterThousandsOfOthers) {
   EXPECT_EQ(Remaining("k", 5000), 4998) << "and it counts";
 }
 
-// Each rate's counter is kept while the rate is in use; when a new rate needs a place, the rate
-// used least recently is dropped, and its counter starts afresh if it comes back. How many
-// places there are is the store's (Store::MaxTransientLimiters).
-TEST_F(OverrideLimits, TheLeastRecentlyUsedRateMakesRoom) {
-  auto config = LoadConfig(dir_.Write("api.yaml", kConfig));
-  ASSERT_TRUE(config.has_value());
-  auto store = OpenMemoryStore({.max_bytes = size_t{64} << 20});
-  ASSERT_TRUE(store.has_value());
-  const int64_t places = static_cast<int64_t>((*store)->MaxTransientLimiters());
-  ASSERT_GE(places, 4);
-  ASSERT_LT(places, 1024) << "this test needs the store to be what limits the places";
-  ServiceOptions options;
-  options.clock = &clock_;
-  auto service = RateLimitService::Create(*config, *store, options, nullptr);
-  ASSERT_TRUE(service.has_value()) << service.error().message;
-  service_ = std::move(*service);
+// The store bound sluiced gives the memory store (ComputeMemoryBudget in flags.cc): all of
+// --memory-max-bytes but the usage views' sixteenth.
+constexpr size_t SluicedStoreBound(size_t memory_max_bytes) {
+  return memory_max_bytes - memory_max_bytes / 16;
+}
 
-  constexpr int64_t kOld = 5000;   // used once, first: the least recently used
-  constexpr int64_t kUsed = 6000;  // used after every other rate: never dropped
-  int64_t used = kUsed;
-  ASSERT_EQ(Remaining("k", kOld), kOld - 1);
-  ASSERT_EQ(Remaining("k", kUsed), --used);
-  // Fill every place: kOld, kUsed and places - 2 rates 101, 102, ...
-  for (int64_t i = 1; i <= places - 2; ++i) {
-    ASSERT_EQ(Remaining("k", 100 + i), 100 + i - 1);
-    ASSERT_EQ(Remaining("k", kUsed), --used);
+// A tenant's negotiated rate, sent as an override, keeps its counter while other callers use
+// 10,000 other rates (one key each): the limiter of its rate is dropped and made again by the
+// service meanwhile, and the counter, in the store's override table, stays.
+TEST_F(OverrideLimits, AKeyStaysRefusedWhileTenThousandOtherRatesAreUsed) {
+  for (size_t memory_max : {size_t{512} << 20 /* sluiced's default */, size_t{64} << 20}) {
+    Start(SluicedStoreBound(memory_max));
+    for (int i = 0; i < 5; ++i) ASSERT_EQ(Remaining("tenant", 5), 4 - i);
+    for (int64_t rate = 100; rate < 10'100; ++rate) {
+      ASSERT_EQ(Remaining("caller-" + std::to_string(rate), rate), rate - 1);
+    }
+    clock_.Advance(std::chrono::seconds(10));
+    auto r = service_->Check(Overridden("tenant", 5));
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->statuses[0].code, Code::kOverLimit) << "--memory-max-bytes " << memory_max;
+    EXPECT_EQ(service_->StoreTotals().evictions, 0u);
   }
-  ASSERT_EQ(Remaining("k", 101), 99) << "every rate still has its counter";
-  // A new rate: kOld is the least recently used, and makes room.
-  ASSERT_EQ(Remaining("k", 7000), 6999);
-  EXPECT_EQ(Remaining("k", kUsed), --used) << "the rate in use kept its counter";
-  EXPECT_EQ(Remaining("k", kOld), kOld - 1) << "the least recently used rate starts afresh";
-  // Bringing kOld back took the place of the next least recently used: 102 (101 was used).
-  EXPECT_EQ(Remaining("k", 101), 98) << "101 was used more recently than 102";
-  EXPECT_EQ(Remaining("k", 102), 101) << "102 starts afresh";
+}
+
+// A million override keys (64 rates, half of them 1/s, which replenish within the flood) against
+// an 8 MiB store: the store's accounting and the heap stay within the bound, and the evictions
+// this takes are counted by reason.
+TEST_F(OverrideLimits, AMillionKeyFloodStaysWithinTheBoundAndCountsEvictions) {
+  constexpr size_t kBound = size_t{8} << 20;
+  const size_t heap_before = testing::HeapInUse();
+  Start(kBound);
+  for (int n = 0; n < 1'000'000; ++n) {
+    clock_.Advance(std::chrono::milliseconds(1));
+    CheckRequest r = Overridden("flood-" + std::to_string(n), 5 + n % 32);
+    if (n % 2 == 0) r.descriptors[0].limit_override = LimitOverride{1, Unit::kSecond};
+    ASSERT_TRUE(service_->Check(r).has_value()) << n;
+    if (n % 100'000 == 99'999) {
+      const StoreStats s = service_->StoreTotals();
+      ASSERT_LE(s.bytes, kBound) << n;
+      ASSERT_LE(s.max_bytes, kBound) << n;
+      const size_t grown = testing::HeapInUse() - heap_before;
+      ASSERT_LE(grown, kBound + kBound / 8) << "heap grew by " << grown << " after " << n;
+    }
+  }
+  const StoreStats s = service_->StoreTotals();
+  EXPECT_GT(s.evictions, 100'000u) << "live 5/day counters made room";
+  EXPECT_GT(s.evicted_replenished, 0u) << "replenished 1/s counters made room too";
+  EXPECT_GT(s.keys, 10'000u) << "while the store kept many counters";
 }
 
 // The bound holds for everything a client can create: a flood of unique keys, each with one of

@@ -159,5 +159,31 @@ TEST_F(AsyncRedisService, RedisGoneFailsByEachLimitsPolicy) {
   ASSERT_TRUE(redis_.Restart());
 }
 
+// On Redis an override's counter is the Redis key of its (rate, key), whatever the service does
+// with the limiters of its rates: a 5/day key stays refused while 2,000 other rates (more than
+// the service keeps limiters for) are used, one key each (per second: within the Redis store's
+// range today).
+TEST_F(AsyncRedisService, AnOverrideCounterOutlivesItsLimiter) {
+  const auto overridden = [](const std::string& key, int64_t rate, Unit unit = Unit::kDay) {
+    CheckRequest r;
+    r.domain = "api";
+    r.descriptors.push_back({{{"api_key", key}}, {}, LimitOverride{rate, unit}});
+    return r;
+  };
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(MustCheckAsync(overridden("tenant", 5)).statuses.at(0).code, Code::kOk) << i;
+  }
+  for (int64_t rate = 100; rate < 2'100; ++rate) {
+    ASSERT_EQ(MustCheckAsync(overridden("caller-" + std::to_string(rate), rate, Unit::kSecond))
+                  .statuses.at(0)
+                  .code,
+              Code::kOk)
+        << rate;
+  }
+  EXPECT_EQ(MustCheckAsync(overridden("tenant", 5)).statuses.at(0).code, Code::kOverLimit);
+  EXPECT_EQ(MustCheckAsync(overridden("tenant", 6)).statuses.at(0).code, Code::kOk)
+      << "another rate, another counter";
+}
+
 }  // namespace
 }  // namespace sluice::server

@@ -222,6 +222,7 @@ StoreUnderTest ThroughOpenStore(const std::string& name, std::function<std::stri
          "it is neither a store that counts keys per limiter nor one that says 0"},
     };
   }
+  if (remote) MarkNeedsWideLua(store);
   if (mode == SyncMode::kBatched) {
     // The syncs due by the traffic's time, as the layer's timer would run them at that time.
     store.run_due = [](Store& s, Timestamp now) { dynamic_cast<BatchedStore&>(s).FlushDue(now); };

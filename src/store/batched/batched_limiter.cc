@@ -401,12 +401,16 @@ std::shared_ptr<ViewTable> Make(BatchedStoreImpl& store, std::shared_ptr<Limiter
 
 std::shared_ptr<ViewTable> MakeViewTable(BatchedStoreImpl& store, std::shared_ptr<Limiter> inner,
                                          const LimitSpec& spec, Duration interval) {
+  // A wide spec's buckets keep 128-bit local views, as the memory store keeps its counters.
+  const bool wide = NeedsWideArithmetic(spec);
   switch (spec.algorithm) {
     case Algorithm::kTokenBucket:
+      if (wide) return Make<WideTokenBucket>(store, std::move(inner), spec, interval);
       return Make<TokenBucket>(store, std::move(inner), spec, interval);
     case Algorithm::kGcra:
       return Make<Gcra>(store, std::move(inner), spec, interval);
     case Algorithm::kLeakyBucket:
+      if (wide) return Make<WideLeakyBucket>(store, std::move(inner), spec, interval);
       return Make<LeakyBucket>(store, std::move(inner), spec, interval);
     case Algorithm::kFixedWindow:
       return Make<FixedWindow>(store, std::move(inner), spec, interval);

@@ -22,7 +22,9 @@
 
 namespace sluice::internal {
 
-// The numbers a spec's algorithm keeps its state in: capacity B, rate n/d per nanosecond.
+// The numbers a spec's algorithm keeps its state in: capacity B, rate n/d per nanosecond. The
+// scaled quantities are read in 128 bits, which hold every valid spec's (a narrow spec's fit the
+// 64-bit state they are stored in: below 2^62); they are read once per answer, not per decision.
 struct ViewScale {
   int64_t capacity = 0;
   int64_t n = 1;
@@ -34,40 +36,43 @@ struct ViewScale {
     n = rate.n;
     d = rate.d;
   }
+  __int128 CapacityScaled() const { return static_cast<__int128>(capacity) * d; }
   // reset_after in 1/d-hit units of used capacity, at most two capacities (all a key can hold).
-  int64_t UsedScaled(const Decision& answer) const {
-    const int64_t most = 2 * capacity * d;
+  __int128 UsedScaled(const Decision& answer) const {
+    const __int128 most = 2 * CapacityScaled();
     const int64_t reset = std::max<int64_t>(0, answer.reset_after.count());
-    return reset >= CeilDiv(most, n) ? most : std::min(most, reset * n);
+    return reset >= CeilDiv(most, n) ? most : std::min(most, static_cast<__int128>(reset) * n);
   }
   // Whole hits beyond the capacity in `used_scaled`.
-  int64_t Beyond(int64_t used_scaled) const {
-    const int64_t over = used_scaled - capacity * d;
-    return over > 0 ? CeilDiv(over, d) : 0;
+  int64_t Beyond(__int128 used_scaled) const {
+    const __int128 over = used_scaled - CapacityScaled();
+    return over > 0 ? static_cast<int64_t>(CeilDiv(over, d)) : 0;
   }
 };
 
 template <typename Alg>
 struct ViewSeed;
 
-template <>
-struct ViewSeed<TokenBucket> {
-  static TokenBucket::State Read(const ViewScale& s, const Decision& answer, Timestamp at) {
-    return TokenBucket::State{s.capacity * s.d - s.UsedScaled(answer), ToNanos(at)};
+template <bool kWide>
+struct ViewSeed<BasicTokenBucket<kWide>> {
+  using State = typename BasicTokenBucket<kWide>::State;
+  using Scaled = typename BasicTokenBucket<kWide>::Scaled;
+  static State Read(const ViewScale& s, const Decision& answer, Timestamp at) {
+    return State{static_cast<Scaled>(s.CapacityScaled() - s.UsedScaled(answer)), ToNanos(at)};
   }
-  static int64_t Beyond(const ViewScale& s, const TokenBucket::State& st) {
-    return s.Beyond(s.capacity * s.d - st.scaled_tokens);
+  static int64_t Beyond(const ViewScale& s, const State& st) {
+    return s.Beyond(s.CapacityScaled() - st.scaled_tokens);
   }
 };
 
-template <>
-struct ViewSeed<LeakyBucket> {
-  static LeakyBucket::State Read(const ViewScale& s, const Decision& answer, Timestamp at) {
-    return LeakyBucket::State{s.UsedScaled(answer), ToNanos(at)};
+template <bool kWide>
+struct ViewSeed<BasicLeakyBucket<kWide>> {
+  using State = typename BasicLeakyBucket<kWide>::State;
+  using Scaled = typename BasicLeakyBucket<kWide>::Scaled;
+  static State Read(const ViewScale& s, const Decision& answer, Timestamp at) {
+    return State{static_cast<Scaled>(s.UsedScaled(answer)), ToNanos(at)};
   }
-  static int64_t Beyond(const ViewScale& s, const LeakyBucket::State& st) {
-    return s.Beyond(st.scaled_level);
-  }
+  static int64_t Beyond(const ViewScale& s, const State& st) { return s.Beyond(st.scaled_level); }
 };
 
 // GCRA's backlog is the token bucket's used capacity, in units of 1/n ns: the TAT is
@@ -75,13 +80,15 @@ struct ViewSeed<LeakyBucket> {
 template <>
 struct ViewSeed<Gcra> {
   static Gcra::State Read(const ViewScale& s, const Decision& answer, Timestamp at) {
-    const int64_t used = s.UsedScaled(answer);
-    return Gcra::State{ToNanos(at) + used / s.n, used % s.n};
+    const __int128 used = s.UsedScaled(answer);
+    return Gcra::State{ToNanos(at) + static_cast<int64_t>(used / s.n),
+                       static_cast<int64_t>(used % s.n)};
   }
   static int64_t Beyond(const ViewScale& s, const Gcra::State& st, Timestamp at) {
     const int64_t ahead = st.tat_ns - ToNanos(at);
     if (ahead < 0) return 0;
-    return s.Beyond(std::min(2 * s.capacity * s.d, ahead * s.n + st.tat_frac));
+    return s.Beyond(
+        std::min(2 * s.CapacityScaled(), static_cast<__int128>(ahead) * s.n + st.tat_frac));
   }
 };
 

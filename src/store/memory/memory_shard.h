@@ -143,6 +143,7 @@ class alignas(64) MemoryShard {
     s.max_bytes += budget_bytes_;
     s.evictions += evictions_;
     s.expirations += expirations_;
+    s.evicted_replenished += evicted_replenished_;
   }
 
  private:
@@ -319,6 +320,7 @@ class alignas(64) MemoryShard {
       if (alg.ReplenishedAt(e.state) <= now) {
         RemoveAt(pos);
         ++expirations_;
+        ++evicted_replenished_;
         return pos;
       }
       if (victim == kNone || Age(e) > Age(slots_[victim])) victim = pos;
@@ -437,6 +439,7 @@ class alignas(64) MemoryShard {
   size_t budget_bytes_;
   uint64_t evictions_ = 0;
   uint64_t expirations_ = 0;
+  uint64_t evicted_replenished_ = 0;  // of expirations_: dropped to make room (EvictFrom)
   size_t decisions_this_epoch_ = 0;
   uint8_t epoch_ = 0;
 };

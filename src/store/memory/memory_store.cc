@@ -17,25 +17,26 @@
 #include "sluice/token_bucket.h"
 #include "store/memory/key_hash.h"
 #include "store/memory/memory_shard.h"
+#include "store/memory/override_table.h"
 
 namespace sluice {
 namespace {
 
-// The limiters of one memory store that are alive, for the store's Stats(), and how many of
-// them are transient (LimiterOptions::transient), which the store's bound counts on.
+// The configured limiters of one memory store that are alive, for the store's Stats(), and how
+// many transient limiters (LimiterOptions::transient: views of the override table) are, which
+// the store's bound counts on.
 class LiveLimiters {
  public:
   void Add(const Limiter* limiter) {
     std::lock_guard<std::mutex> lock(mu_);
     limiters_.push_back(limiter);
   }
-  void Remove(const Limiter* limiter, bool transient) {
+  void Remove(const Limiter* limiter) {
     std::lock_guard<std::mutex> lock(mu_);
     std::erase(limiters_, limiter);
-    if (transient) --transient_;
   }
-  // Takes one of `max` transient places, if one is free (given back by Remove, or by
-  // ReleaseTransient when the limiter could not be made).
+  // Takes one of `max` transient places, if one is free (given back by ReleaseTransient when
+  // the transient limiter is destroyed or could not be made).
   bool TakeTransient(size_t max) {
     std::lock_guard<std::mutex> lock(mu_);
     if (transient_ >= max) return false;
@@ -45,6 +46,10 @@ class LiveLimiters {
   void ReleaseTransient() {
     std::lock_guard<std::mutex> lock(mu_);
     --transient_;
+  }
+  size_t transient() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return transient_;
   }
   StoreStats Sum() const {
     StoreStats total;
@@ -56,6 +61,7 @@ class LiveLimiters {
       total.max_bytes += s.max_bytes;
       total.evictions += s.evictions;
       total.expirations += s.expirations;
+      total.evicted_replenished += s.evicted_replenished;
     }
     return total;
   }
@@ -70,7 +76,6 @@ class LiveLimiters {
 struct Owner {
   const Store* store = nullptr;
   std::shared_ptr<LiveLimiters> live;
-  bool transient = false;
 };
 
 template <typename Alg>
@@ -82,7 +87,6 @@ class MemoryLimiterOf final : public MemoryLimiter {
                   uint64_t seed, Owner owner, size_t fixed_bytes)
       : MemoryLimiter(owner.store),
         live_(std::move(owner.live)),
-        transient_(owner.transient),
         fixed_bytes_(fixed_bytes),
         alg_(std::move(alg)),
         spec_(spec),
@@ -94,7 +98,7 @@ class MemoryLimiterOf final : public MemoryLimiter {
     if (live_ != nullptr) live_->Add(this);
   }
   ~MemoryLimiterOf() override {
-    if (live_ != nullptr) live_->Remove(this, transient_);
+    if (live_ != nullptr) live_->Remove(this);
   }
   MemoryLimiterOf(const MemoryLimiterOf&) = delete;
   MemoryLimiterOf& operator=(const MemoryLimiterOf&) = delete;
@@ -194,7 +198,6 @@ class MemoryLimiterOf final : public MemoryLimiter {
 
  private:
   const std::shared_ptr<LiveLimiters> live_;
-  const bool transient_;
   const size_t fixed_bytes_;
   const Alg alg_;
   const LimitSpec spec_;
@@ -263,10 +266,15 @@ Result<std::unique_ptr<MemoryLimiter>> MakeOwnedLimiter(const LimitSpec& spec,
     std::random_device rd;
     seed = (uint64_t{rd()} << 32) ^ rd() ^ 1;
   }
+  // A wide spec's buckets keep 128-bit states (8 bytes more a key); every other spec keeps the
+  // 64-bit ones (NeedsWideArithmetic, docs/algorithms.md "The exact range").
+  const bool wide = NeedsWideArithmetic(spec);
   switch (spec.algorithm) {
     case Algorithm::kTokenBucket:
+      if (wide) return Make<WideTokenBucket>(spec, options, shards, seed, std::move(owner));
       return Make<TokenBucket>(spec, options, shards, seed, std::move(owner));
     case Algorithm::kLeakyBucket:
+      if (wide) return Make<WideLeakyBucket>(spec, options, shards, seed, std::move(owner));
       return Make<LeakyBucket>(spec, options, shards, seed, std::move(owner));
     case Algorithm::kFixedWindow:
       return Make<FixedWindow>(spec, options, shards, seed, std::move(owner));
@@ -282,37 +290,37 @@ Result<std::unique_ptr<MemoryLimiter>> MakeOwnedLimiter(const LimitSpec& spec,
 
 class MemoryStore final : public Store {
  public:
-  // A transient limiter's part is small (1/256 of the bound): few shards keep its fixed parts
-  // small and its tables large enough to be useful.
-  static constexpr size_t kTransientShards = 8;
-
-  explicit MemoryStore(const MemoryStoreOptions& options) : options_(options) {}
-
   // The split of the bound is in memory_store.h (OpenMemoryStore).
+  explicit MemoryStore(const MemoryStoreOptions& options) : options_(options) {
+    const size_t part = options_.max_bytes / 4;
+    // The transient limiters' own bytes are kept out of the part, at most half of it.
+    max_transient_ = std::min(kTransientLimiters, part / 2 / internal::kOverrideLimiterBytes);
+    transient_reserve_ = max_transient_ * internal::kOverrideLimiterBytes;
+    uint64_t seed = options_.hash_seed;
+    if (seed == 0) {
+      std::random_device rd;
+      seed = (uint64_t{rd()} << 32) ^ rd() ^ 1;
+    }
+    auto table = internal::OverrideTable::Make(part - transient_reserve_, options_.shards, seed);
+    if (table) {
+      overrides_ = std::move(*table);
+    } else {
+      overrides_error_ = table.error().message;
+    }
+  }
+
   Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec,
                                                const LimiterOptions& limiter) override {
+    if (limiter.transient) return MakeTransient(spec);
     MemoryStoreOptions options = options_;
-    const size_t transient_part = options_.max_bytes / 4;
-    if (limiter.transient) {
-      if (!live_->TakeTransient(kTransientLimiters)) {
-        return MakeError("the memory store holds " + std::to_string(kTransientLimiters) +
-                         " limit overrides already: drop one first");
-      }
-      options.max_bytes = transient_part / kTransientLimiters;
-      options.shards = std::min<size_t>(options.shards, kTransientShards);
-    } else {
-      options.max_bytes = (options_.max_bytes - transient_part) /
-                          std::max<size_t>(1, limiter.limits_sharing_memory);
-    }
-    auto made = MakeOwnedLimiter(spec, options, Owner{this, live_, limiter.transient});
-    if (!made) {
-      if (limiter.transient) live_->ReleaseTransient();
-      return std::unexpected(made.error());
-    }
+    options.max_bytes = (options_.max_bytes - options_.max_bytes / 4) /
+                        std::max<size_t>(1, limiter.limits_sharing_memory);
+    auto made = MakeOwnedLimiter(spec, options, Owner{this, live_});
+    if (!made) return std::unexpected(made.error());
     return std::unique_ptr<Limiter>(std::move(*made));
   }
 
-  size_t MaxTransientLimiters() const override { return kTransientLimiters; }
+  size_t MaxTransientLimiters() const override { return max_transient_; }
 
   void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
                  std::span<Decision> out) override {
@@ -345,11 +353,38 @@ class MemoryStore final : public Store {
 
   bool Ready() override { return true; }
 
-  StoreStats Stats() const override { return live_->Sum(); }
+  // The override table is counted once here: its views (the transient limiters) are not in
+  // live_, and each reports the whole table.
+  StoreStats Stats() const override {
+    StoreStats s = live_->Sum();
+    if (overrides_ != nullptr) overrides_->AddStats(s);
+    s.bytes += live_->transient() * internal::kOverrideLimiterBytes;
+    s.max_bytes += transient_reserve_;
+    return s;
+  }
 
  private:
+  Result<std::unique_ptr<Limiter>> MakeTransient(const LimitSpec& spec) {
+    if (overrides_ == nullptr) return MakeError(overrides_error_);
+    if (!live_->TakeTransient(max_transient_)) {
+      return MakeError("the memory store holds " + std::to_string(max_transient_) +
+                       " limit overrides already: drop one first");
+    }
+    auto made = internal::MakeOverrideLimiter(spec, overrides_, options_.max_key_bytes, this,
+                                              [live = live_] { live->ReleaseTransient(); });
+    if (!made) {
+      live_->ReleaseTransient();
+      return std::unexpected(made.error());
+    }
+    return std::unique_ptr<Limiter>(std::move(*made));
+  }
+
   const MemoryStoreOptions options_;
   const std::shared_ptr<LiveLimiters> live_ = std::make_shared<LiveLimiters>();
+  size_t max_transient_ = 0;      // transient limiters (views of overrides_) alive at once
+  size_t transient_reserve_ = 0;  // their bytes, kept out of the overrides' part
+  std::shared_ptr<internal::OverrideTable> overrides_;  // null if the bound is too small
+  std::string overrides_error_;
 };
 
 }  // namespace

@@ -33,10 +33,10 @@ namespace internal {
 
 RedisLimiter::RedisLimiter(std::shared_ptr<RedisStoreImpl> store, const LimitSpec& spec,
                            std::string limit_id, bool fail_open, std::vector<std::string> params,
-                           const LuaScript& script)
+                           const LuaScript& script, int script_id)
     : Limiter(store.get()),
       store_(std::move(store)),
-      script_id_(ScriptAlgorithmId(spec.algorithm)),
+      script_id_(script_id),
       spec_(spec),
       limit_id_(std::move(limit_id)),
       fail_open_(fail_open),

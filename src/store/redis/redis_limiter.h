@@ -28,7 +28,8 @@ class RedisStoreImpl;
 class RedisLimiter final : public Limiter {
  public:
   RedisLimiter(std::shared_ptr<RedisStoreImpl> store, const LimitSpec& spec, std::string limit_id,
-               bool fail_open, std::vector<std::string> params, const LuaScript& script);
+               bool fail_open, std::vector<std::string> params, const LuaScript& script,
+               int script_id);
 
   Decision Decide(std::string_view key, Timestamp now, int64_t cost) override {
     return Run(key, now, cost, /*charge=*/false);
@@ -113,7 +114,7 @@ class RedisLimiter final : public Limiter {
                 DecisionCallback done);
 
   const std::shared_ptr<RedisStoreImpl> store_;
-  const int script_id_;  // its body in the multi-limit scripts
+  const int script_id_;  // its body in the multi-limit scripts (ScriptCall::id)
   const LimitSpec spec_;
   const std::string limit_id_;
   const bool fail_open_;

@@ -13,13 +13,19 @@
 
 namespace sluice::internal {
 
-// The script and its spec arguments (between now and cost) for one limit.
+// The script and its spec arguments (between now and cost) for one limit, and the index of its
+// body in the multi-limit, lease and refund scripts (redis_script_multi.h).
 struct ScriptCall {
   const LuaScript* script = nullptr;
   std::vector<std::string> params;
+  int id = 0;
 };
 
 Result<ScriptCall> ScriptFor(const LimitSpec& spec);
+
+// The same for a spec ValidateLimitSpec accepts, without checking that again: only the Redis
+// store's own bounds (docs/redis.md, "The whole range"). Tests reach wider specs through it.
+Result<ScriptCall> ScriptForValidSpec(const LimitSpec& spec);
 
 }  // namespace sluice::internal
 

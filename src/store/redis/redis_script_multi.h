@@ -18,11 +18,14 @@
 #include "sluice/algorithm.h"
 #include "store/redis/redis_client.h"
 #include "store/redis/redis_script_log.h"
+#include "store/redis/redis_script_wide.h"
 #include "store/redis/redis_scripts.h"
 
 namespace sluice::internal {
 
-// The body index each algorithm has in the scripts below.
+// The body index each algorithm has in the scripts below; its wide variant (redis_script_wide.h)
+// is kWideScriptId + that index.
+inline constexpr int kWideScriptId = 5;
 constexpr int ScriptAlgorithmId(Algorithm a) {
   switch (a) {
     case Algorithm::kFixedWindow:
@@ -44,12 +47,16 @@ constexpr int ScriptAlgorithmId(Algorithm a) {
 // Lua for after the prelude: `bodies[id]`, each algorithm's single-limit script as a function of
 // (KEYS, ARGV), for the scripts that run several or run one twice.
 inline const std::string kLuaBodies =
-    std::string("local bodies = {}\nbodies[1] = function(KEYS, ARGV)\n") + kFixedWindowBody +
-    "end\nbodies[2] = function(KEYS, ARGV)\n" + kTokenBucketBody +
+    std::string(kLuaWidePrelude) + "local bodies = {}\nbodies[1] = function(KEYS, ARGV)\n" +
+    kFixedWindowBody + "end\nbodies[2] = function(KEYS, ARGV)\n" + kTokenBucketBody +
     "end\nbodies[3] = function(KEYS, ARGV)\n" + kGcraBody +
     "end\nbodies[4] = function(KEYS, ARGV)\n" + kLeakyBucketBody +
     "end\nbodies[5] = function(KEYS, ARGV)\n" + kSlidingWindowCounterBody +
-    "end\nbodies[6] = function(KEYS, ARGV)\n" + kSlidingWindowLogBody + "end\n";
+    "end\nbodies[6] = function(KEYS, ARGV)\n" + kSlidingWindowLogBody +
+    "end\nbodies[7] = function(KEYS, ARGV)\n" + kTokenBucketWideBody +
+    "end\nbodies[8] = function(KEYS, ARGV)\n" + kGcraWideBody +
+    "end\nbodies[9] = function(KEYS, ARGV)\n" + kLeakyBucketWideBody +
+    "end\nbodies[10] = function(KEYS, ARGV)\n" + kSlidingWindowCounterWideBody + "end\n";
 
 // KEYS: one key per check, all in one hash slot (a key may repeat). ARGV: now_us|'', the number
 // of quota checks in the whole request (in every slot), then per check: algorithm id, number of
@@ -98,8 +105,10 @@ return {now, results, rejected and 1 or 0}
 // the window it was counted in, if that window is still kept; the sliding log removes the request's
 // entry if it is still the newest (otherwise it stays counted: the log's bookkeeping cannot lose an
 // entry in the middle). Returns 1.
-inline const LuaScript kRefundScript{std::string(kLuaPrelude) + R"lua(
+inline const LuaScript kRefundScript{std::string(kLuaPrelude) + kLuaWidePrelude + R"lua(
 local key, alg = KEYS[1], ARGV[3] + 0
+-- The wide sliding window counter keeps the narrow one's state.
+if alg == 10 then alg = 5 end
 local at = ARGV[2] == '' and now or ARGV[2] + 0
 local p = {}
 for i = 4, #ARGV do p[#p + 1] = ARGV[i] + 0 end
@@ -164,6 +173,47 @@ elseif alg == 3 then
   else
     local whole = fdiv(backlog, n)
     keep('<dd', now + whole, backlog - whole * n, cdiv(backlog, n))
+  end
+elseif alg == 7 or alg == 9 then
+  -- The wide buckets (redis_script_wide.h): the same give-back in whole units and a fraction.
+  local C, n, d = p[1], p[2], p[3]
+  local v = redis.pcall('GET', key)
+  if v and v.err then v = unhash(key, '<dd', 's', 'l') end
+  if not v then return 1 end
+  local W, f, last = wide_read(v, d)
+  if now > last then
+    W, f = wide_move(W, f, now - last, C, n, d, alg == 7 and 1 or -1)
+    last = now
+  end
+  local ttl
+  if alg == 7 then
+    W = W + cost
+    if W >= C then W, f = C, 0 end
+    ttl = last - now + cdefw(C - W, d, f, n)
+  else
+    W = W - cost
+    if W < 0 then W, f = 0, 0 end
+    ttl = last - now + cdivw(W, d, f, n)
+  end
+  if ttl > 0 then
+    redis.call('SET', key, wide_pack(W, f, last, d), 'PX', cdiv(ttl, 1000))
+  else
+    redis.call('DEL', key)
+  end
+elseif alg == 8 then
+  local C, n, d = p[1], p[2], p[3]
+  local t, f = state('<dd', 't', 'f')
+  if t == nil then return 1 end
+  local ahead = t - now
+  -- Beyond two capacities ahead the clock stepped back: the state is left as it is.
+  if ahead >= 0 and ahead * n / d >= 2 * C + 2 then return 1 end
+  local bq, br = 0, 0
+  if ahead >= 0 then bq, br = muldiv(ahead, n, f, d) end
+  if bq < cost or (bq == cost and br == 0) then
+    redis.call('DEL', key)
+  else
+    local whole, fr = muldiv(d, bq - cost, br, n)
+    keep('<dd', now + whole, fr, whole + (fr > 0 and 1 or 0))
   end
 elseif alg == 6 then
   local tail = redis.call('ZRANGE', key, -2, -1, 'WITHSCORES')

@@ -27,7 +27,8 @@ namespace sluice::internal {
 // the packed string at their next write (docs/redis.md, "Keys").
 //
 // Shared by the scripts below. Lua numbers are doubles: every quantity is an integer below 2^53
-// (the Redis store validates its specs for that), so floor(a / b) and ceil(a / b) are exact for
+// (the Redis store sends these scripts only specs for which that holds; the others go to
+// redis_script_wide.h), so floor(a / b) and ceil(a / b) are exact for
 // the integer b >= 1 the scripts divide by: a/b = q + r/b with 0 < r < b is at least 1/b from
 // the integers either side, while rounding moves it by at most (a/b) * 2^-53 < 1/b when
 // |a| < 2^53, so it never lands on or across one. fdiv/cdiv (the same, as functions) are kept
@@ -102,7 +103,11 @@ local charge = (ARGV[6] or 0) % 2 == 1
 local v = redis.pcall('GET', KEYS[1])
 if v and v.err then v = unhash(KEYS[1], '<dd', 's', 'l') end
 local s, last = cap, now
-if v then s, last = struct.unpack('<dd', v) end
+if v then
+  s, last = struct.unpack('<dd', v)
+  -- A wide key's (redis_script_wide.h) first fields, read after a change of rate: clamped.
+  if #v ~= 16 then s = math.max(-cap, math.min(cap, s)) end
+end
 if now > last then
   local e = now - last
   -- In debt (s < 0, after a charge) the bucket takes up to twice its fill time to fill.
@@ -185,7 +190,10 @@ local cost, charge = ARGV[7] + 0, (ARGV[8] or 0) % 2 == 1
 local v = redis.pcall('GET', KEYS[1])
 if v and v.err then v = unhash(KEYS[1], '<dd', 's', 'l') end
 local level, last = 0, now
-if v then level, last = struct.unpack('<dd', v) end
+if v then
+  level, last = struct.unpack('<dd', v)
+  if #v ~= 16 then level = math.max(0, math.min(2 * cap, level)) end
+end
 if now > last then
   local e = now - last
   -- Over its capacity (after a charge) the bucket takes up to twice its drain time to empty.

@@ -42,7 +42,7 @@ Result<std::unique_ptr<Limiter>> RedisStoreImpl::MakeLimiter(const LimitSpec& sp
   if (!call) return std::unexpected(call.error());
   return std::unique_ptr<Limiter>(
       std::make_unique<RedisLimiter>(shared_from_this(), spec, options.id, options.fail_open,
-                                     std::move(call->params), *call->script));
+                                     std::move(call->params), *call->script, call->id));
 }
 
 void RedisStoreImpl::DecideAll(std::span<const LimitCheck> checks, Timestamp now,

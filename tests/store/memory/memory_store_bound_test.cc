@@ -27,7 +27,7 @@ LimiterOptions Transient() {
   return o;
 }
 
-// A flood as a client can make it: 1024 distinct override rates, each a new transient limiter
+// A flood as a client can make it: 2048 distinct override rates, each a new transient limiter
 // (the oldest dropped when the store has no room for another, as the service's LRU does), each
 // fed unique long keys; the two configured limits get unique keys too. Neither the store's
 // accounting nor the heap may grow past the bound.
@@ -48,7 +48,7 @@ TEST(MemoryStoreBound, HoldsForConfiguredAndTransientLimitersUnderAFlood) {
   size_t refused = 0;
   char key[64];
   int next_key = 0;
-  for (int rate = 1; rate <= 1024; ++rate) {
+  for (int rate = 1; rate <= 2048; ++rate) {
     const LimitSpec spec{Algorithm::kTokenBucket, rate, hours(24), 0, false};
     auto made = (*store)->MakeLimiter(spec, Transient());
     while (!made && !overrides.empty()) {

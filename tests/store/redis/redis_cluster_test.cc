@@ -407,6 +407,7 @@ testing::StoreUnderTest ClusterStore() {
     }
     EXPECT_EQ(stats.refund_failures, 0u);
   };
+  testing::MarkNeedsWideLua(store);
   return store;
 }
 
