@@ -184,11 +184,17 @@ void LeaseBook::Pace(Entry& e, Timestamp now, int64_t cost, int64_t want, int64_
   // turns instead of the same one winning every race. A bucket's wait is a choice, bounded by
   // a horizon per turn: units another node gives back (or a slow refill's few) are found that
   // soon. A fixed window's is a fact: its count comes back at the window's end. A quiet key
-  // (target 0) waits only for a refused cost, until Redis's retry time: exact.
+  // (target 0), or a key only this node draws on, waits only for a refused cost, until Redis's
+  // retry time: one node alone decides exactly as the limit, and no other node races it to the
+  // refill (the races are what cost a script per refill per node).
   const int64_t refused = d.allowed ? 0 : cost;
-  const int64_t turns = units > 0 ? std::max<int64_t>(1, e.holders) : 1;
-  Timestamp until = FreeAt(d, now, refused + turns * Target(e));
-  if (spec_.algorithm != Algorithm::kFixedWindow) until = std::min(until, now + turns * horizon_);
+  const int64_t turns = units > 0 ? e.holders : 1;
+  const int64_t lease = e.holders > 1 ? turns * Target(e) : 0;
+  Timestamp until = now;
+  if (lease > 0) {
+    until = FreeAt(d, now, refused + lease);
+    if (spec_.algorithm != Algorithm::kFixedWindow) until = std::min(until, now + turns * horizon_);
+  }
   if (!d.allowed) until = std::max(until, now + d.retry_after);
   e.blocked_until = until;
   e.blocked_cost = d.allowed ? 1 : cost;  // a refused cost 0: a key in debt
