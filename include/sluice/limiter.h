@@ -178,6 +178,20 @@ class Limiter {
     Refund(key, at, now, cost);
   }
 
+  using GivenBackCallback = std::function<void(bool given_back)>;
+
+  // RefundAsync, and `done` once the refund counts -- true -- or has failed -- false: the quota
+  // stays taken -- so that what the caller sends for the key after `done` comes after it. For a
+  // layer that must not answer a refused request, or ask the store about the key again, before
+  // its give-backs count (the leased store). Never waits; `done` may run on the store's I/O
+  // thread. Default: RefundAsync, then done(true) -- right for stores that refund at once; a
+  // remote store overrides it.
+  virtual void RefundThen(std::string_view key, Timestamp at, Timestamp now, int64_t cost,
+                          GivenBackCallback done) {
+    RefundAsync(key, at, now, cost);
+    done(true);
+  }
+
   using LeaseCallback = std::function<void(const LeaseGrant&)>;
 
   // Decides request.cost like DecideAsync and, when that is allowed, takes up to request.want
@@ -210,6 +224,14 @@ class Limiter {
   // into the window they were taken from.
   virtual void GiveBack(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units) {
     Refund(key, FromNanos(stamp_us * 1000), now, units);
+  }
+
+  // GiveBack, and `done` once the units count again (true) or the give-back failed (false), as
+  // RefundThen is to RefundAsync. Default: GiveBack, then done(true).
+  virtual void GiveBackThen(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units,
+                            GivenBackCallback done) {
+    GiveBack(key, stamp_us, now, units);
+    done(true);
   }
 
   // Forgets the key's counter (an administrative reset): its next request sees a fresh key.

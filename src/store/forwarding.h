@@ -57,6 +57,12 @@ class ForwardingLimiter : public Limiter {
   void RefundAsync(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
     Call([&](Limiter& l) { l.RefundAsync(key, at, now, cost); });
   }
+  void RefundThen(std::string_view key, Timestamp at, Timestamp now, int64_t cost,
+                  GivenBackCallback done) override {
+    if (inner_ != nullptr) return inner_->RefundThen(key, at, now, cost, std::move(done));
+    std::shared_ptr<Limiter> held = Current();
+    held->RefundThen(key, at, now, cost, [held, done = std::move(done)](bool ok) { done(ok); });
+  }
   void TakeAsync(std::string_view key, Timestamp now, const LeaseRequest& request,
                  LeaseCallback done) override {
     if (inner_ != nullptr) return inner_->TakeAsync(key, now, request, std::move(done));
@@ -66,6 +72,13 @@ class ForwardingLimiter : public Limiter {
   }
   void GiveBack(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units) override {
     Call([&](Limiter& l) { l.GiveBack(key, stamp_us, now, units); });
+  }
+  void GiveBackThen(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units,
+                    GivenBackCallback done) override {
+    if (inner_ != nullptr) return inner_->GiveBackThen(key, stamp_us, now, units, std::move(done));
+    std::shared_ptr<Limiter> held = Current();
+    held->GiveBackThen(key, stamp_us, now, units,
+                       [held, done = std::move(done)](bool ok) { done(ok); });
   }
   void Reset(std::string_view key) override {
     Call([&](Limiter& l) { l.Reset(key); });

@@ -96,6 +96,16 @@ class RecordingLimiter final : public Limiter {
     rec_.Add("limiter.RefundAsync");
     memory_->RefundAsync(key, at, now, cost);
   }
+  void RefundThen(std::string_view key, Timestamp at, Timestamp now, int64_t cost,
+                  GivenBackCallback done) override {
+    rec_.Add("limiter.RefundThen");
+    memory_->RefundThen(key, at, now, cost, std::move(done));
+  }
+  void GiveBackThen(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units,
+                    GivenBackCallback done) override {
+    rec_.Add("limiter.GiveBackThen");
+    memory_->GiveBackThen(key, stamp_us, now, units, std::move(done));
+  }
   void TakeAsync(std::string_view key, Timestamp now, const LeaseRequest& request,
                  LeaseCallback done) override {
     rec_.Add("limiter.TakeAsync");
@@ -213,6 +223,12 @@ std::vector<LimiterCall> EveryLimiterVirtual() {
       {"Refund", [](Limiter& l, std::string_view k, Timestamp t) { l.Refund(k, t, t, 1); }},
       {"RefundAsync",
        [](Limiter& l, std::string_view k, Timestamp t) { l.RefundAsync(k, t, t, 1); }},
+      {"RefundThen",
+       [](Limiter& l, std::string_view k, Timestamp t) { l.RefundThen(k, t, t, 1, [](bool) {}); }},
+      {"GiveBackThen",
+       [](Limiter& l, std::string_view k, Timestamp t) {
+         l.GiveBackThen(k, ToNanos(t) / 1000, t, 1, [](bool) {});
+       }},
       {"TakeAsync",
        [](Limiter& l, std::string_view k, Timestamp t) {
          const LeaseRequest request{.cost = 1, .want = 2, .holder = "n1", .ttl = seconds(1)};

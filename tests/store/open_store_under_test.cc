@@ -31,7 +31,7 @@ std::string ModeName(SyncMode mode) {
 // What an opened store holds while it lives: its clock (which must outlive it) and, for an
 // unavailable one, the port nobody listens on. The store is released first.
 struct Opened {
-  ManualClock clock;  // never moves: no lease expires, no timer sync comes due
+  ManualClock clock;  // never moves: no sweep or timer sync comes due (leases end in request time)
   std::unique_ptr<UnusedPort> port;
   std::shared_ptr<Store> store;
   // Expires once the Redis store under the layers is destroyed: its event hook holds it. Empty
@@ -146,51 +146,8 @@ StoreUnderTest ThroughOpenStore(const std::string& name, std::function<std::stri
   }
   // Each skip below is a failure the suite found (issue 24, item 5), with what was found about
   // it: none is a design limit the oracle could state; each is a defect of the layer, listed
-  // in the report of helper H9 with its smallest case.
-  if (mode == SyncMode::kLeased && remote) {
-    // A refused request's give-back (Pending::Finish, src/store/lease/leased_store.cc) is a
-    // RefundAsync sent in the background, and the layer answers without waiting for it. The
-    // Redis store sends scripts round-robin over its pipelined connections (and the refund
-    // script's first use waits for SCRIPT LOAD), so the node's next script for the key can run
-    // before the give-back: a MONITOR of NullAndForeignLimitersAreInvalidAndRejectTheRequest
-    // shows the follow-up cost-0 take for key k0 on one connection ahead of k0's refund on
-    // another. The Redis store itself sends a refused request's refunds in sequence and answers
-    // after them (redis_refunds.cc); the leased layer does not. Not the harness: it fails with
-    // one connection too.
-    const std::string give_back =
-        "BUG (leased give-back is not awaited): the node's next decision can run before a refused "
-        "request's give-back reaches Redis, so it sees the quota still taken";
-    // The parity runs add to that: a lease's units are usable until `valid_until`, measured in
-    // the suite's time, but given back only by the sweep, which runs on the layer's clock (a
-    // ManualClock held at 0 here: never; in production up to 20 ms late), so expired units are
-    // neither spent nor returned (under-admission on one node); a later grant adds to them and
-    // revives them under its own stamp (LeaseBook::Granted). And docs/redis.md's "Why it never
-    // over-admits" does not hold for buckets: units taken from a full bucket let it refill
-    // uncapped while the node holds them (token_bucket 10/1s burst 20: a lease of 19 taken at
-    // t0, no traffic until t0+1.9s, then a burst: 19 held + 19 refilled = 38 admitted where the
-    // pure bucket admits 20).
-    const std::string parity =
-        give_back +
-        "; and lease expiry is judged in the request's time but acted on by the "
-        "sweep's clock (units expired and not returned, then revived by the next grant)";
-    store.skip = {
-        {"DecideAllIsAllOrNothing", give_back + " (request 22, token_bucket)"},
-        {"DecideAllAsyncIsAllOrNothing", give_back + " (request 22, token_bucket)"},
-        {"ARejectedRequestTakesNothingFromAnyLimit", give_back + " (6 left, want 7)"},
-        {"ALimitCheckedTwiceTakesBothCostsOrNeither", give_back + " (1 left, want 3)"},
-        {"NullAndForeignLimitersAreInvalidAndRejectTheRequest", give_back + " (9 left, want 10)"},
-        {"AChargeIsNeverGivenBack", give_back + " (4 left, want 5)"},
-        {"QuotaChecksRefuseTheRequestOnlyTogether", give_back + " (6 left, want 7)"},
-        {"CostsBeyondTheCapacityUpToInt64MaxAreNeverAdmittedAndTouchNothing",
-         give_back + " (7 left, want 8)"},
-        {"DecidesAsThePureAlgorithm", parity},
-        {"DecideAsyncDecidesAsThePureAlgorithm", parity},
-        {"ChargesMatchThePureAlgorithm", parity},
-        {"RefundAtTheRequestsOwnTimeIsAnExactUndo", parity},
-        {"LaterRefundsMatchThePureAlgorithm", parity},
-        {"AStoreThatAnswersNeverDegrades", parity},
-    };
-  }
+  // in the report of helper H9 with its smallest case. Leased limits pass every case: one node
+  // decides exactly as the pure algorithm (docs/redis.md, "Leased").
   if (mode == SyncMode::kBatched && remote) {
     // A request with a key that has no view goes to Redis whole (BatchedStoreImpl::
     // DecideAllAsync), and Redis decides it without the hits this node admitted from its views
@@ -222,7 +179,6 @@ StoreUnderTest ThroughOpenStore(const std::string& name, std::function<std::stri
          "it is neither a store that counts keys per limiter nor one that says 0"},
     };
   }
-  if (remote) MarkNeedsWideLua(store);
   if (mode == SyncMode::kBatched) {
     // The syncs due by the traffic's time, as the layer's timer would run them at that time.
     store.run_due = [](Store& s, Timestamp now) { dynamic_cast<BatchedStore&>(s).FlushDue(now); };

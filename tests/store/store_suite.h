@@ -110,15 +110,6 @@ void PrintTo(const StoreUnderTest& store, std::ostream* os);
 // The instantiation's test names end in the store's name.
 std::string StoreSuiteName(const ::testing::TestParamInfo<StoreUnderTest>& info);
 
-// For the Redis instantiations (standalone, cluster, through OpenStore): the Redis store refuses
-// rates past Lua's 2^53 until its scripts are widened (issue 25, the range-lua work), so
-// WideRatesDecideAsThePureAlgorithm is skipped there. Remove the calls when the scripts take them.
-inline void MarkNeedsWideLua(StoreUnderTest& store) {
-  store.skip.emplace("WideRatesDecideAsThePureAlgorithm",
-                     "NEEDS THE LUA WORK (issue 25, range-lua): the Redis store refuses rates past "
-                     "2^53 in its scripts' arithmetic");
-}
-
 // "<stem><pid>-<n>": a name no other store opened by any test process has, for a factory's key
 // prefix (a cluster outlives the test processes that use it).
 std::string UniqueName(std::string_view stem);

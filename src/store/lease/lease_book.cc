@@ -24,6 +24,7 @@ LeaseBook::LeaseBook(const LimitSpec& spec, const QuotaSync& sync,
       // A lease is sized to last a quarter of its life (so it is renewed well before it must be
       // given back), and never more than 250 ms of traffic (so a node's share follows its rate).
       horizon_(std::min<Duration>(sync.lease_ttl / 4, std::chrono::milliseconds(250))),
+      bucket_(spec.algorithm != Algorithm::kFixedWindow),
       byte_budget_(std::move(byte_budget)) {}
 
 LeaseBook::~LeaseBook() {
@@ -50,6 +51,49 @@ int64_t LeaseBook::Target(const Entry& e) const {
   return std::min<int64_t>(static_cast<int64_t>(std::ceil(per_horizon)), share);
 }
 
+Timestamp LeaseBook::FullWithUnits(const Entry& e) const {
+  // The units held refill in units x period / limit (rounded up: sooner is the safe side), so
+  // the bucket with them would be full that much before the shared one is.
+  const __int128 refill_ns =
+      (static_cast<__int128>(e.units) * spec_.period.count() + spec_.limit - 1) / spec_.limit;
+  const int64_t full_ns = ToNanos(e.full_at);
+  return refill_ns >= full_ns ? Timestamp{} : FromNanos(full_ns - static_cast<int64_t>(refill_ns));
+}
+
+Timestamp LeaseBook::UsableUntil(const Entry& e) const {
+  if (!bucket_ || e.full_at == Timestamp::max()) return e.valid_until;
+  // Redis rounds reset_after up to its microsecond: a microsecond earlier is never late.
+  return std::min(e.valid_until, FullWithUnits(e) - std::chrono::microseconds(1));
+}
+
+bool LeaseBook::WorthLeasing(const Entry& e, Timestamp now, int64_t cost) const {
+  if (now < e.no_lease_until) return false;
+  if (!bucket_ || e.full_at == Timestamp::max()) return true;
+  // Units are usable until the bucket with them would be full (FullWithUnits), which is ahead of
+  // `now` by what it lacks after this request; spending pushes that back, by as much as this
+  // node spends, so it comes closer at the refill rate minus this node's rate.
+  const double unit_ns =
+      static_cast<double>(spec_.period.count()) / static_cast<double>(spec_.limit);
+  const double share = e.rate * unit_ns / 1e9;  // this node's rate over the refill rate
+  if (share >= 1) return true;
+  const double ahead = static_cast<double>((FullWithUnits(e) - now).count()) + cost * unit_ns;
+  // A bucket that stays (nearly) full -- a key well below its limit -- would get leases that
+  // end before they are spent, and cost a give-back each: such a key is decided exactly.
+  return ahead / (1 - share) >= static_cast<double>(horizon_.count()) / 2;
+}
+
+GiveBackOrder LeaseBook::Empty(std::string_view key, Entry& e) {
+  GiveBackOrder order{std::string(key), e.stamp_us, e.units};
+  counters_.held.fetch_sub(e.units, std::memory_order_relaxed);
+  counters_.returned.fetch_add(1, std::memory_order_relaxed);
+  e.units = 0;
+  return order;
+}
+
+int64_t LeaseBook::WindowOf(int64_t stamp_us) const {
+  return stamp_us / std::chrono::duration_cast<std::chrono::microseconds>(spec_.period).count();
+}
+
 void LeaseBook::Spend(Entry& e, Timestamp now, int64_t cost) {
   // Refusals count too: over the limit a node's share of the quota follows what it is asked
   // for, not the little it got (which would shrink its leases to a script per unit).
@@ -72,11 +116,31 @@ Decision LeaseBook::LocalDecision(const Entry& e, Timestamp now, bool allowed,
   d.allowed = allowed;
   d.reason = allowed ? DecisionReason::kAdmitted : DecisionReason::kOverLimit;
   d.limit = spec_.Capacity();
-  // What this node could still admit: its units and what the shared quota had left when it
-  // last asked (other nodes may have taken some since).
+  d.retry_after = allowed ? Duration(0) : retry;
+  if (bucket_ && e.full_at != Timestamp::max()) {
+    // The limit as one node alone would have it: the shared bucket as of its last answer,
+    // refilled since, plus the units held. In units of 1/period of a token (one refills per
+    // nanosecond per unit of limit). The answer's reset_after is rounded up (to Redis's
+    // microsecond), so the bucket it implies may lie just below a whole token it has: its
+    // `remaining` (whole tokens, exact) says which.
+    const __int128 period = spec_.period.count(), limit = spec_.limit, cap = d.limit;
+    const __int128 reset = std::max<int64_t>(0, ToNanos(e.full_at) - ToNanos(e.shared_at));
+    __int128 shared = cap * period - reset * limit;
+    const __int128 whole = std::max<int64_t>(0, e.shared.remaining);
+    shared = std::min(shared, (whole + 1) * period - 1);
+    if (whole > 0) shared = std::max(shared, whole * period);
+    const __int128 elapsed = std::max<int64_t>(0, ToNanos(now) - ToNanos(e.shared_at));
+    shared = std::min(cap * period, shared + elapsed * limit);
+    const __int128 mine = shared + static_cast<__int128>(e.units) * period;
+    d.remaining = static_cast<int64_t>(std::clamp<__int128>(mine / period, 0, cap));
+    d.reset_after = Duration(
+        static_cast<int64_t>(std::max<__int128>(0, (cap * period - mine + limit - 1) / limit)));
+    return d;
+  }
+  // A fixed window: what this node holds and what the shared count had left when it last
+  // asked (other nodes may have taken some since).
   d.remaining = std::min(d.limit, e.units + std::max<int64_t>(0, e.shared.remaining));
   d.reset_after = std::max(Duration(0), e.shared.reset_after - (now - e.shared_at));
-  d.retry_after = allowed ? Duration(0) : retry;
   return d;
 }
 
@@ -88,9 +152,10 @@ LeasePlan LeaseBook::Plan(std::string_view key, Timestamp now, int64_t cost, boo
   if (it == shard.entries.end()) return {charge ? LeaseStep::kCharge : LeaseStep::kTake};
   Entry& e = it->second;
   e.last_used = now;
-  // Units past their time are not spent: a fixed window's belong to a window that has ended.
-  const int64_t usable = now < e.valid_until ? e.units : 0;
-  if (cost <= usable && usable > 0) {
+  // Units past their time are not spent: a fixed window's belong to a window that has ended, a
+  // bucket's would admit beyond a bucket that is full again.
+  const bool usable = now < UsableUntil(e);
+  if (usable && cost <= e.units && e.units > 0) {
     e.units -= cost;
     counters_.held.fetch_sub(cost, std::memory_order_relaxed);
     counters_.local.fetch_add(1, std::memory_order_relaxed);
@@ -100,56 +165,79 @@ LeasePlan LeaseBook::Plan(std::string_view key, Timestamp now, int64_t cost, boo
     // Renew before running out: at half the target the next lease is asked for, so a steady
     // key never waits for the shared store -- unless the shared quota will not have a lease's
     // worth before blocked_until (at the limit), when a take would cost a script for little.
-    const int64_t target = Target(e);
+    const int64_t target = WorthLeasing(e, now, 0) ? Target(e) : 0;
     if (!e.fetching && target > 0 && e.units * 2 <= target && now >= e.blocked_until) {
       e.fetching = true;
       plan.prefetch_want = target - e.units;
     }
     return plan;
   }
-  if (charge) return {LeaseStep::kCharge};
-  if (now < e.blocked_until && cost >= e.blocked_cost) {
+  if (!charge && now < e.blocked_until && cost >= e.blocked_cost) {
     counters_.local.fetch_add(1, std::memory_order_relaxed);
     Spend(e, now, cost);
     out = LocalDecision(e, now, /*allowed=*/false, e.blocked_until - now);
     return {LeaseStep::kRefused};
   }
-  LeasePlan plan{LeaseStep::kTake};
-  // One take that wants units at a time; the others in the meantime ask only for their cost.
-  if (!e.fetching && now >= e.blocked_until) {
-    plan.want = std::max<int64_t>(0, Target(e) - usable);
+  // The shared store decides; it must see the key as this node alone would leave it: after the
+  // take in flight, and with every unit held given back (a bucket refills those into a cap
+  // the units would have hit).
+  if (e.fetching || e.returning > 0) return {LeaseStep::kWait};
+  LeasePlan plan{charge ? LeaseStep::kCharge : LeaseStep::kTake};
+  const bool worth = WorthLeasing(e, now, cost);  // with the units still counted
+  if (e.units > 0) {
+    if (!usable) counters_.expired.fetch_add(1, std::memory_order_relaxed);
+    // Ended by a bucket full again, not by its time: the key spends about as fast as the
+    // bucket refills, and a new lease would end as soon. Exact for a horizon.
+    if (!usable && now < e.valid_until) e.no_lease_until = now + horizon_;
+    plan.give_back = Empty(key, e);
+  }
+  if (!charge && now >= e.blocked_until) {
+    plan.want = worth && now >= e.no_lease_until ? Target(e) : 0;
     e.fetching = plan.want > 0;
   }
   return plan;
 }
 
-void LeaseBook::Granted(std::string_view key, Timestamp now, int64_t cost, int64_t want,
-                        const LeaseGrant& grant) {
+LeaseBook::Landed LeaseBook::Granted(std::string_view key, Timestamp now, int64_t cost,
+                                     int64_t want, const LeaseGrant& grant) {
+  Landed landed;
+  landed.decision = grant.decision;
   Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
   auto it = shard.entries.find(key);
   if (it == shard.entries.end()) {
-    if (grant.decision.degraded) return;
+    // A grant with units always finds room for them: the units must be held or given back.
+    if (grant.decision.degraded) return landed;
     const auto bytes = static_cast<int64_t>(EntryBytes(key));
     if (byte_budget_->fetch_sub(bytes) < bytes) {
       byte_budget_->fetch_add(bytes);  // no room: this key stays exact (and holds nothing)
-      return;
+      if (grant.units > 0)
+        landed.give_back.push_back({std::string(key), grant.stamp_us, grant.units});
+      return landed;
     }
     it = shard.entries.emplace(std::string(key), Entry{}).first;
   }
   Entry& e = it->second;
-  if (want > 0) e.fetching = false;
+  if (want > 0) {
+    e.fetching = false;
+    if (e.returning == 0) landed.parked = std::exchange(e.parked, {});
+  }
   e.last_used = now;
   const Decision& d = grant.decision;
-  if (d.degraded) return;  // the shared store said nothing; what is held stays
+  if (d.degraded) return landed;  // the shared store said nothing; what is held stays
+  // Units no longer usable are not revived by the new lease: they go back.
+  if (e.units > 0 && now >= UsableUntil(e)) {
+    counters_.expired.fetch_add(1, std::memory_order_relaxed);
+    landed.give_back.push_back(Empty(key, e));
+  }
+  // When the shared bucket is full again, as of this answer.
+  if (bucket_) e.full_at = now + d.reset_after;
   Spend(e, now, cost);
   if (grant.holders > 0) e.holders = grant.holders;
   e.shared = d;
   e.shared_at = now;
   if (spec_.algorithm == Algorithm::kFixedWindow) {
-    const int64_t window_us =
-        std::chrono::duration_cast<std::chrono::microseconds>(spec_.period).count();
-    if (e.stamp_us / window_us != grant.stamp_us / window_us) {
+    if (WindowOf(e.stamp_us) != WindowOf(grant.stamp_us)) {
       // Units of a window that has ended can never be spent or given back.
       counters_.held.fetch_sub(e.units, std::memory_order_relaxed);
       e.units = 0;
@@ -168,6 +256,15 @@ void LeaseBook::Granted(std::string_view key, Timestamp now, int64_t cost, int64
     e.valid_until = now + life;
   }
   Pace(e, now, cost, want, grant.units, d);
+  Decision& reported = landed.decision;
+  reported.remaining = std::min(reported.limit, reported.remaining + e.units);
+  if (bucket_) {
+    const __int128 refill =
+        (static_cast<__int128>(e.units) * spec_.period.count() + spec_.limit - 1) / spec_.limit;
+    reported.reset_after = Duration(
+        static_cast<int64_t>(std::max<__int128>(0, reported.reset_after.count() - refill)));
+  }
+  return landed;
 }
 
 void LeaseBook::Pace(Entry& e, Timestamp now, int64_t cost, int64_t want, int64_t units,
@@ -216,15 +313,61 @@ Timestamp LeaseBook::FreeAt(const Decision& d, Timestamp at, int64_t units) cons
   return at + Duration(static_cast<int64_t>(until_full_ns - refill_ns));
 }
 
-bool LeaseBook::PutBack(std::string_view key, Timestamp now, int64_t cost) {
+void LeaseBook::Charged(std::string_view key, Timestamp now, int64_t cost, const Decision& d) {
   Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
   const auto it = shard.entries.find(key);
-  if (it == shard.entries.end() || now >= it->second.valid_until) return false;
-  it->second.units += cost;
-  it->second.spent = std::max<int64_t>(0, it->second.spent - cost);
+  if (it == shard.entries.end() || d.degraded) return;
+  Entry& e = it->second;
+  e.shared = d;
+  e.shared_at = now;
+  if (bucket_) e.full_at = now + d.reset_after;
+  // In debt: a decision of the charge's cost (or more) is refused until it is repaid that far.
+  if (!d.allowed && d.reason == DecisionReason::kOverLimit && d.retry_after != kNever) {
+    e.blocked_until = now + d.retry_after;
+    e.blocked_cost = cost;
+  }
+}
+
+bool LeaseBook::Park(std::string_view key, std::function<void()> retry) {
+  Shard& shard = ShardOf(key);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  const auto it = shard.entries.find(key);
+  if (it == shard.entries.end() || (!it->second.fetching && it->second.returning == 0)) {
+    return false;
+  }
+  it->second.parked.push_back(std::move(retry));
+  return true;
+}
+
+bool LeaseBook::PutBack(std::string_view key, Timestamp at, Timestamp now, int64_t cost) {
+  Shard& shard = ShardOf(key);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  const auto it = shard.entries.find(key);
+  if (it == shard.entries.end()) return false;
+  Entry& e = it->second;
+  e.blocked_until = Timestamp{};  // the quota grew: a refusal remembered may no longer hold
+  // A fixed window's admission goes back to the window it was counted in: into the units only
+  // if they are of that window.
+  if (!bucket_ && WindowOf(ToNanos(at) / 1000) != WindowOf(e.stamp_us)) {
+    return false;
+  }
+  e.units += cost;
+  if (now >= UsableUntil(e)) {
+    e.units -= cost;
+    return false;
+  }
+  e.spent = std::max<int64_t>(0, e.spent - cost);
   counters_.held.fetch_add(cost, std::memory_order_relaxed);
   return true;
+}
+
+GiveBackOrder LeaseBook::TakeUnits(std::string_view key) {
+  Shard& shard = ShardOf(key);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  const auto it = shard.entries.find(key);
+  if (it == shard.entries.end() || it->second.units == 0) return {};
+  return Empty(key, it->second);
 }
 
 std::vector<GiveBackOrder> LeaseBook::TakeExpired(Timestamp now) {
@@ -234,13 +377,13 @@ std::vector<GiveBackOrder> LeaseBook::TakeExpired(Timestamp now) {
     std::lock_guard<std::mutex> lock(shard.mu);
     for (auto it = shard.entries.begin(); it != shard.entries.end();) {
       Entry& e = it->second;
-      if (e.units > 0 && now >= e.valid_until) {
-        orders.push_back({it->first, e.stamp_us, e.units});
-        counters_.held.fetch_sub(e.units, std::memory_order_relaxed);
+      if (e.units > 0 && now >= UsableUntil(e)) {
         counters_.expired.fetch_add(1, std::memory_order_relaxed);
-        e.units = 0;
+        orders.push_back(Empty(it->first, e));
+        ++e.returning;  // until Returned: the key's next take waits for it
       }
-      if (e.units == 0 && !e.fetching && now >= e.blocked_until && now - e.last_used > idle) {
+      if (e.units == 0 && !e.fetching && e.returning == 0 && now >= e.blocked_until &&
+          now - e.last_used > idle) {
         byte_budget_->fetch_add(EntryBytes(it->first));
         it = shard.entries.erase(it);
       } else {
@@ -248,8 +391,17 @@ std::vector<GiveBackOrder> LeaseBook::TakeExpired(Timestamp now) {
       }
     }
   }
-  counters_.returned.fetch_add(orders.size(), std::memory_order_relaxed);
   return orders;
+}
+
+std::vector<std::function<void()>> LeaseBook::Returned(std::string_view key) {
+  Shard& shard = ShardOf(key);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  const auto it = shard.entries.find(key);
+  if (it == shard.entries.end() || it->second.returning == 0) return {};
+  Entry& e = it->second;
+  if (--e.returning > 0 || e.fetching) return {};
+  return std::exchange(e.parked, {});
 }
 
 std::vector<GiveBackOrder> LeaseBook::TakeAll() {
@@ -257,24 +409,22 @@ std::vector<GiveBackOrder> LeaseBook::TakeAll() {
   for (Shard& shard : shards_) {
     std::lock_guard<std::mutex> lock(shard.mu);
     for (auto& [key, e] : shard.entries) {
-      if (e.units == 0) continue;
-      orders.push_back({key, e.stamp_us, e.units});
-      counters_.held.fetch_sub(e.units, std::memory_order_relaxed);
-      e.units = 0;
+      if (e.units > 0) orders.push_back(Empty(key, e));
     }
   }
-  counters_.returned.fetch_add(orders.size(), std::memory_order_relaxed);
   return orders;
 }
 
-void LeaseBook::Forget(std::string_view key) {
+std::vector<std::function<void()>> LeaseBook::Forget(std::string_view key) {
   Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
   const auto it = shard.entries.find(key);
-  if (it == shard.entries.end()) return;
+  if (it == shard.entries.end()) return {};
   counters_.held.fetch_sub(it->second.units, std::memory_order_relaxed);
   byte_budget_->fetch_add(EntryBytes(it->first));
+  std::vector<std::function<void()>> parked = std::move(it->second.parked);
   shard.entries.erase(it);
+  return parked;
 }
 
 }  // namespace sluice::internal

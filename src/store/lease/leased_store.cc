@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <functional>
+#include <future>
 #include <mutex>
 #include <random>
 #include <utility>
@@ -17,6 +19,7 @@
 namespace sluice {
 namespace {
 
+using internal::GiveBackOrder;
 using internal::LeaseBook;
 using internal::LeasePlan;
 using internal::LeaseStep;
@@ -52,26 +55,18 @@ class LeasedLimiter final : public internal::ForwardingLimiter {
   void DecideBatch(std::span<const DecideRequest> requests, std::span<Decision> out) override {
     Limiter::DecideBatch(requests, out);
   }
-  // A fixed window's admission goes back to the window it was counted in, which only the
-  // shared store knows; the buckets' into the units held (the same quota, nearer).
-  void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
-    if (cost <= 0 || cost > spec().Capacity()) return;
-    if (spec().algorithm == Algorithm::kFixedWindow || !book_->PutBack(key, now, cost)) {
-      inner()->Refund(key, at, now, cost);
-    }
-  }
+  // An admission goes back into the units held while they are usable with it (a fixed
+  // window's: units of the window it was counted in), the same quota, nearer; otherwise to the
+  // shared store -- a bucket's after the units held (RefundThen).
+  void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override;
   void RefundAsync(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override {
-    if (cost <= 0 || cost > spec().Capacity()) return;
-    if (spec().algorithm == Algorithm::kFixedWindow || !book_->PutBack(key, now, cost)) {
-      inner()->RefundAsync(key, at, now, cost);
-    }
+    RefundThen(key, at, now, cost, [](bool) {});
   }
+  void RefundThen(std::string_view key, Timestamp at, Timestamp now, int64_t cost,
+                  GivenBackCallback done) override;
   // TakeAsync and GiveBack (the leases' own traffic, from a layer above) pass through.
   // The shared counter is forgotten: what this node held of it goes with it.
-  void Reset(std::string_view key) override {
-    book_->Forget(key);
-    inner()->Reset(key);
-  }
+  void Reset(std::string_view key) override;
   StoreStats Stats() const override;
   void ReportStats(StatsSink& sink, std::span<const StatLabel> limit_labels) const override {
     ForwardingLimiter::ReportStats(sink, limit_labels);
@@ -85,6 +80,10 @@ class LeasedLimiter final : public internal::ForwardingLimiter {
   LeaseBook& book() { return *book_; }
   const QuotaSync& sync() const { return sync_; }
 
+  // One check of this limit: from the units held, refused locally, or asked of the shared
+  // store -- after the take in flight for the key has landed and the units held are back.
+  void DecideLeased(std::string key, Timestamp now, int64_t cost, bool charge,
+                    DecisionCallback done);
   // Takes for the key: `cost` for a request (0 for a prefetch) and `want` units ahead.
   void Take(std::string_view key, Timestamp now, int64_t cost, int64_t want,
             std::function<void(const Decision&)> done);
@@ -141,13 +140,14 @@ class LeasedStoreImpl final : public internal::ForwardingStore<LeasedStore> {
 
   void DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
                       DecideAllCallback done) override;
-  // One check of a leased limit: from its units, a take, or a charge of the shared quota.
-  void DecideOneLeased(LeasedLimiter& l, const LimitCheck& c, Timestamp now,
-                       DecideAllCallback done);
 
   StoreStats Stats() const override {
     StoreStats s = ForwardingStore::Stats();
     std::lock_guard<std::mutex> lock(registry_mu_);
+    s.leased_decisions += retired_.leased_decisions;
+    s.leases_taken += retired_.leases_taken;
+    s.leases_expired += retired_.leases_expired;
+    s.lease_returns += retired_.lease_returns;
     for (const LeasedLimiter* l : limiters_) {
       const StoreStats own = l->Stats();
       s.leased_decisions += own.leased_decisions;
@@ -177,9 +177,15 @@ class LeasedStoreImpl final : public internal::ForwardingStore<LeasedStore> {
     std::lock_guard<std::mutex> lock(registry_mu_);
     limiters_.push_back(l);
   }
+  // A limiter that goes leaves its counts in the store's (they are totals).
   void Unregister(LeasedLimiter* l) {
     std::lock_guard<std::mutex> lock(registry_mu_);
     std::erase(limiters_, l);
+    const StoreStats own = l->Stats();
+    retired_.leased_decisions += own.leased_decisions;
+    retired_.leases_taken += own.leases_taken;
+    retired_.leases_expired += own.leases_expired;
+    retired_.lease_returns += own.lease_returns;
   }
 
   const std::string& holder() const { return options_.holder; }
@@ -193,6 +199,7 @@ class LeasedStoreImpl final : public internal::ForwardingStore<LeasedStore> {
   const std::shared_ptr<std::atomic<int64_t>> byte_budget_;
   mutable std::mutex registry_mu_;
   std::vector<LeasedLimiter*> limiters_;
+  StoreStats retired_;                      // the counts of limiters gone
   std::unique_ptr<Scheduler::Task> sweep_;  // ReturnExpired every kSweepEvery
 };
 
@@ -207,13 +214,14 @@ LeasedLimiter::LeasedLimiter(LeasedStoreImpl* store, std::unique_ptr<Limiter> in
 }
 
 LeasedLimiter::~LeasedLimiter() {
-  store_->Unregister(this);
-  // Shutdown, or a reload that changed the limit: the units go back for the other nodes.
+  // Shutdown, or a reload that changed the limit: the units go back for the other nodes. (The
+  // sweep may still visit this limiter until it is unregistered: both only take units out.)
   book_->Close();
   const Timestamp now = store_->clock().Now();
-  for (const internal::GiveBackOrder& o : book_->TakeAll()) {
+  for (const GiveBackOrder& o : book_->TakeAll()) {
     inner()->GiveBack(o.key, o.stamp_us, now, o.units);
   }
+  store_->Unregister(this);
 }
 
 StoreStats LeasedLimiter::Stats() const {
@@ -236,20 +244,104 @@ void LeasedLimiter::Take(std::string_view key, Timestamp now, int64_t cost, int6
   inner()->TakeAsync(key, now, request,
                      [book = book_, inner = shared_inner(), key = std::string(key), now, cost, want,
                       done = std::move(done)](const LeaseGrant& grant) {
-                       book->Granted(key, now, cost, want, grant);
+                       LeaseBook::Landed landed = book->Granted(key, now, cost, want, grant);
                        if (book->closed()) {  // the limiter went while this was out
-                         for (const internal::GiveBackOrder& o : book->TakeAll()) {
-                           inner->GiveBack(o.key, o.stamp_us, now, o.units);
+                         for (GiveBackOrder& o : book->TakeAll()) {
+                           landed.give_back.push_back(std::move(o));
                          }
                        }
-                       if (done) done(grant.decision);
+                       for (const GiveBackOrder& o : landed.give_back) {
+                         inner->GiveBack(o.key, o.stamp_us, now, o.units);
+                       }
+                       if (done) done(landed.decision);
+                       for (auto& retry : landed.parked) retry();
                      });
 }
 
 void LeasedLimiter::ReturnExpired(Timestamp now) {
-  for (const internal::GiveBackOrder& o : book_->TakeExpired(now)) {
-    inner()->GiveBack(o.key, o.stamp_us, now, o.units);
+  for (const GiveBackOrder& o : book_->TakeExpired(now)) {
+    // A request for the key waits for it (LeaseBook::Returned), possibly past this limiter.
+    inner()->GiveBackThen(o.key, o.stamp_us, now, o.units, [book = book_, key = o.key](bool) {
+      for (auto& retry : book->Returned(key)) retry();
+    });
   }
+}
+
+void LeasedLimiter::DecideLeased(std::string key, Timestamp now, int64_t cost, bool charge,
+                                 DecisionCallback done) {
+  Decision d;
+  const LeasePlan plan = book_->Plan(key, now, cost, charge, d);
+  switch (plan.step) {
+    case LeaseStep::kAdmitted:
+      if (plan.prefetch_want > 0) Take(key, now, /*cost=*/0, plan.prefetch_want, nullptr);
+      [[fallthrough]];
+    case LeaseStep::kRefused:
+      return done(d);
+    case LeaseStep::kWait: {
+      const std::string parked_on = key;
+      auto retry = [this, key = std::move(key), now, cost, charge,
+                    done = std::move(done)]() mutable {
+        DecideLeased(std::move(key), now, cost, charge, std::move(done));
+      };
+      // The take may have landed in between: then at once.
+      auto shared_retry = std::make_shared<decltype(retry)>(std::move(retry));
+      if (!book_->Park(parked_on, [shared_retry] { (*shared_retry)(); })) (*shared_retry)();
+      return;
+    }
+    case LeaseStep::kTake:
+    case LeaseStep::kCharge:
+      break;
+  }
+  auto ask = [this, key, now, cost, charge, want = plan.want,
+              done = std::move(done)](bool /*given_back*/) mutable {
+    if (charge) {
+      return inner()->ChargeAsync(
+          key, now, cost,
+          [book = book_, key, now, cost, done = std::move(done)](const Decision& charged) {
+            book->Charged(key, now, cost, charged);
+            done(charged);
+          });
+    }
+    Take(key, now, cost, want, std::move(done));
+  };
+  // A give-back that failed leaves the units taken: the shared store decides on less, the safe
+  // side.
+  if (plan.give_back.units == 0) return ask(true);
+  inner()->GiveBackThen(key, plan.give_back.stamp_us, now, plan.give_back.units, std::move(ask));
+}
+
+void LeasedLimiter::Reset(std::string_view key) {
+  // A take (or give-back) in flight for the key lands first: had it run in the shared store
+  // after the reset, the units it brought would be held against a counter that no longer
+  // counts them.
+  std::promise<void> landed;
+  std::future<void> answered = landed.get_future();
+  if (book_->Park(key, [&landed] { landed.set_value(); })) answered.wait();
+  std::vector<std::function<void()>> parked = book_->Forget(key);
+  inner()->Reset(key);
+  for (auto& retry : parked) retry();
+}
+
+void LeasedLimiter::Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) {
+  std::promise<void> given_back;
+  std::future<void> answered = given_back.get_future();
+  RefundThen(key, at, now, cost, [&given_back](bool) { given_back.set_value(); });
+  answered.wait();
+}
+
+void LeasedLimiter::RefundThen(std::string_view key, Timestamp at, Timestamp now, int64_t cost,
+                               GivenBackCallback done) {
+  if (cost <= 0 || cost > spec().Capacity()) return done(false);
+  if (book_->PutBack(key, at, now, cost)) return done(true);
+  // The shared store gets the admission back with the units held (a bucket's: the units go back
+  // first, or the bucket would cap their sum below what the limit alone has).
+  const GiveBackOrder units = book_->bucket() ? book_->TakeUnits(key) : GiveBackOrder{};
+  auto refund = [inner = shared_inner(), key = std::string(key), at, now, cost,
+                 done = std::move(done)](bool) mutable {
+    inner->RefundThen(key, at, now, cost, std::move(done));
+  };
+  if (units.units == 0) return refund(true);
+  inner()->GiveBackThen(key, units.stamp_us, now, units.units, std::move(refund));
 }
 
 Decision LeasedLimiter::DecideOne(std::string_view key, Timestamp now, int64_t cost, bool charge) {
@@ -261,18 +353,17 @@ Decision LeasedLimiter::DecideOne(std::string_view key, Timestamp now, int64_t c
 
 void LeasedLimiter::DecideOneAsync(std::string_view key, Timestamp now, int64_t cost, bool charge,
                                    DecisionCallback done) {
-  const LimitCheck check{.limiter = this, .key = key, .cost = cost, .charge = charge};
-  store_->DecideAllAsync(std::span(&check, 1), now,
-                         [done = std::move(done)](std::span<const Decision> out) { done(out[0]); });
+  DecideLeased(std::string(key), now, cost, charge, std::move(done));
 }
 
-// One request in flight: its checks, what each was planned to do, and what came back.
+// One request in flight: its checks, and what came back. The leased checks are decided one
+// after the other (a limit checked twice sees its first check's units), beside the inner
+// store's checks, sent together.
 struct Pending {
   struct Item {
     LeasedLimiter* leased = nullptr;  // null: decided by the inner store
     Limiter* inner = nullptr;         // the inner store's limiter
     std::string key;
-    LeaseStep step = LeaseStep::kTake;
   };
   Timestamp now;
   Store::DecideAllCallback done;
@@ -282,58 +373,60 @@ struct Pending {
   std::vector<LimitCheck> inner_checks;  // those sent to the inner store together
   std::vector<size_t> inner_index;       // their index in `checks`
   bool inner_refused = false;            // the inner store already gave back its admissions
+  std::vector<size_t> give_back;         // a refused request's, newest first
+  size_t given_back = 0;
   std::atomic<int> outstanding{1};
 
-  void Arrive() {
-    if (outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) Finish();
+  void Arrive(const std::shared_ptr<Pending>& self) {
+    if (outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) Finish(self);
   }
 
-  // All or nothing, as every store: a refused request keeps nothing but its charges. Possibly
-  // on the inner store's I/O thread: nothing here may wait for that store.
-  void Finish() {
-    internal::GiveBackIfRefused(checks, out, [this](size_t i) {
-      const Item& item = items[i];
-      if (item.leased != nullptr) {
-        item.leased->RefundAsync(item.key, now, now, checks[i].cost);
-      } else if (!inner_refused) {
-        item.inner->RefundAsync(item.key, now, now, checks[i].cost);
-      } else {
-        return false;  // given back, and reported so, by the inner store
-      }
-      return true;
+  // The leased checks from `i` on, one at a time; then arrives.
+  static void DecideLeasedFrom(const std::shared_ptr<Pending>& p, size_t i) {
+    while (i < p->items.size() && p->items[i].leased == nullptr) ++i;
+    if (i == p->items.size()) return p->Arrive(p);
+    const LimitCheck& c = p->checks[i];
+    p->items[i].leased->DecideLeased(p->items[i].key, p->now, c.cost, c.charge,
+                                     [p, i](const Decision& d) {
+                                       p->out[i] = d;
+                                       DecideLeasedFrom(p, i + 1);
+                                     });
+  }
+
+  // All or nothing, as every store: a refused request keeps nothing but its charges, and is
+  // answered once what it gives back counts -- so that the next decision for its keys sees it
+  // (the inner store may run that decision on another connection). Possibly on the inner
+  // store's I/O thread: nothing here waits.
+  static void Finish(const std::shared_ptr<Pending>& p) {
+    internal::GiveBackIfRefused(p->checks, p->out, [&p](size_t i) {
+      // Given back, and reported so, by the inner store already.
+      if (p->items[i].leased != nullptr || !p->inner_refused) p->give_back.push_back(i);
+      return false;  // reported when its give-back is answered (GiveBackNext)
     });
-    done(out);
+    GiveBackNext(p);
+  }
+
+  // One at a time, newest first, as the inner store unwinds its own (store/give_back.h).
+  static void GiveBackNext(const std::shared_ptr<Pending>& p) {
+    if (p->given_back == p->give_back.size()) return p->done(p->out);
+    const size_t i = p->give_back[p->given_back++];
+    const Item& item = p->items[i];
+    Limiter* limiter = item.leased != nullptr ? item.leased : item.inner;
+    limiter->RefundThen(item.key, p->now, p->now, p->checks[i].cost, [p, i](bool given_back) {
+      if (given_back) internal::ReportGivenBack(p->out[i], p->checks[i].cost);
+      GiveBackNext(p);
+    });
   }
 };
-
-void LeasedStoreImpl::DecideOneLeased(LeasedLimiter& l, const LimitCheck& c, Timestamp now,
-                                      DecideAllCallback done) {
-  Decision d;
-  const LeasePlan plan = l.book().Plan(c.key, now, c.cost, c.charge, d);
-  switch (plan.step) {
-    case LeaseStep::kAdmitted:
-      if (plan.prefetch_want > 0) l.Take(c.key, now, /*cost=*/0, plan.prefetch_want, nullptr);
-      [[fallthrough]];
-    case LeaseStep::kRefused:
-      return done(std::span<const Decision>(&d, 1));
-    case LeaseStep::kTake:
-      return l.Take(c.key, now, c.cost, plan.want, [done = std::move(done)](const Decision& taken) {
-        done(std::span<const Decision>(&taken, 1));
-      });
-    case LeaseStep::kCharge:
-      return l.inner()->ChargeAsync(c.key, now, c.cost,
-                                    [done = std::move(done)](const Decision& charged) {
-                                      done(std::span<const Decision>(&charged, 1));
-                                    });
-  }
-}
 
 void LeasedStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
                                      DecideAllCallback done) {
   // The hot path: one check of a leased limit, which needs no all-or-nothing bookkeeping.
   if (checks.size() == 1) {
     if (LeasedLimiter* l = Own<LeasedLimiter>(checks[0])) {
-      return DecideOneLeased(*l, checks[0], now, std::move(done));
+      return l->DecideLeased(
+          std::string(checks[0].key), now, checks[0].cost, checks[0].charge,
+          [done = std::move(done)](const Decision& d) { done(std::span<const Decision>(&d, 1)); });
     }
   }
   bool leased = false, quota = false, other = false;
@@ -352,6 +445,7 @@ void LeasedStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timesta
   p->now = now;
   p->done = std::move(done);
   p->items.resize(checks.size());
+  p->out.resize(checks.size());
   const internal::InnerRequest unwrapped = InnerChecks(checks);
   for (size_t i = 0; i < checks.size(); ++i) {
     Pending::Item& item = p->items[i];
@@ -359,59 +453,26 @@ void LeasedStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timesta
     item.inner = unwrapped.checks[i].limiter;
     item.leased = Own<LeasedLimiter>(checks[i]);
   }
-
-  p->out.resize(checks.size());
-  std::vector<size_t> takes;
-  std::vector<LeasePlan> plans(checks.size());
   for (size_t i = 0; i < checks.size(); ++i) {
     LimitCheck c = checks[i];
     c.key = p->items[i].key;
     p->checks.push_back(c);
-    Pending::Item& item = p->items[i];
-    if (item.leased == nullptr) {
-      c.limiter = item.inner;
-      p->inner_checks.push_back(c);
-      p->inner_index.push_back(i);
-      continue;
-    }
-    plans[i] = item.leased->book().Plan(item.key, now, c.cost, c.charge, p->out[i]);
-    item.step = plans[i].step;
-    switch (item.step) {
-      case LeaseStep::kAdmitted:
-        if (plans[i].prefetch_want > 0) {
-          item.leased->Take(item.key, now, /*cost=*/0, plans[i].prefetch_want, nullptr);
-        }
-        break;
-      case LeaseStep::kRefused:
-        break;
-      case LeaseStep::kTake:
-        takes.push_back(i);
-        break;
-      case LeaseStep::kCharge:  // beyond the units held: into the shared quota at once
-        c.limiter = item.inner;
-        p->inner_checks.push_back(c);
-        p->inner_index.push_back(i);
-        break;
-    }
-  }
-  p->outstanding.fetch_add(static_cast<int>(takes.size()) + (p->inner_checks.empty() ? 0 : 1));
-  for (size_t i : takes) {
-    p->items[i].leased->Take(p->items[i].key, now, p->checks[i].cost, plans[i].want,
-                             [p, i](const Decision& d) {
-                               p->out[i] = d;
-                               p->Arrive();
-                             });
+    if (p->items[i].leased != nullptr) continue;
+    c.limiter = p->items[i].inner;
+    p->inner_checks.push_back(c);
+    p->inner_index.push_back(i);
   }
   if (!p->inner_checks.empty()) {
+    p->outstanding.fetch_add(1);
     inner_store().DecideAllAsync(p->inner_checks, now, [p](std::span<const Decision> decided) {
       for (size_t j = 0; j < decided.size() && j < p->inner_index.size(); ++j) {
         p->out[p->inner_index[j]] = decided[j];
       }
       p->inner_refused = RequestRefused(p->inner_checks, decided);
-      p->Arrive();
+      p->Arrive(p);
     });
   }
-  p->Arrive();
+  Pending::DecideLeasedFrom(p, 0);
 }
 
 }  // namespace

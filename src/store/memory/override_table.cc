@@ -202,10 +202,20 @@ Result<std::unique_ptr<MemoryLimiter>> MakeOverrideLimiter(const LimitSpec& spec
                                                            std::shared_ptr<OverrideTable> table,
                                                            size_t max_key_bytes, const Store* owner,
                                                            std::function<void()> on_destroy) {
+  // Rates past 64-bit arithmetic get the 128-bit buckets, as in the store's own limiters.
+  const bool wide = NeedsWideArithmetic(spec);
   switch (spec.algorithm) {
     case Algorithm::kTokenBucket:
+      if (wide) {
+        return Make<WideTokenBucket>(spec, std::move(table), max_key_bytes, owner,
+                                     std::move(on_destroy));
+      }
       return Make<TokenBucket>(spec, std::move(table), max_key_bytes, owner, std::move(on_destroy));
     case Algorithm::kLeakyBucket:
+      if (wide) {
+        return Make<WideLeakyBucket>(spec, std::move(table), max_key_bytes, owner,
+                                     std::move(on_destroy));
+      }
       return Make<LeakyBucket>(spec, std::move(table), max_key_bytes, owner, std::move(on_destroy));
     case Algorithm::kFixedWindow:
       return Make<FixedWindow>(spec, std::move(table), max_key_bytes, owner, std::move(on_destroy));

@@ -32,7 +32,8 @@ namespace sluice::internal {
 // function of the state, which changes only through the rate's own calls below).
 struct OverrideState {
   std::variant<TokenBucket::State, LeakyBucket::State, FixedWindow::State, SlidingWindowLog::State,
-               SlidingWindowCounter::State, Gcra::State>
+               SlidingWindowCounter::State, Gcra::State, WideTokenBucket::State,
+               WideLeakyBucket::State>
       inner;
   Timestamp replenished_at{};
 };

@@ -40,6 +40,11 @@ class CachedLimiter final : public internal::ForwardingLimiter {
   // Unspent units of a lease go back to the key like a refund: what was known of it may no
   // longer hold. (TakeAsync passes through: a take only makes a refusal surer.)
   void GiveBack(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units) override;
+  // The same, answered when the inner store has applied them.
+  void RefundThen(std::string_view key, Timestamp at, Timestamp now, int64_t cost,
+                  GivenBackCallback done) override;
+  void GiveBackThen(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units,
+                    GivenBackCallback done) override;
   void Reset(std::string_view key) override;
   bool served_by_layer() const override { return true; }
 
@@ -274,6 +279,20 @@ void CachedLimiter::RefundAsync(std::string_view key, Timestamp at, Timestamp no
 
 void CachedLimiter::GiveBack(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units) {
   inner()->GiveBack(key, stamp_us, now, units);
+  store_->Invalidate();
+  store_->cache().Drop(serial_, key);
+}
+
+void CachedLimiter::RefundThen(std::string_view key, Timestamp at, Timestamp now, int64_t cost,
+                               GivenBackCallback done) {
+  inner()->RefundThen(key, at, now, cost, std::move(done));
+  store_->Invalidate();
+  store_->cache().Drop(serial_, key);
+}
+
+void CachedLimiter::GiveBackThen(std::string_view key, int64_t stamp_us, Timestamp now,
+                                 int64_t units, GivenBackCallback done) {
+  inner()->GiveBackThen(key, stamp_us, now, units, std::move(done));
   store_->Invalidate();
   store_->cache().Drop(serial_, key);
 }

@@ -187,9 +187,22 @@ void RedisLimiter::RefundAsync(std::string_view key, Timestamp at, Timestamp now
   RefundInBackground(key, NowArg(store_->options(), at), now, cost);
 }
 
+void RedisLimiter::RefundThen(std::string_view key, Timestamp at, Timestamp now, int64_t cost,
+                              GivenBackCallback done) {
+  RefundInBackground(key, NowArg(store_->options(), at), now, cost, std::move(done));
+}
+
+void RedisLimiter::GiveBackThen(std::string_view key, int64_t stamp_us, Timestamp now,
+                                int64_t units, GivenBackCallback done) {
+  RefundInBackground(key, std::to_string(stamp_us), now, units, std::move(done));
+}
+
 void RedisLimiter::RefundInBackground(std::string_view key, std::string at_arg, Timestamp now,
-                                      int64_t cost) {
-  if (cost <= 0 || cost > spec_.Capacity() || key.size() > store_->options().max_key_bytes) return;
+                                      int64_t cost, GivenBackCallback done) {
+  if (cost <= 0 || cost > spec_.Capacity() || key.size() > store_->options().max_key_bytes) {
+    if (done) done(false);  // never admitted: nothing to give back
+    return;
+  }
   const RedisStoreOptions& options = store_->options();
   std::vector<std::string> args = {NowArg(options, now), std::move(at_arg),
                                    std::to_string(script_id_)};
@@ -198,12 +211,14 @@ void RedisLimiter::RefundInBackground(std::string_view key, std::string at_arg, 
   // The store, not this limiter, hears of a failure: the limiter may be gone by then. The
   // store's connections send what is queued before they close.
   store_->transport().EvalAsync(kRefundScript, std::move(keys), std::move(args),
-                                [store = store_](Result<RedisReply> reply) {
-                                  if (reply) return;
-                                  store->CountFailure(IsShortCircuit(reply.error()));
-                                  if (!IsConnectionError(reply.error())) {
-                                    store->CommandError(reply.error());
+                                [store = store_, done = std::move(done)](Result<RedisReply> reply) {
+                                  if (!reply) {
+                                    store->CountFailure(IsShortCircuit(reply.error()));
+                                    if (!IsConnectionError(reply.error())) {
+                                      store->CommandError(reply.error());
+                                    }
                                   }
+                                  if (done) done(reply.has_value());
                                 });
 }
 

@@ -88,6 +88,11 @@ class RedisLimiter final : public Limiter {
   // kRefundScript at the lease's own time in Redis's clock, whichever clock decides; queued,
   // not waited for (it may come from an I/O thread or a destructor).
   void GiveBack(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units) override;
+  // The same two, answered when Redis has applied them (or failed to).
+  void RefundThen(std::string_view key, Timestamp at, Timestamp now, int64_t cost,
+                  GivenBackCallback done) override;
+  void GiveBackThen(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units,
+                    GivenBackCallback done) override;
 
   int script_id() const { return script_id_; }
 
@@ -106,8 +111,10 @@ class RedisLimiter final : public Limiter {
     d.degraded = true;
     return d;
   }
-  // kRefundScript for an admission at `at_arg` (microseconds, '' for now), queued.
-  void RefundInBackground(std::string_view key, std::string at_arg, Timestamp now, int64_t cost);
+  // kRefundScript for an admission at `at_arg` (microseconds, '' for now), queued; `done`, if
+  // any, hears when Redis answered.
+  void RefundInBackground(std::string_view key, std::string at_arg, Timestamp now, int64_t cost,
+                          GivenBackCallback done = nullptr);
   // Decide (charge false) or Charge, waiting for Redis.
   Decision Run(std::string_view key, Timestamp now, int64_t cost, bool charge);
   void RunAsync(std::string_view key, Timestamp now, int64_t cost, bool charge,

@@ -208,6 +208,64 @@ TEST(LeasedStore, UnitsIdleOnAQuietNodeAreBoundedAndComeBackAtExpiry) {
   std::printf("node A held %lld idle units for its lease\n", static_cast<long long>(idle));
 }
 
+// A burst after a quiet spell gets exactly what the pure bucket gives (issue 24's smallest case:
+// token bucket 10/s, burst 20; a node holding a lease, nothing for 1.9 s, then a burst). Units
+// held while the bucket refilled are usable only until the bucket with them would be full again:
+// past that they go back before Redis is asked, and the burst is decided on the whole quota.
+TEST(LeasedStore, ABurstAfterAQuietSpellGetsWhatThePureBucketGives) {
+  const LimitSpec spec{
+      .algorithm = Algorithm::kTokenBucket, .limit = 10, .period = seconds(1), .burst = 20};
+  auto memory = OpenMemoryStore({});
+  ASSERT_TRUE(memory.has_value());
+  auto store = Leased(*memory);  // no sweep: expiry is the requests' business
+  auto limiter = Make(*store, spec, kLeased);
+  const TokenBucket oracle = *TokenBucket::Create(spec);
+  TokenBucket::State state = oracle.Initial(kStart);
+  int burst_admitted = 0, pure_burst_admitted = 0;
+  const auto decide = [&](Timestamp now, int* admitted, int* pure) {
+    const Decision want = oracle.Decide(state, now, 1);
+    const Decision got = limiter->Decide("k", now, 1);
+    EXPECT_EQ(got.allowed, want.allowed) << "at +" << (now - kStart).count() << " ns";
+    if (admitted != nullptr) *admitted += got.allowed;
+    if (pure != nullptr) *pure += want.allowed;
+  };
+  // 50 a second for 200 ms: hot enough for a lease.
+  for (int i = 0; i < 10; ++i) decide(kStart + milliseconds(20) * i, nullptr, nullptr);
+  ASSERT_GT(limiter->Stats().lease_units_held, 0) << "the node should hold a lease";
+  // Quiet until +1.9 s (within lease_ttl), then 40 at once.
+  const Timestamp burst = kStart + milliseconds(1900);
+  for (int i = 0; i < 40; ++i) decide(burst, &burst_admitted, &pure_burst_admitted);
+  EXPECT_EQ(burst_admitted, pure_burst_admitted);
+  EXPECT_EQ(pure_burst_admitted, 20) << "the pure bucket is full again";
+}
+
+// A lease ends in the requests' time, whether or not a sweep ran: the next request past its
+// end gives the units back before it asks again, and the new grant does not revive them.
+TEST(LeasedStore, AnExpiredLeaseGoesBackAtTheNextRequestWithoutASweep) {
+  const LimitSpec spec{.algorithm = Algorithm::kFixedWindow, .limit = 100'000, .period = hours(1)};
+  auto memory = OpenMemoryStore({});
+  ASSERT_TRUE(memory.has_value());
+  auto store = Leased(*memory);  // an idle scheduler: the sweep never runs
+  auto limiter = Make(*store, spec, kLeased);
+  int64_t admitted = 0;
+  for (int i = 0; i < 10'000; ++i) {
+    admitted += limiter->Decide("k", kStart + std::chrono::microseconds(100) * i, 1).allowed;
+  }
+  const int64_t held = limiter->Stats().lease_units_held;
+  ASSERT_GT(held, 0);
+  ASSERT_EQ(limiter->Stats().leases_expired, 0u);
+  // 3 s later (lease_ttl 2 s): one request.
+  const Timestamp late = kStart + seconds(4);
+  admitted += limiter->Decide("k", late, 1).allowed;
+  const StoreStats after = limiter->Stats();
+  EXPECT_EQ(after.leases_expired, 1u) << "the expired lease was given back by the request";
+  // The shared count is what was admitted and what the node holds now: the old units came back.
+  EXPECT_EQ(Shared(*limiter, late), spec.limit - admitted - after.lease_units_held);
+  EXPECT_EQ(after.lease_returns, 1u);
+  // At most 1.5 targets of 10,000/s over 250 ms (Bounds): the old units are not among them.
+  EXPECT_LE(after.lease_units_held, 3750) << "the new grant revived the old units";
+}
+
 // Leasing needs an algorithm whose admissions are units of one count.
 TEST(LeasedStore, RefusesAlgorithmsThatCannotLend) {
   auto memory = OpenMemoryStore({});

@@ -407,7 +407,6 @@ testing::StoreUnderTest ClusterStore() {
     }
     EXPECT_EQ(stats.refund_failures, 0u);
   };
-  testing::MarkNeedsWideLua(store);
   return store;
 }
 

@@ -57,7 +57,6 @@ StoreUnderTest StandaloneRedis() {
     EXPECT_EQ(stats.refunds, 0u) << "one server: the script rolls back, no refunds";
     EXPECT_EQ(stats.refund_failures, 0u);
   };
-  MarkNeedsWideLua(store);
   return store;
 }
 
