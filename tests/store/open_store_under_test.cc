@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <utility>
 
@@ -12,6 +14,7 @@
 #include "sluice/clock.h"
 #include "sluice/memory_store.h"
 #include "sluice/open_store.h"
+#include "sluice/scheduler.h"
 
 namespace sluice::testing {
 namespace {
@@ -28,10 +31,30 @@ std::string ModeName(SyncMode mode) {
   return "unknown";
 }
 
+// The batched layer's sync timer, as the suite runs it (StoreUnderTest::run_due) for each store
+// opened, per store (an entry lives as long as its store).
+struct SyncTimer {
+  Timestamp next;  // the next tick, by the traffic's time
+  Timestamp last;  // the traffic's time at the last call
+  // How far the traffic's time has been ahead of real time (steady_clock) at most, at a call:
+  // no sync may be less ahead than that, or it could meet a key Redis expired too early.
+  int64_t ahead_ns = 0;
+  int64_t last_real_ns = 0;  // the real time at the end of the last call
+  Duration late{0};          // how much later than its tick a sync ran, at most
+};
+struct SyncTicks {
+  std::mutex mu;
+  std::map<const Store*, SyncTimer> timers;
+};
+
 // What an opened store holds while it lives: its clock (which must outlive it) and, for an
 // unavailable one, the port nobody listens on. The store is released first.
 struct Opened {
   ManualClock clock;  // never moves: no sweep or timer sync comes due (leases end in request time)
+  // The batched mode's scheduler, never advanced: a ThreadScheduler would run the batched syncs
+  // by the wall clock, at this clock's time 0, behind the suite's back (run_due runs them).
+  ManualScheduler scheduler{clock};
+  std::shared_ptr<SyncTicks> ticks;  // the batched mode's, where this store's entry goes
   std::unique_ptr<UnusedPort> port;
   std::shared_ptr<Store> store;
   // Expires once the Redis store under the layers is destroyed: its event hook holds it. Empty
@@ -43,6 +66,10 @@ struct Opened {
   // until Redis answers. So the clock waits for the Redis store to go, and with it every layer
   // above it (each holds the one below until its own destructor is done).
   ~Opened() {
+    if (ticks != nullptr) {
+      std::lock_guard lock(ticks->mu);
+      ticks->timers.erase(store.get());
+    }
     const std::weak_ptr<Store> top = store;
     store.reset();
     // Generous: what holds them answers within the Redis command timeout, but CI runs the
@@ -73,13 +100,71 @@ std::shared_ptr<Store> Open(std::shared_ptr<Opened> held, const std::string& add
   // A batched store's syncs run on the suite's thread (run_due), and OpenStore returns the batched
   // layer itself only without the over-limit cache above it, which passes batched limits through
   // undecided anyway (it learns nothing from a decision Redis did not make).
-  if (mode == SyncMode::kBatched) o.local_cache_bytes = 0;
+  if (mode == SyncMode::kBatched) {
+    o.local_cache_bytes = 0;
+    o.scheduler = std::shared_ptr<Scheduler>(std::shared_ptr<void>(), &held->scheduler);
+  }
   auto opened = OpenStore(address, o);
   EXPECT_TRUE(opened.has_value()) << address << ": " << (opened ? "" : opened.error().message);
   if (!opened) return nullptr;
   held->store = std::move(*opened);
   Store* store = held->store.get();
   return std::shared_ptr<Store>(std::move(held), store);
+}
+
+// The syncs the batched layer's timer would have run by `now`, the traffic's time, each at its
+// tick: every `interval` since the store's first traffic. A sync run late would charge its hits
+// later than the timer does, and lose more of the refill the stated bound allows for
+// (docs/redis.md, "Batched"). A tick that finds nothing to send or drop (no view is left) lets
+// the timer start again at `now`; so does time going back (a test's next run of traffic).
+//
+// But Redis expires keys by its own clock. A key asked about at traffic time s and real time
+// r, with a TTL of T (the time its state takes to be full), is gone by real time r + T; a sync
+// at traffic time t and real time r' then meets a fresh key where the pure bucket, at t, is not
+// full yet, if r' - r > t - s: it would be laxer than the pure algorithm. The traffic's time keeps
+// ahead of real time from one call to the next (StoreSuite's TrafficTime), but a tick is earlier
+// than the call that runs it, and the syncs before a request delay it in real time. So every
+// sync runs no less ahead of real time than the store has ever been asked (a tick not yet that
+// far runs at that floor instead), and how late it ran widens the bound
+// (StoreUnderTest::late_syncs): on an idle machine, by microseconds.
+constexpr Duration kRedisTtlGrain = std::chrono::milliseconds(2);  // PEXPIRE's ms, rounded
+
+void RunSyncTimer(SyncTicks& ticks, Store& store, Duration interval, Timestamp now) {
+  auto* batched = dynamic_cast<BatchedStore*>(&store);
+  ASSERT_NE(batched, nullptr) << "a remote store in batched mode is the batched layer";
+  const auto real = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  std::lock_guard lock(ticks.mu);
+  const int64_t ahead = ToNanos(now) - real();
+  auto [it, fresh] = ticks.timers.try_emplace(&store, SyncTimer{now, now, ahead, real()});
+  SyncTimer& timer = it->second;
+  if (now < timer.last) {  // a new run of traffic, on keys of its own
+    timer.next = now;
+    timer.ahead_ns = ahead;
+    timer.last_real_ns = real();
+  }
+  const Timestamp last = timer.last;
+  timer.last = now;
+  while (timer.next <= now) {
+    // Ahead as far as ever, and of the last request by twice the real time since (a script runs
+    // some time after it is sent, as TrafficTime allows for), and Redis's millisecond TTLs.
+    const int64_t before = real();
+    const int64_t floor =
+        std::max(timer.ahead_ns + before, ToNanos(last) + 2 * (before - timer.last_real_ns)) +
+        kRedisTtlGrain.count();
+    const Timestamp at = std::max(timer.next, std::min(now, FromNanos(floor)));
+    timer.late = std::max(timer.late, at - timer.next);
+    timer.ahead_ns = std::max(timer.ahead_ns, ToNanos(at) - before);
+    const BatchedFlush flushed = batched->FlushDue(at);
+    const bool idle = flushed.keys_sent == 0 && flushed.views_dropped == 0;
+    timer.next = (idle ? std::max(at, now) : at) + interval;
+  }
+  // The request that follows is asked at `now`, in real time after the syncs.
+  timer.last_real_ns = real();
+  timer.ahead_ns = std::max(timer.ahead_ns, ToNanos(now) - timer.last_real_ns);
 }
 
 // The parity runs must have been decided by the mode's own layer, or they would not test it.
@@ -123,11 +208,17 @@ StoreUnderTest ThroughOpenStore(const std::string& name, std::function<std::stri
   store.name = name + "_" + ModeName(mode);
   store.sync.mode = mode;
   store.same_in_every_field = mode == SyncMode::kExact;
-  store.open = [address, mode] { return Open(std::make_shared<Opened>(), address(), mode); };
+  const auto ticks = mode == SyncMode::kBatched ? std::make_shared<SyncTicks>() : nullptr;
+  const auto opened = [ticks] {
+    auto held = std::make_shared<Opened>();
+    held->ticks = ticks;
+    return held;
+  };
+  store.open = [address, mode, opened] { return Open(opened(), address(), mode); };
   const bool remote = unavailable_address != nullptr;
   if (remote) {
-    store.open_unavailable = [unavailable_address, mode] {
-      auto held = std::make_shared<Opened>();
+    store.open_unavailable = [unavailable_address, mode, opened] {
+      auto held = opened();
       held->port = std::make_unique<UnusedPort>();
       const std::string at = unavailable_address(held->port->port());
       return Open(std::move(held), at, mode);
@@ -144,44 +235,24 @@ StoreUnderTest ThroughOpenStore(const std::string& name, std::function<std::stri
       dynamic_cast<MemoryLimiter&>(limiter).Sweep(now);
     };
   }
-  // Each skip below is a failure the suite found (issue 24, item 5), with what was found about
-  // it: none is a design limit the oracle could state; each is a defect of the layer, listed
-  // in the report of helper H9 with its smallest case. Leased limits pass every case: one node
-  // decides exactly as the pure algorithm (docs/redis.md, "Leased").
+  // No case is skipped: leased limits pass every case as exact ones do (one node decides as the
+  // pure algorithm, docs/redis.md "Leased"); batched ones within their stated bound below.
   if (mode == SyncMode::kBatched && remote) {
-    // A request with a key that has no view goes to Redis whole (BatchedStoreImpl::
-    // DecideAllAsync), and Redis decides it without the hits this node admitted from its views
-    // and has not synced yet: one node over-admits. Seed 3, request 15 (t = kStartMs + 517 ms):
-    // u1 took 2 from its token_bucket 10/1s burst 6 view at +478 ms (pending); the next request
-    // checks that limit with one whose key has no view, so Redis decides it and admits cost 2
-    // where the pure bucket (1.68 tokens) refuses.
-    const std::string unsynced =
-        "BUG (batched over-admits on one node): a request sent to Redis whole (a key without a "
-        "view) is decided without this node's unsynced hits on its other keys (request 15, "
-        "token_bucket 10/1s burst 6)";
-    // The parity runs refuse what the pure algorithm admits, with views below the pure state
-    // by a fraction of a token (seed 3: 0.41 token at +372 ms and still at +457 ms). Whether a
-    // sync ran in between (docs/redis.md allows "a take counted twice until the next sync") was
-    // not checked: not yet explained.
-    const std::string low =
-        "NOT EXPLAINED: batched views stay below the shared state across syncs (a fraction of a "
-        "token), refusing what the pure algorithm admits; first seen ";
-    store.skip = {
-        {"DecideAllIsAllOrNothing", unsynced},
-        {"DecideAllAsyncIsAllOrNothing", unsynced},
-        {"DecidesAsThePureAlgorithm", low + "token_bucket 10/1s burst 20, request 42"},
-        {"DecideAsyncDecidesAsThePureAlgorithm", low + "token_bucket 3/1s burst 5"},
-        {"ChargesMatchThePureAlgorithm", low + "token_bucket 4/1s"},
-        {"RefundAtTheRequestsOwnTimeIsAnExactUndo", low + "token_bucket"},
-        {"LaterRefundsMatchThePureAlgorithm", low + "token_bucket"},
-        {"IsReadyAndItsStatsCountItsLiveLimiters",
-         "by design, to state in the suite: the batched layer counts its views as keys (9), so "
-         "it is neither a store that counts keys per limiter nor one that says 0"},
-    };
+    // One node's batched decisions may be stricter than the pure algorithm's by one interval's
+    // refill, and never laxer (docs/redis.md, "Batched": one node).
+    store.strict_within = store.sync.interval;
+    // The batched layer counts its views as keys (Redis under it reports 0).
+    store.counts_views_as_keys = true;
   }
   if (mode == SyncMode::kBatched) {
-    // The syncs due by the traffic's time, as the layer's timer would run them at that time.
-    store.run_due = [](Store& s, Timestamp now) { dynamic_cast<BatchedStore&>(s).FlushDue(now); };
+    store.run_due = [ticks, interval = store.sync.interval](Store& s, Timestamp now) {
+      RunSyncTimer(*ticks, s, interval, now);
+    };
+    store.late_syncs = [ticks](Store& s) {
+      std::lock_guard lock(ticks->mu);
+      auto it = ticks->timers.find(&s);
+      return it == ticks->timers.end() ? Duration(0) : it->second.late;
+    };
   }
   store.check_parity = [mode, remote](Store& s) { CheckLayerDecided(s, mode, remote); };
   return store;

@@ -7,9 +7,10 @@
 //                            StoreSuiteName);
 //
 // Background work is held still: each store opened gets a ManualClock of its own that never
-// moves, so no lease expires and no batched sync runs behind the suite's back (either would race
-// its decisions); the batched syncs run on the suite's thread at the traffic's time instead
-// (StoreUnderTest::run_due).
+// moves, so no lease expires, and in batched mode a ManualScheduler never advanced, so no batched
+// sync runs behind the suite's back (either would race its decisions); the batched syncs run on
+// the suite's thread instead, at the ticks the layer's timer would have run them by the traffic's
+// time (StoreUnderTest::run_due).
 #ifndef SLUICE_TESTS_STORE_OPEN_STORE_UNDER_TEST_H_
 #define SLUICE_TESTS_STORE_OPEN_STORE_UNDER_TEST_H_
 

@@ -64,6 +64,12 @@ struct StoreUnderTest {
   int traffic_scale = 1;
   // Stats().keys counts the counters it holds (the memory store; Redis reports 0).
   bool counts_keys = false;
+  // Stats().keys counts the views a layer holds in front of a store that reports 0 (the
+  // batched layer over Redis): one per live limiter and key it decided, seeded by the first
+  // decision and dropped only by a sync after an interval unused, or with the limiter. Only
+  // IsReadyAndItsStatsCountItsLiveLimiters reads it, where no sync runs: elsewhere the views
+  // follow the sync timer, not the counters a refund or a reset leaves.
+  bool counts_views_as_keys = false;
   // A sliding-window-log refund made later removes the request's entry wherever it is, as the
   // pure algorithm does (the memory store); false: only while it is the newest (Redis).
   bool exact_late_log_refunds = true;
@@ -84,11 +90,11 @@ struct StoreUnderTest {
   // and batched serve only what SharedSyncCanServe says (token bucket, GCRA, fixed window, the
   // leaky-bucket meter) and refuse the rest at MakeLimiter: for those modes the suite leaves the
   // other algorithms out of every test (StoreSuite::Serves), so they are neither made nor
-  // checked. The oracle stays exact in every mode: the suite is one node, and one node alone
-  // gets exactly the pure algorithm's decisions from a leased limit (it spends units it took
-  // from the shared count, at the instant it would have taken them) and from a batched one (its
-  // view is the shared state plus its own hits; docs/redis.md, "Batched": one node never
-  // over-admits, and the suite never has a sync in flight while it decides).
+  // checked. The oracle stays the pure algorithm in every mode: the suite is one node, and one
+  // node alone gets exactly its decisions from a leased limit (it spends units it took from the
+  // shared count, at the instant it would have taken them), and from a batched one decisions
+  // never laxer and stricter only within `strict_within` (its view is the shared state plus its
+  // own hits, and a sync charges them at its own instant; docs/redis.md, "Batched": one node).
   QuotaSync sync;
   // Whether the oracle's comparisons (StoreSuite::Same) hold for every field of a decision, or
   // only for its verdict -- allowed, reason, degraded, limit -- where the sync mode reports the
@@ -96,6 +102,23 @@ struct StoreUnderTest {
   // gone from `remaining`; batched: durations read back from Redis's answers, strict by up to a
   // microsecond).
   bool same_in_every_field = true;
+  // The one bound within which a store's decisions may be stricter than the pure algorithm's
+  // on one node, as refill time (0: none, every decision is the oracle's). Batched: a sync
+  // charges the hits of its interval at its own instant, so the refill the pure bucket would
+  // have gained at its cap (or the charges it would have lost at its debt floor) between a hit
+  // and the sync is not credited, and the shared state is below the pure algorithm's by at most
+  // one interval's refill (docs/redis.md, "Batched": one node). For the bucket algorithms
+  // (token bucket, GCRA, leaky-bucket meter) the suite then checks that each decision's
+  // reset_after is the oracle's or later by at most this, that a refusal where the oracle admits
+  // is within it (and the oracle then keeps nothing either), and that nothing the oracle refuses
+  // is admitted; the fixed window, whose charges add up the same whenever they are sent, and
+  // the exact stores are checked field by field (StoreSuite::Same).
+  Duration strict_within{0};
+  // Optional: how much later than their ticks the store's syncs ran at most so far, which widens
+  // strict_within by as much (the bound is one sync spacing's refill). The suite's traffic time
+  // runs ahead of real time (expires_by_its_own_clock), and a sync run at a tick that real time
+  // has already outrun since the store was last asked would meet keys Redis expired early.
+  std::function<Duration(Store& store)> late_syncs;
   // Optional: runs the store's background work due by `now`, the suite's traffic time, on the
   // suite's thread (a batched store's syncs), before each decision of the suite's traffic. Null:
   // the store has none, or its background work never comes due (a clock held still).
@@ -138,6 +161,15 @@ class StoreSuite : public ::testing::TestWithParam<StoreUnderTest> {
   Duration Resolved(Duration d) const;
   // Every field of `got` is the oracle's `want` (durations as the store resolves them).
   ::testing::AssertionResult Same(const Decision& got, const Decision& want) const;
+  // For a decision of `spec`: Same, or, where the store may be stricter (strict_within), as
+  // strict as it may be: the verdict's other fields the oracle's, `allowed` too unless the
+  // store refused what the oracle admits, and reset_after no earlier than the oracle's and no
+  // later by more than strict_within (and late_syncs). `want` is what the oracle decided without
+  // taking, when the store refused and the oracle admits.
+  ::testing::AssertionResult Within(Store& store, const Decision& got, const Decision& want,
+                                    const LimitSpec& spec) const;
+  // Whether the store may have been that strict for `spec`: the oracle then keeps nothing.
+  static bool MayRefuse(const LimitSpec& spec);
 
  protected:
   void SetUp() override;

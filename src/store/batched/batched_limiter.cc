@@ -96,21 +96,30 @@ class Table final : public ViewTable, public std::enable_shared_from_this<Table<
 
   // A request for `key` goes to the inner store: until its answer comes, local decisions count
   // its cost as taken (the inner store may take it at any moment), so that none spends the same
-  // quota; a key without a view gets a placeholder that the first answer seeds.
-  bool Track(std::string_view key, int64_t cost) override {
-    if (cost < 0) return false;
+  // quota; a key without a view gets a placeholder that the first answer seeds. Unsent hits that
+  // ride with it leave `pending` (no sync sends them meanwhile) but stay in the view's state.
+  Tracked Track(std::string_view key, Timestamp now, int64_t cost, bool ride) override {
+    if (cost < 0) return {};
     Shard& shard = ShardFor(key);
     std::lock_guard lock(shard.mu);
-    if (shard.retired) return false;
+    if (shard.retired) return {};
     auto it = shard.map.find(key);
     if (it == shard.map.end()) {
-      if (!store().Reserve(EntryBytes(key))) return false;  // no room: this key stays exact
+      if (!store().Reserve(EntryBytes(key))) return {};  // no room: this key stays exact
       it = shard.map.emplace(std::string(key), View{}).first;
     }
     View& v = it->second;
     v.outstanding += cost;
     v.used = true;
-    return true;
+    Tracked t{.tracked = true};
+    // A cost beyond what a key can hold is refused whatever rides with it: none does.
+    if (ride && v.seeded && v.pending > 0 && SameWindow(v, now) && cost <= 2 * alg_.capacity()) {
+      t.riding = v.pending;
+      t.riding_admitted = v.admitted;
+      v.riding += v.pending;
+      v.pending = v.admitted = 0;
+    }
+    return t;
   }
 
   // The answer to a tracked request. A placeholder is seeded from it; a seeded view takes the
@@ -118,13 +127,21 @@ class Table final : public ViewTable, public std::enable_shared_from_this<Table<
   // before a sync's) is then counted twice: the strict side, until the next sync reads the
   // shared state back.
   void Observe(std::string_view key, Timestamp now, int64_t cost, bool charge,
-               const Decision& answer, bool taken) override {
+               const Decision& answer, bool taken, const Tracked& tracked) override {
     Shard& shard = ShardFor(key);
     std::lock_guard lock(shard.mu);
     auto it = shard.map.find(key);
     if (it == shard.map.end()) return;  // reset or dropped meanwhile, or the limiter has gone
     View& v = it->second;
     v.outstanding = std::max<int64_t>(0, v.outstanding - cost);
+    if (tracked.riding > 0) {
+      v.riding = std::max<int64_t>(0, v.riding - tracked.riding);
+      // Not kept: unsent again, for the next sync (in the window they were counted in).
+      if (!taken) {
+        AddPending(v, now, tracked.riding - tracked.riding_admitted, /*admitted=*/false);
+        AddPending(v, now, tracked.riding_admitted, /*admitted=*/true);
+      }
+    }
     const bool usable = !answer.degraded && answer.reason != DecisionReason::kInvalidRequest;
     if (v.seeded) {
       if (taken && cost > 0) alg_.Charge(v.state, now, cost);
@@ -199,9 +216,17 @@ class Table final : public ViewTable, public std::enable_shared_from_this<Table<
     if (it == shard.map.end()) return;  // reset meanwhile
     View& v = it->second;
     State state = Read(answer, at, /*in_debt=*/!answer.allowed);
-    if (item.admitted > 0) CountOverAdmitted(std::min(item.admitted, Beyond(state, at)));
-    // The hits taken here since the send are not in the answer: they stay in the view.
+    // The debt a charge made is the charge's (taken even beyond the limit): what is beyond the
+    // limit besides was admitted without room.
+    if (item.admitted > 0) {
+      const int64_t charged = item.hits - item.admitted;
+      CountOverAdmitted(std::min(item.admitted, std::max<int64_t>(0, Beyond(state, at) - charged)));
+    }
+    // The hits taken here since the send are not in the answer: they stay in the view. So do
+    // those riding with a request meanwhile (counted twice if the answer came after it took them:
+    // the strict side, until the next sync).
     if (v.pending > 0 && SameWindow(v, at)) alg_.Charge(state, at, v.pending);
+    if (v.riding > 0) alg_.Charge(state, at, v.riding);
     v.state = state;
     v.in_flight = v.in_flight_admitted = 0;
   }
@@ -219,7 +244,8 @@ class Table final : public ViewTable, public std::enable_shared_from_this<Table<
     uint64_t n = 0;
     for (const Shard& shard : shards_) {
       std::lock_guard lock(shard.mu);
-      for (const auto& [key, v] : shard.map) n += static_cast<uint64_t>(v.pending + v.in_flight);
+      for (const auto& [key, v] : shard.map)
+        n += static_cast<uint64_t>(v.pending + v.in_flight + v.riding);
     }
     return n;
   }
@@ -233,6 +259,7 @@ class Table final : public ViewTable, public std::enable_shared_from_this<Table<
     int64_t in_flight = 0;  // sent by the flush under way
     int64_t in_flight_admitted = 0;
     int64_t outstanding = 0;  // cost of requests sent to the inner store, not yet answered
+    int64_t riding = 0;       // unsent hits sent with such requests (still in `state`)
     bool seeded = false;      // read back from an answer (before: a placeholder)
     bool used = false;        // decided on since the last flush
   };
@@ -310,10 +337,11 @@ class Table final : public ViewTable, public std::enable_shared_from_this<Table<
         return TakeLocal(it->second, now, cost, charge);
       }
     }
-    const bool tracked = Track(key, cost);
+    // No view: no unsent hits to send with it.
+    const Tracked tracked = Track(key, now, cost, /*ride=*/false);
     const Decision d = charge ? inner()->Charge(key, now, cost) : inner()->Decide(key, now, cost);
     store().CountForwarded(1);
-    if (tracked) Observe(key, now, cost, charge, d, Taken(d, charge));
+    if (tracked.tracked) Observe(key, now, cost, charge, d, Taken(d, charge), tracked);
     return d;
   }
 
@@ -337,17 +365,32 @@ class Table final : public ViewTable, public std::enable_shared_from_this<Table<
         return;
       }
     }
-    const bool tracked = Track(key, cost);
+    const Tracked tracked = Track(key, now, cost, /*ride=*/false);
     auto answered = [self = this->shared_from_this(), owned = std::string(key), now, cost, charge,
-                     tracked, done = std::move(done)](const Decision& d) {
+                     tracked, done = std::move(done)](const Decision& answer) {
       self->store().CountForwarded(1);
-      if (tracked) self->Observe(owned, now, cost, charge, d, Taken(d, charge));
-      done(d);
+      if (tracked.tracked) {
+        self->Observe(owned, now, cost, charge, answer, Taken(answer, charge), tracked);
+      }
+      done(answer);
     };
     if (charge) {
       inner()->ChargeAsync(key, now, cost, std::move(answered));
     } else {
       inner()->DecideAsync(key, now, cost, std::move(answered));
+    }
+  }
+
+  // As much less remains; and a refusal, whose durations are of the shared state as it is (an
+  // admission given back reports them as taken, the hits with the cost), takes as much longer
+  // for a bucket to be full again (a window's reset is its end either way).
+  void Unride(Decision& d, int64_t riding) const override {
+    if (d.degraded || d.reason == DecisionReason::kInvalidRequest) return;
+    d.remaining = std::max<int64_t>(0, d.remaining - riding);
+    if constexpr (!kWindowed) {
+      if (d.allowed) return;
+      // riding <= 2 x capacity, and capacity x d fits the algorithms' scaled state.
+      d.reset_after += Duration(CeilDiv(riding * scale_.d, scale_.n));
     }
   }
 

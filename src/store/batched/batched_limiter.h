@@ -68,6 +68,13 @@ struct FlushItem {
   int64_t admitted = 0;  // of them, admissions this node decided (the rest: charges)
 };
 
+// A request sent to the inner store, as its view tracks it (ViewTable::Track).
+struct Tracked {
+  bool tracked = false;
+  int64_t riding = 0;           // the view's unsent hits sent with it, added to its cost
+  int64_t riding_admitted = 0;  // of them, admissions (the rest: charges)
+};
+
 // The views of one batched limit, whatever its algorithm. Shared by its limiter, the syncs under
 // way and, once the limiter has gone, its last send, so none of them waits for another.
 class ViewTable {
@@ -91,13 +98,19 @@ class ViewTable {
   virtual bool HasView(std::string_view key) const = 0;
   // A request of `cost` for `key` is sent to the inner store (DecideAll sends a request there
   // whole, or the key had no view): the view counts it as taken until Observe, or a placeholder
-  // is made for the answer to seed. False: not tracked (no room, or the limiter has gone);
-  // Observe must then not be called.
-  virtual bool Track(std::string_view key, int64_t cost) = 0;
+  // is made for the answer to seed. Not tracked (no room, or the limiter has gone): Observe
+  // must then not be called. With `ride`, the view's unsent hits go with the request, added to
+  // its cost (Tracked::riding): the inner store then decides it on the shared state with this
+  // node's hits in it, as the view would, and takes them with the cost or not at all.
+  virtual Tracked Track(std::string_view key, Timestamp now, int64_t cost, bool ride) = 0;
   // The inner store's answer to a tracked request, and whether it kept the cost (`taken`): a
   // cost it did not keep is given back to the view, and a placeholder is seeded from the answer.
+  // Hits that rode with it and were not kept are unsent again.
   virtual void Observe(std::string_view key, Timestamp now, int64_t cost, bool charge,
-                       const Decision& answer, bool taken) = 0;
+                       const Decision& answer, bool taken, const Tracked& tracked) = 0;
+  // `answer`, to a request that did not keep the cost and the `riding` hits added to it,
+  // reported as for its own cost on the shared state with those hits in it.
+  virtual void Unride(Decision& answer, int64_t riding) const = 0;
 
   // Takes every view's unsent hits into `items` (a view used since the last sync with none: a
   // refresh of cost 0), and drops the views unused since the last sync. `last`: the limiter

@@ -131,18 +131,6 @@ bool BatchedStoreImpl::AllLocal(std::span<const LimitCheck> checks) const {
   });
 }
 
-std::vector<bool> BatchedStoreImpl::TrackAll(std::span<const LimitCheck> checks) {
-  std::vector<bool> tracked(checks.size(), false);
-  for (size_t i = 0; i < checks.size(); ++i) {
-    BatchedLimiter* mine = Own<BatchedLimiter>(checks[i]);
-    if (mine == nullptr) continue;
-    tracked[i] = mine->table()->Track(checks[i].key, checks[i].cost);
-  }
-  return tracked;
-}
-
-// A check's cost was kept when it was a charge, or an admission of a request that was not
-// refused (a refused one gives its admissions back); never when the store could not answer.
 namespace {
 
 // Whether checks[i]'s limiter and key are checked again elsewhere in the request.
@@ -155,28 +143,58 @@ bool CheckedTwice(std::span<const LimitCheck> checks, size_t i) {
   return false;
 }
 
+// Whether an earlier check of the request is for checks[i]'s limiter and key.
+bool CheckedBefore(std::span<const LimitCheck> checks, size_t i) {
+  for (size_t j = 0; j < i; ++j) {
+    if (checks[j].limiter == checks[i].limiter && checks[j].key == checks[i].key) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
+std::vector<Tracked> BatchedStoreImpl::TrackAll(std::span<const LimitCheck> checks, Timestamp now,
+                                                std::span<LimitCheck> inner) {
+  std::vector<Tracked> tracked(checks.size());
+  for (size_t i = 0; i < checks.size(); ++i) {
+    BatchedLimiter* mine = Own<BatchedLimiter>(checks[i]);
+    if (mine == nullptr) continue;
+    // The shared state does not have this node's unsent hits: they go with the key's first
+    // check, so that the inner store decides the request as the view would (one node never
+    // over-admits), and takes them with it or not at all.
+    tracked[i] = mine->table()->Track(checks[i].key, now, checks[i].cost,
+                                      /*ride=*/!CheckedBefore(checks, i));
+    inner[i].cost += tracked[i].riding;
+  }
+  return tracked;
+}
+
 void BatchedStoreImpl::ObserveAll(std::span<const LimitCheck> checks, Timestamp now,
-                                  std::span<const Decision> out, const std::vector<bool>& tracked) {
+                                  std::span<Decision> out, const std::vector<Tracked>& tracked) {
   const bool refused = RequestRefused(checks, out);
   for (size_t i = 0; i < checks.size(); ++i) {
-    if (!tracked[i]) continue;
-    Decision d = out[i];
+    if (!tracked[i].tracked) continue;
+    ViewTable* table = Own<BatchedLimiter>(checks[i])->table();
+    // A check's cost was kept when it was a charge, or an admission of a request that was not
+    // refused (a refused one gives its admissions back); never when the store could not answer.
+    const Decision& d = out[i];
     const bool answered = !d.degraded && d.reason != DecisionReason::kInvalidRequest;
     const bool taken = answered && (checks[i].charge || (d.allowed && !refused));
     // A refused request's answer for a key it checked twice was decided after the other check's
     // take, which the refusal then gave back: it does not describe the shared state, so it seeds
     // no view (marked as saying nothing; what was taken is still counted).
-    if (refused && CheckedTwice(checks, i)) d.degraded = true;
-    Own<BatchedLimiter>(checks[i])->table()->Observe(checks[i].key, now, checks[i].cost,
-                                                     checks[i].charge, d, taken);
+    Decision seen = d;
+    if (refused && CheckedTwice(checks, i)) seen.degraded = true;
+    table->Observe(checks[i].key, now, checks[i].cost, checks[i].charge, seen, taken, tracked[i]);
+    // Reported for the check's own cost, on the shared state with the hits that rode in it.
+    if (!taken && tracked[i].riding > 0) table->Unride(out[i], tracked[i].riding);
   }
 }
 
 // A request whose every check has a view is decided here, all or nothing as decide_all.h does
 // it (local refunds). Anything else -- an exact limit among them, a key seen for the first time
-// -- goes to the inner store whole, which keeps all-or-nothing its job, and its answers seed the
+// -- goes to the inner store whole, which keeps all-or-nothing its job, with this node's unsent
+// hits on the request's keys added to their checks' costs (TrackAll), and its answers seed the
 // views.
 void BatchedStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
                                       DecideAllCallback done) {
@@ -188,12 +206,14 @@ void BatchedStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timest
   }
   // What the answer's handler reads: the checks with keys of their own.
   auto pending = std::make_shared<internal::OwnedChecks>(checks);
-  const std::vector<LimitCheck> inner = InnerChecks(checks).checks;
+  std::vector<LimitCheck> inner = InnerChecks(checks).checks;
+  std::vector<Tracked> tracked = TrackAll(checks, now, inner);
   auto self = shared_from_this();
   inner_store().DecideAllAsync(inner, now,
-                               [self, pending, now, tracked = TrackAll(checks),
-                                done = std::move(done)](std::span<const Decision> out) {
+                               [self, pending, now, tracked = std::move(tracked),
+                                done = std::move(done)](std::span<const Decision> answers) {
                                  self->CountForwarded(pending->checks.size());
+                                 std::vector<Decision> out(answers.begin(), answers.end());
                                  self->ObserveAll(pending->checks, now, out, tracked);
                                  done(out);
                                });

@@ -58,11 +58,14 @@ class BatchedStoreImpl final : public ForwardingStore<BatchedStore>,
   // Every check is a batched limiter's, on a key it holds a view of: decided here.
   bool AllLocal(std::span<const LimitCheck> checks) const;
   // The whole request goes to the inner store: each batched check's view counts its cost as
-  // taken until the answer (ViewTable::Track); whether each was tracked.
-  std::vector<bool> TrackAll(std::span<const LimitCheck> checks);
-  // The inner store decided the whole request: its answers settle and seed the views.
-  void ObserveAll(std::span<const LimitCheck> checks, Timestamp now, std::span<const Decision> out,
-                  const std::vector<bool>& tracked);
+  // taken until the answer, and its unsent hits go with it, added to the cost of the key's first
+  // check in `inner` (ViewTable::Track).
+  std::vector<Tracked> TrackAll(std::span<const LimitCheck> checks, Timestamp now,
+                                std::span<LimitCheck> inner);
+  // The inner store decided the whole request: its answers settle and seed the views, and are
+  // reported as for the checks' own costs.
+  void ObserveAll(std::span<const LimitCheck> checks, Timestamp now, std::span<Decision> out,
+                  const std::vector<Tracked>& tracked);
   // The timer of the limiters synced every `interval`: syncs them all at `now`; when none is
   // left, the timer cancels itself.
   void SyncEvery(Duration interval, Timestamp now);

@@ -16,6 +16,8 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "sluice/clock.h"
@@ -518,6 +520,81 @@ TEST(BatchedStore, OneNodeDoesNotOverAdmitWhileRequestsAreOnTheirWayToRedis) {
   ASSERT_LT(took, seconds(6)) << "a token came back: the count below would not hold";
   EXPECT_EQ(admitted.load(), 10);
   EXPECT_GT((*store)->Stats().local_decisions, 0u);
+}
+
+// A request that goes to Redis whole (an exact limit among its checks) carries this node's
+// unsent hits on its batched keys, added to their checks' costs: Redis refuses what the view
+// would refuse, and takes the hits with an admitted request's cost or not at all.
+TEST(BatchedStore, ARequestSentToRedisWholeCarriesTheNodesUnsentHits) {
+  Node node = OpenNode(UniquePrefix("ride"));
+  ASSERT_NE(node.batched, nullptr);
+  // A slow rate: Redis's keys outlive the test by far (their TTLs run on real time).
+  const LimitSpec spec{Algorithm::kTokenBucket, 10, hours(1), 6, false};
+  auto batched = Make(*node.batched, spec, Batched("b"));
+  auto exact = Make(*node.batched, spec, LimiterOptions{.id = "e"});
+  auto in_redis = Make(*node.redis, spec, LimiterOptions{.id = "b"});  // b's shared counter
+  ASSERT_TRUE(batched && exact && in_redis);
+  const Timestamp t = kStart;
+  // u: seeded by Redis (5 left there), then 5 taken from the view, unsent. Redis alone would
+  // admit 1 more; the node must not.
+  ASSERT_TRUE(batched->Decide("u", t, 1).allowed);
+  ASSERT_TRUE(batched->Decide("u", t, 5).allowed);
+  EXPECT_EQ(node.batched->Stats().batched_pending_hits, 5u);
+  std::vector<LimitCheck> checks = {{batched.get(), "u", 1}, {exact.get(), "x", 1}};
+  Decision out[2];
+  node.batched->DecideAll(checks, t, out);
+  EXPECT_FALSE(out[0].allowed) << "Redis decided without this node's 5 unsent hits";
+  EXPECT_EQ(out[0].remaining, 0) << "reported as for its own cost, the hits in the count";
+  EXPECT_EQ(out[1].remaining, 6) << "the exact check's admission is given back";
+  EXPECT_EQ(node.batched->Stats().batched_pending_hits, 5u) << "refused: the hits stay unsent";
+  EXPECT_EQ(in_redis->Decide("u", t, 0).remaining, 5);
+  // v: 5 left in Redis, 2 of them taken from the view: a cost of 3 fits, and the request takes
+  // the 2 unsent hits with it.
+  ASSERT_TRUE(batched->Decide("v", t, 1).allowed);
+  ASSERT_TRUE(batched->Decide("v", t, 2).allowed);
+  checks = {{batched.get(), "v", 3}, {exact.get(), "y", 1}};
+  node.batched->DecideAll(checks, t, out);
+  EXPECT_TRUE(out[0].allowed && out[1].allowed);
+  EXPECT_EQ(out[0].remaining, 0);
+  EXPECT_EQ(in_redis->Decide("v", t, 0).remaining, 0) << "the hits went with the request";
+  EXPECT_FALSE(batched->Decide("v", t, 1).allowed) << "and the view counts the request's cost";
+  EXPECT_EQ(node.batched->Stats().batched_pending_hits, 5u) << "only u's are still unsent";
+  node.batched->Flush(t);
+  EXPECT_EQ(in_redis->Decide("u", t, 0).remaining, 0);
+  EXPECT_EQ(node.batched->Stats().batched_over_admitted_hits, 0u);
+}
+
+// The bound one node is held to (docs/redis.md, "Batched"): a sync charges its interval's hits
+// at its own instant, so refill the pure bucket gains at its cap between a hit and the sync is
+// not credited. Here all of it: the bucket is full when the node takes it all, and the sync
+// comes one interval later, so the node is one interval's refill (1 token) below the pure
+// bucket, and refuses for as long (retry_after: the interval) what the pure bucket admits.
+// One token an interval, on a 10 s interval: Redis's keys (TTLs on real time) outlive the test.
+TEST(BatchedStore, OneNodeIsStrictByAtMostOneIntervalsRefill) {
+  Node node = OpenNode(UniquePrefix("strict"));
+  ASSERT_NE(node.batched, nullptr);
+  constexpr Duration kSlow = seconds(10);
+  const LimitSpec spec{Algorithm::kTokenBucket, 1, kSlow, 10, false};
+  LimiterOptions options = Batched("s");
+  options.sync.interval = kSlow;
+  auto limiter = Make(*node.batched, spec, options);
+  ASSERT_NE(limiter, nullptr);
+  Oracle<TokenBucket> oracle(spec, kStart);
+  const auto both = [&](Timestamp at, int64_t cost) {
+    const Decision got = limiter->Decide("k", at, cost);
+    const Decision want = oracle.Decide(at, cost);
+    return std::pair(got, want);
+  };
+  auto [got, want] = both(kStart, 1);  // Redis: 9 left at kStart
+  ASSERT_TRUE(got.allowed && want.allowed);
+  std::tie(got, want) = both(kStart + kSlow, 10);  // full again: all of it, in the view
+  ASSERT_TRUE(got.allowed && want.allowed);
+  node.batched->Flush(kStart + 2 * kSlow);  // Redis: min(10, 9 + 2) - 10 = 0
+  std::tie(got, want) = both(kStart + 2 * kSlow, 1);
+  EXPECT_TRUE(want.allowed) << "the pure bucket refilled 1 token since the take";
+  EXPECT_FALSE(got.allowed);
+  EXPECT_EQ(got.retry_after, kSlow) << "one interval's refill behind, no more";
+  EXPECT_EQ(node.batched->Stats().batched_over_admitted_hits, 0u);
 }
 
 }  // namespace
