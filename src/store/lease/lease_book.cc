@@ -95,6 +95,8 @@ int64_t LeaseBook::WindowOf(int64_t stamp_us) const {
 }
 
 void LeaseBook::Spend(Entry& e, Timestamp now, int64_t cost) {
+  // Refusals count too: over the limit a node's share of the quota follows what it is asked
+  // for, not the little it got (which would shrink its leases to a script per unit).
   e.spent += cost;
   if (e.rate_since == Timestamp{}) {
     e.rate_since = now;
@@ -161,9 +163,10 @@ LeasePlan LeaseBook::Plan(std::string_view key, Timestamp now, int64_t cost, boo
     out = LocalDecision(e, now, /*allowed=*/true, Duration(0));
     LeasePlan plan{LeaseStep::kAdmitted};
     // Renew before running out: at half the target the next lease is asked for, so a steady
-    // key never waits for the shared store.
+    // key never waits for the shared store -- unless the shared quota will not have a lease's
+    // worth before blocked_until (at the limit), when a take would cost a script for little.
     const int64_t target = WorthLeasing(e, now, 0) ? Target(e) : 0;
-    if (!e.fetching && target > 0 && e.units * 2 <= target) {
+    if (!e.fetching && target > 0 && e.units * 2 <= target && now >= e.blocked_until) {
       e.fetching = true;
       plan.prefetch_want = target - e.units;
     }
@@ -171,6 +174,7 @@ LeasePlan LeaseBook::Plan(std::string_view key, Timestamp now, int64_t cost, boo
   }
   if (!charge && now < e.blocked_until && cost >= e.blocked_cost) {
     counters_.local.fetch_add(1, std::memory_order_relaxed);
+    Spend(e, now, cost);
     out = LocalDecision(e, now, /*allowed=*/false, e.blocked_until - now);
     return {LeaseStep::kRefused};
   }
@@ -228,13 +232,7 @@ LeaseBook::Landed LeaseBook::Granted(std::string_view key, Timestamp now, int64_
   }
   // When the shared bucket is full again, as of this answer.
   if (bucket_) e.full_at = now + d.reset_after;
-  if (d.allowed) {
-    Spend(e, now, cost);
-    e.blocked_until = Timestamp{};
-  } else if (d.reason == DecisionReason::kOverLimit && d.retry_after != kNever) {
-    e.blocked_until = now + d.retry_after;
-    e.blocked_cost = cost;
-  }
+  Spend(e, now, cost);
   if (grant.holders > 0) e.holders = grant.holders;
   e.shared = d;
   e.shared_at = now;
@@ -257,6 +255,7 @@ LeaseBook::Landed LeaseBook::Granted(std::string_view key, Timestamp now, int64_
     if (spec_.algorithm == Algorithm::kFixedWindow) life = std::min(life, d.reset_after);
     e.valid_until = now + life;
   }
+  Pace(e, now, cost, want, grant.units, d);
   Decision& reported = landed.decision;
   reported.remaining = std::min(reported.limit, reported.remaining + e.units);
   if (bucket_) {
@@ -266,6 +265,52 @@ LeaseBook::Landed LeaseBook::Granted(std::string_view key, Timestamp now, int64_
         static_cast<int64_t>(std::max<__int128>(0, reported.reset_after.count() - refill)));
   }
   return landed;
+}
+
+void LeaseBook::Pace(Entry& e, Timestamp now, int64_t cost, int64_t want, int64_t units,
+                     const Decision& d) const {
+  if (d.allowed && want == 0) {
+    e.blocked_until = Timestamp{};  // a decision, not a lease: the take in flight paces
+    return;
+  }
+  if (!d.allowed && (d.reason != DecisionReason::kOverLimit || d.retry_after == kNever)) return;
+  // The next take is worth a script once the shared quota has a lease's worth (the target)
+  // free again, beyond a refused request's cost; until then this node refuses locally what its
+  // units cannot cover. A node that was just granted units waits for a lease for every node
+  // drawing on the key, so that the others, which got none, take theirs first: the nodes take
+  // turns instead of the same one winning every race. A bucket's wait is a choice, bounded by
+  // a horizon per turn: units another node gives back (or a slow refill's few) are found that
+  // soon. A fixed window's is a fact: its count comes back at the window's end. A quiet key
+  // (target 0), or a key only this node draws on, waits only for a refused cost, until Redis's
+  // retry time: one node alone decides exactly as the limit, and no other node races it to the
+  // refill (the races are what cost a script per refill per node).
+  const int64_t refused = d.allowed ? 0 : cost;
+  const int64_t turns = units > 0 ? e.holders : 1;
+  const int64_t lease = e.holders > 1 ? turns * Target(e) : 0;
+  Timestamp until = now;
+  if (lease > 0) {
+    until = FreeAt(d, now, refused + lease);
+    if (spec_.algorithm != Algorithm::kFixedWindow) until = std::min(until, now + turns * horizon_);
+  }
+  if (!d.allowed) until = std::max(until, now + d.retry_after);
+  e.blocked_until = until;
+  e.blocked_cost = d.allowed ? 1 : cost;  // a refused cost 0: a key in debt
+}
+
+Timestamp LeaseBook::FreeAt(const Decision& d, Timestamp at, int64_t units) const {
+  if (units <= 0) return at;
+  if (spec_.algorithm == Algorithm::kFixedWindow) {
+    // The window's count comes back all at once, at its end: waiting within it gains nothing.
+    return d.remaining > 0 ? at : at + d.reset_after;
+  }
+  // A bucket (token bucket, GCRA, leaky-bucket meter) refills at limit per period and is full
+  // again reset_after from `at`; `units` are free when it is that many short of full.
+  const int64_t capacity = spec_.Capacity();
+  const __int128 short_of_full = capacity - std::min(units, capacity);
+  const __int128 refill_ns = short_of_full * spec_.period.count() / spec_.limit;
+  const __int128 until_full_ns = d.reset_after.count();
+  if (refill_ns >= until_full_ns) return at;
+  return at + Duration(static_cast<int64_t>(until_full_ns - refill_ns));
 }
 
 void LeaseBook::Charged(std::string_view key, Timestamp now, int64_t cost, const Decision& d) {

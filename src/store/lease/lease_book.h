@@ -74,10 +74,10 @@ class LeaseBook {
   LeasePlan Plan(std::string_view key, Timestamp now, int64_t cost, bool charge, Decision& out);
 
   // What a TakeAsync of `cost` (wanting `want`) answered, asked at `now`. Updates the units,
-  // the refusal the shared quota gave, the holder count and the key's rate; units of an older
-  // fixed window that can no longer be spent are dropped. Units held that are no longer usable
-  // at `now` are never merged into the new lease: they are returned, for the caller to give
-  // back.
+  // the holder count, the key's rate and when the next take is worth a script (Pace); units of
+  // an older fixed window that can no longer be spent are dropped. Units held that are no
+  // longer usable at `now` are never merged into the new lease: they are returned, for the
+  // caller to give back.
   struct Landed {
     // The decision as the request is answered: the shared store's, with `remaining` and
     // `reset_after` counting the units this node holds (as the limit alone has them).
@@ -137,12 +137,14 @@ class LeaseBook {
     // goes on, and spending them would admit beyond the limit.
     Timestamp full_at = Timestamp::max();
     Timestamp no_lease_until{};  // decided exactly until then (WorthLeasing)
+    // Costs >= blocked_cost the units held cannot cover are refused locally until blocked_until:
+    // the shared quota refused them, or will not have a lease's worth of units before then.
     Timestamp blocked_until{};
-    int64_t blocked_cost = 0;  // the shared quota refused costs >= this until blocked_until
-    bool fetching = false;     // a take that wants units is in flight
-    int returning = 0;         // the sweep's give-backs in flight (TakeExpired, Returned)
+    int64_t blocked_cost = 0;
+    bool fetching = false;  // a take that wants units is in flight
+    int returning = 0;      // the sweep's give-backs in flight (TakeExpired, Returned)
     int64_t holders = 1;
-    double rate = 0;  // units per second this node spends on the key, smoothed
+    double rate = 0;  // units per second this node is asked for on the key (admitted or not)
     Timestamp rate_since{};
     int64_t spent = 0;  // since rate_since
     Decision shared;    // the shared store's answer at the last take
@@ -172,7 +174,15 @@ class LeaseBook {
   Timestamp UsableUntil(const Entry& e) const;
   // The entry's units, emptied into a give-back order.
   GiveBackOrder Empty(std::string_view key, Entry& e);
+  // Counts `cost` asked of the node for the key (admitted or refused) into its rate.
   void Spend(Entry& e, Timestamp now, int64_t cost);
+  // After the shared store's answer `d` to a take of `cost` and `want` at `now`, which granted
+  // `units`: until when a take is not worth a script (the key is at its limit), into
+  // blocked_until and blocked_cost.
+  void Pace(Entry& e, Timestamp now, int64_t cost, int64_t want, int64_t units,
+            const Decision& d) const;
+  // When the shared quota, as `d` (answered at `at`) showed it, has `units` free again.
+  Timestamp FreeAt(const Decision& d, Timestamp at, int64_t units) const;
   Decision LocalDecision(const Entry& e, Timestamp now, bool allowed, Duration retry) const;
   static size_t EntryBytes(std::string_view key);
 
