@@ -13,6 +13,17 @@ namespace sluice::internal {
 // Scaled quantities (hits * period) stay below this, so a sum of two never overflows.
 inline constexpr int64_t kMaxScaled = int64_t{1} << 61;
 
+// By value: std::min/std::max bind references, and a wide state's 128-bit fields are 8-byte
+// aligned (WideInt, limit_spec.h), where a `const __int128&` must not point (UBSan: misaligned).
+template <typename T>
+constexpr T MinOf(T a, T b) {
+  return b < a ? b : a;
+}
+template <typename T>
+constexpr T MaxOf(T a, T b) {
+  return a < b ? b : a;
+}
+
 // a >= 0, b > 0. Either may be 128 bits (a wide spec's scaled quantities): the result is.
 template <typename A, typename B>
 constexpr std::common_type_t<A, B> CeilDiv(A a, B b) {

@@ -44,7 +44,7 @@ void BasicLeakyBucket<kWide>::Drain(State& s, int64_t t) const {
   const bool empty =
       elapsed >= 2 * drain_ns_ || (elapsed >= drain_ns_ && s.scaled_level <= capacity_scaled_);
   s.scaled_level =
-      empty ? 0 : std::max<Scaled>(0, s.scaled_level - static_cast<Scaled>(elapsed) * n_);
+      empty ? 0 : internal::MaxOf<Scaled>(0, s.scaled_level - static_cast<Scaled>(elapsed) * n_);
   s.last_ns = t;
 }
 
@@ -78,7 +78,8 @@ Decision BasicLeakyBucket<kWide>::Decide(State& s, Timestamp now, int64_t cost) 
       d.retry_after = Duration(retry);
     }
   }
-  d.remaining = static_cast<int64_t>(std::max<Scaled>(0, (capacity_scaled_ - s.scaled_level) / d_));
+  d.remaining =
+      static_cast<int64_t>(internal::MaxOf<Scaled>(0, (capacity_scaled_ - s.scaled_level) / d_));
   d.reset_after = Duration(behind + ns(s.scaled_level));
   return d;
 }
@@ -86,8 +87,8 @@ Decision BasicLeakyBucket<kWide>::Decide(State& s, Timestamp now, int64_t cost) 
 template <bool kWide>
 Decision BasicLeakyBucket<kWide>::Charge(State& s, Timestamp now, int64_t cost) const {
   return internal::ChargeBeyondLimit(*this, s, now, cost, [this](State& st, int64_t hits) {
-    st.scaled_level =
-        std::min<Scaled>(2 * capacity_scaled_, st.scaled_level + static_cast<Scaled>(hits) * d_);
+    st.scaled_level = internal::MinOf<Scaled>(2 * capacity_scaled_,
+                                              st.scaled_level + static_cast<Scaled>(hits) * d_);
   });
 }
 
@@ -96,7 +97,7 @@ void BasicLeakyBucket<kWide>::Refund(State& s, Timestamp /*at*/, Timestamp now,
                                      int64_t cost) const {
   if (cost <= 0 || cost > capacity_) return;
   Drain(s, ToNanos(now));
-  s.scaled_level = std::max<Scaled>(0, s.scaled_level - static_cast<Scaled>(cost) * d_);
+  s.scaled_level = internal::MaxOf<Scaled>(0, s.scaled_level - static_cast<Scaled>(cost) * d_);
 }
 
 template <bool kWide>

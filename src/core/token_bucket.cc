@@ -38,9 +38,10 @@ void BasicTokenBucket<kWide>::Refill(State& s, int64_t t) const {
   // bounds elapsed * n_ stays below 2 * capacity_scaled_ + 2 * n_: no overflow (in 64 bits
   // below 2^63 for a narrow spec, whose capacity_scaled_ is below 2^61; in 128 bits always).
   const bool full = elapsed >= 2 * fill_ns_ || (elapsed >= fill_ns_ && s.scaled_tokens >= 0);
-  s.scaled_tokens = full ? capacity_scaled_
-                         : std::min<Scaled>(capacity_scaled_,
-                                            s.scaled_tokens + static_cast<Scaled>(elapsed) * n_);
+  s.scaled_tokens =
+      full ? capacity_scaled_
+           : internal::MinOf<Scaled>(capacity_scaled_,
+                                     s.scaled_tokens + static_cast<Scaled>(elapsed) * n_);
   s.last_ns = t;
 }
 
@@ -67,7 +68,7 @@ Decision BasicTokenBucket<kWide>::Decide(State& s, Timestamp now, int64_t cost) 
       d.retry_after = Duration(behind + static_cast<int64_t>(CeilDiv(need - s.scaled_tokens, n_)));
     }
   }
-  d.remaining = static_cast<int64_t>(std::max<Scaled>(0, s.scaled_tokens / d_));
+  d.remaining = static_cast<int64_t>(internal::MaxOf<Scaled>(0, s.scaled_tokens / d_));
   d.reset_after =
       Duration(behind + static_cast<int64_t>(CeilDiv(capacity_scaled_ - s.scaled_tokens, n_)));
   return d;
@@ -76,8 +77,8 @@ Decision BasicTokenBucket<kWide>::Decide(State& s, Timestamp now, int64_t cost) 
 template <bool kWide>
 Decision BasicTokenBucket<kWide>::Charge(State& s, Timestamp now, int64_t cost) const {
   return internal::ChargeBeyondLimit(*this, s, now, cost, [this](State& st, int64_t hits) {
-    st.scaled_tokens =
-        std::max<Scaled>(-capacity_scaled_, st.scaled_tokens - static_cast<Scaled>(hits) * d_);
+    st.scaled_tokens = internal::MaxOf<Scaled>(-capacity_scaled_,
+                                               st.scaled_tokens - static_cast<Scaled>(hits) * d_);
   });
 }
 
@@ -89,7 +90,7 @@ void BasicTokenBucket<kWide>::Refund(State& s, Timestamp /*at*/, Timestamp now,
   // returning are both additions capped at B), so the result is the bucket as of `now`.
   Refill(s, ToNanos(now));
   s.scaled_tokens =
-      std::min<Scaled>(capacity_scaled_, s.scaled_tokens + static_cast<Scaled>(cost) * d_);
+      internal::MinOf<Scaled>(capacity_scaled_, s.scaled_tokens + static_cast<Scaled>(cost) * d_);
 }
 
 template <bool kWide>

@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <cstdio>
+#include <new>
 #include <string>
 #include <thread>
 #include <utility>
@@ -56,8 +57,21 @@ sigset_t BlockSignals() {
 
 }  // namespace
 
+namespace {
+
+// The process's clock, never destroyed (nor leaked: it lives in static storage), so that no
+// thread that outlives the Server or main -- a store's timer waiting on Redis -- reads a dead
+// one. Immutable once made.
+const Clock& ProcessClock() {
+  alignas(MonotonicClock) static unsigned char storage[sizeof(MonotonicClock)];
+  static const MonotonicClock* const clock = new (storage) MonotonicClock();
+  return *clock;
+}
+
+}  // namespace
+
 Server::Server(const Settings& settings)
-    : settings_(settings), metrics_(settings.near_limit_ratio) {}
+    : settings_(settings), metrics_(settings.near_limit_ratio), clock_(ProcessClock()) {}
 
 Result<std::unique_ptr<Server>> Server::Start(const Settings& settings) {
   auto config = LoadConfig(settings.config, settings.load);

@@ -51,7 +51,10 @@ class Server {
   const Settings settings_;
   std::shared_ptr<const Config> config_;  // the config loaded at start
   Metrics metrics_;
-  const MonotonicClock clock_;  // one clock for the decisions and the usage views' buckets
+  // One clock for the decisions and the usage views' buckets. It outlives the Server: a store
+  // still answering a check on a hung Redis when the Server goes keeps its layers, and their
+  // timer threads read this clock, until that answer comes (ProcessClock in server.cc).
+  const Clock& clock_;
   std::unique_ptr<UsageViews> usage_;
   std::unique_ptr<RateLimitService> service_;
   std::unique_ptr<const HttpApi> api_;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <utility>
 
 namespace sluice::internal {
@@ -96,8 +97,13 @@ int64_t LeaseBook::WindowOf(int64_t stamp_us) const {
 
 void LeaseBook::Spend(Entry& e, Timestamp now, int64_t cost) {
   // Refusals count too: over the limit a node's share of the quota follows what it is asked
-  // for, not the little it got (which would shrink its leases to a script per unit).
-  e.spent += cost;
+  // for, not the little it got (which would shrink its leases to a script per unit). A cost
+  // beyond the capacity, never admitted, counts as the capacity (and up to 2^63-1 it must not
+  // overflow the sum).
+  const int64_t counted = std::clamp<int64_t>(cost, 0, spec_.Capacity());
+  e.spent = counted > std::numeric_limits<int64_t>::max() - e.spent
+                ? std::numeric_limits<int64_t>::max()
+                : e.spent + counted;
   if (e.rate_since == Timestamp{}) {
     e.rate_since = now;
     return;
