@@ -21,6 +21,16 @@
 
 namespace sluice::internal {
 
+// The answer to a request a memory limiter cannot take (a negative cost, a key over the bound):
+// invalid, never retried. One for the store's limiters and the override table's views.
+inline Decision InvalidRequest(int64_t capacity) {
+  Decision d;
+  d.reason = DecisionReason::kInvalidRequest;
+  d.limit = capacity;
+  d.retry_after = kNever;
+  return d;
+}
+
 template <typename Alg>
 class alignas(64) MemoryShard {
  public:

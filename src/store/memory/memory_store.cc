@@ -171,13 +171,7 @@ class MemoryLimiterOf final : public MemoryLimiter {
   bool Valid(std::string_view key, int64_t cost) const {
     return cost >= 0 && key.size() <= max_key_bytes_;
   }
-  Decision Invalid() const {
-    Decision d;
-    d.reason = DecisionReason::kInvalidRequest;
-    d.limit = alg_.capacity();
-    d.retry_after = kNever;
-    return d;
-  }
+  Decision Invalid() const { return internal::InvalidRequest(alg_.capacity()); }
   internal::MemoryShard<Alg>& ShardFor(uint64_t h) const {
     return *shards_[(h >> 32) & shard_mask_].shard;
   }

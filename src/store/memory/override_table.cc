@@ -100,13 +100,7 @@ class OverrideLimiter final : public MemoryLimiter, private OverrideRate {
     state.replenished_at = alg_.ReplenishedAt(s);
   }
 
-  Decision Invalid() const {
-    Decision d;
-    d.reason = DecisionReason::kInvalidRequest;
-    d.limit = alg_.capacity();
-    d.retry_after = kNever;
-    return d;
-  }
+  Decision Invalid() const { return InvalidRequest(alg_.capacity()); }
 
   // Calls f with the table's key (prefix, then key): on the stack when it is short, as the
   // override keys of the service are.
