@@ -82,12 +82,12 @@ struct HttpServerOptions {
   // Stop() waits this long for requests in flight before closing everything.
   std::chrono::milliseconds shutdown_grace{10'000};
   // TLS on this listener (null: plaintext). Shared: sluiced reloads it, the server reads it.
-  std::shared_ptr<tls::ServerTlsContext> tls;
+  std::shared_ptr<tls::ServerTlsContext> tls = nullptr;
   // Which requests need a verified client certificate (meaningful with a client CA).
   enum class ClientCert { kNone, kExceptProbes, kEverywhere };
   ClientCert client_cert = ClientCert::kNone;
   // Called on an I/O thread for each failed handshake (the metric); may be empty.
-  std::function<void(tls::HandshakeFailure)> on_tls_failure;
+  std::function<void(tls::HandshakeFailure)> on_tls_failure = {};
 };
 
 // Called on an I/O thread for every complete request; must be thread-safe.
