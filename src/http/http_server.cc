@@ -652,6 +652,11 @@ void HttpServer::Impl::Refuse(Socket socket) {
   }();
   spdlog::debug("http: refused a connection: {} open", options.max_connections);
   error_code ec;
+  if (options.tls) {
+    // A 503 in plaintext is not TLS: the client would read it as a broken record. Closed.
+    socket.close(ec);
+    return;
+  }
   socket.non_blocking(true, ec);  // a fresh socket's send buffer takes it; never wait here
   net::write(socket, net::buffer(kReply.data(), kReply.size()), ec);
   if (ec || lingering_refusals.fetch_add(1, std::memory_order_relaxed) >= kMaxLingeringRefusals) {

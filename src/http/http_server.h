@@ -43,7 +43,8 @@
 //   handshake, or it is closed. A handshake in progress holds a connection slot; at the bound
 //   it is the first to give it up (before any connection that has finished its handshake), so
 //   a handshake flood competes with itself, not with clients already in. A client that sends
-//   no TLS (plaintext HTTP) is closed without a reply. A failed handshake is reported to
+//   no TLS (plaintext HTTP) is closed without a reply, and so is a client refused at the
+//   bound (a plaintext 503 would be no TLS either). A failed handshake is reported to
 //   on_tls_failure with its reason. A connection closed after its last response sends
 //   close_notify and waits for the client's (at most the linger second), on the I/O thread.
 //   While a reply is held the watch is on the TCP socket: a close_notify from the client is

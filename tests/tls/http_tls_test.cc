@@ -52,7 +52,8 @@ class Failures {
 
 class HttpTlsTest : public ::testing::Test {
  protected:
-  void Start(tls::TlsServerSettings s, HttpServerOptions::ClientCert policy) {
+  void Start(tls::TlsServerSettings s, HttpServerOptions::ClientCert policy,
+             size_t max_connections = 1024) {
     ASSERT_TRUE(certs_.ok());
     auto ctx = tls::ServerTlsContext::Create(std::move(s), {"http/1.1"}, Clock());
     ASSERT_TRUE(ctx.has_value()) << ctx.error().message;
@@ -60,6 +61,7 @@ class HttpTlsTest : public ::testing::Test {
     HttpServerOptions o;
     o.address = "127.0.0.1:0";
     o.threads = 1;
+    o.max_connections = max_connections;
     o.tls = tls_;
     o.client_cert = policy;
     o.on_tls_failure = [this](HandshakeFailure r) { failures_.Add(r); };
@@ -170,6 +172,27 @@ TEST_F(HttpTlsTest, StalledHandshakeIsCutAtTheDeadline) {
   EXPECT_EQ(::recv(fd, &byte, 1, 0), 0);  // closed by the server
   ::close(fd);
   EXPECT_TRUE(WaitFor([&] { return server_->connections() == 0; }));
+}
+
+// At the connection bound a handshake in progress gives its slot first: the stalled handshakes
+// of a flood go before a client already in, even one idle between requests.
+TEST_F(HttpTlsTest, StalledHandshakesAreShedBeforeClientsIn) {
+  Start(Settings(), HttpServerOptions::ClientCert::kNone, /*max_connections=*/2);
+  TlsTestClient idle(port(), Client());
+  ASSERT_TRUE(idle.Request("GET", "/healthz").has_value());
+  const int stalled = sluice::testing::ConnectLoopback(port());  // never says a word
+  ASSERT_GE(stalled, 0);
+  ASSERT_TRUE(WaitFor([&] { return server_->connections() == 2; }));
+  TlsTestClient newcomer(port(), Client());
+  auto r = newcomer.Request("GET", "/healthz");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 200);
+  char byte;
+  EXPECT_EQ(::recv(stalled, &byte, 1, 0), 0);  // the stalled handshake was closed
+  ::close(stalled);
+  auto again = idle.Request("GET", "/healthz");  // the idle client kept its connection
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->status, 200);
 }
 
 TEST_F(HttpTlsTest, ClientCertificateRequiredExceptForProbes) {
