@@ -74,7 +74,7 @@ std::shared_ptr<tls::ServerTlsContext> TlsListeners::For(TlsListener listener) c
     case TlsListener::kForwardAuth:
       return forward_auth_on_ ? http_ : nullptr;
     case TlsListener::kGrpc:
-      return grpc_;
+      return grpc_taken_ ? grpc_ : nullptr;
   }
   return nullptr;
 }

@@ -38,8 +38,13 @@ class TlsListeners {
 
   // Sets the TLS of an HTTP listener (nothing when it is plaintext).
   void Apply(TlsListener listener, HttpServerOptions& options);
-  // gRPC's context (null: plaintext) and where it reports a failed handshake.
-  std::shared_ptr<tls::ServerTlsContext> grpc() const { return grpc_; }
+  // gRPC's context (null: plaintext), for the gRPC front end to serve with; its metrics are
+  // reported from this call on, so that a gRPC port not (yet) serving TLS shows no TLS series.
+  std::shared_ptr<tls::ServerTlsContext> TakeGrpc() {
+    grpc_taken_ = grpc_ != nullptr;
+    return grpc_;
+  }
+  // Where a listener reports a failed handshake.
   std::function<void(tls::HandshakeFailure)> FailureRecorder(TlsListener listener);
 
   // SIGHUP and the watcher: each context loads the files again; a bad pair keeps the running
@@ -57,6 +62,7 @@ class TlsListeners {
   std::shared_ptr<tls::ServerTlsContext> grpc_;
   bool http_on_ = false;
   bool forward_auth_on_ = false;
+  std::atomic<bool> grpc_taken_{false};
   std::array<std::array<std::atomic<uint64_t>, tls::kAllHandshakeFailures.size()>, 3> failures_{};
   std::unique_ptr<tls::FileWatcher> watcher_;  // last: stopped first
 };
