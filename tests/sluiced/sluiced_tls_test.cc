@@ -166,6 +166,37 @@ TEST_F(SluicedTlsTest, RotationUnderAKeepAliveClientFailsNothing) {
   EXPECT_EQ(failed.load(), 0);
 }
 
+// The forward-auth endpoint has no probe paths: with a client CA every request needs a
+// verified certificate.
+TEST_F(SluicedTlsTest, ForwardAuthNeedsAClientCertificateEverywhere) {
+  const std::string config = dir_.Write("fa.yaml", R"(domain: fa
+forward_auth:
+  trusted_proxies: [127.0.0.1/32]
+  actions:
+    - [remote_address]
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: hour, requests_per_unit: 1000}
+)")
+                                 .string();
+  auto sluiced = StartSluiced(
+      config, {"--forward-auth", "127.0.0.1:0", "--tls-cert", certs_["chain.pem"], "--tls-key",
+               certs_["server.key"], "--tls-client-ca", certs_["ca.pem"]});
+  ASSERT_GT(sluiced->port(), 0);
+  const int port = sluiced->ForwardAuthPort();
+  ASSERT_GT(port, 0);
+  TlsTestClient anonymous(port, Client());
+  for (const char* path : {"/", "/healthz"}) {
+    auto r = anonymous.Request("GET", path);
+    ASSERT_TRUE(r.has_value()) << path;
+    EXPECT_EQ(r->status, 403) << path;
+  }
+  TlsTestClient proxy(port, Client("client"));
+  auto r = proxy.Request("GET", "/");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
 TEST_F(SluicedTlsTest, HttpTlsOffKeepsThatListenerPlain) {
   auto sluiced = StartSluiced(config_, {"--tls-cert", certs_["chain.pem"], "--tls-key",
                                         certs_["server.key"], "--http-tls", "off"});
