@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -57,6 +58,10 @@ struct HttpRequestView {
   // The connection's peer address, "127.0.0.1" or "::1" (IPv4-mapped IPv6 shown as IPv4);
   // empty when not known (unit tests).
   std::string_view peer = {};
+  // The SANs (DNS and URI) of the client certificate the connection's TLS layer verified; empty
+  // without TLS, without a client certificate, or in unit tests. --api-tokens lets a client
+  // listed by `san` in by them.
+  std::span<const std::string> peer_sans = {};
 };
 
 // A reply {"error":"<message>"} with `status`.

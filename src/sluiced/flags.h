@@ -37,6 +37,9 @@ struct Settings {
   GrpcServerOptions grpc_options;
   HeaderOptions headers;  // the HTTP API's and forward-auth's: --legacy-headers
   std::string admin_token;
+  // --api-tokens: the file of the clients that may check, and which domains (config/
+  // api_tokens.h); empty: off, anyone may check any domain.
+  std::string api_tokens;
   int threads = 1;
 
   // The store: its address as given ("memory", "redis://...", "redis+cluster://..."), and its
