@@ -69,9 +69,10 @@ struct GrpcServerOptions {
   // check any domain. Must outlive the server.
   const CallerIdentity* callers = nullptr;
   // The SANs of the verified client certificate of the connection grpc::ServerContext::peer()
-  // names ("ipv4:127.0.0.1:5000"), for a client listed by `san`: set by the listener's TLS layer.
-  // Unset (no TLS): no SANs.
-  std::function<std::vector<std::string>(std::string_view peer)> peer_sans;
+  // names (as it is: "fd:12" for a connection the gate handed over), for a client listed by
+  // `san`: set by the listener's TLS layer. Unset (no TLS): no SANs. Asked only with
+  // --api-tokens, once per call.
+  std::function<std::vector<std::string>(std::string_view peer)> peer_sans = nullptr;
 };
 
 class GrpcServer {
