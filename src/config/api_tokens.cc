@@ -142,6 +142,7 @@ Result<std::shared_ptr<const ApiTokens>> ParseApiTokens(const std::string& file,
     const auto domains = fields->Get("domains");
     if (!domains) return ErrorAt(file, item, "client '" + client.name + "' needs domains");
     if (auto r = ReadDomains(file, *domains, client); !r) return std::unexpected(r.error());
+    client.san = credential->san;
     const size_t index = table->clients_.size();
     const bool fresh = credential->digest
                            ? table->by_token_.emplace(*credential->digest, index).second

@@ -36,6 +36,7 @@ using TokenDigest = std::array<unsigned char, 32>;
 
 struct ApiClient {
   std::string name;
+  std::string san;                   // its certificate's SAN; empty for a client by token
   bool all_domains = false;          // domains: ["*"]
   std::vector<std::string> domains;  // otherwise, the ones it may check (not empty)
 
