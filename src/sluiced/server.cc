@@ -284,6 +284,12 @@ int CheckConfig(const Settings& settings) {
   for (const std::string& w : (*checked)->warnings()) {
     std::fprintf(stderr, "warning: %s\n", w.c_str());
   }
+  if (!settings.api_tokens.empty()) {
+    if (auto tokens = LoadApiTokens(settings.api_tokens); !tokens) {
+      std::fprintf(stderr, "--api-tokens: %s\n", tokens.error().message.c_str());
+      return 1;
+    }
+  }
   Metrics metrics;
   ServiceOptions options;
   options.over_limit_hits = settings.over_limit_hits;

@@ -284,6 +284,24 @@ TEST(SluicedCallersStart, AWrongFileStopsTheStart) {
       << p.Log();
 }
 
+// --check-config reads the token file too.
+TEST(SluicedCallersStart, CheckConfigReadsTheTokenFile) {
+  TempConfigDir dir("sluiced-callers-check");
+  const auto config = dir.Write("billing.yaml", kBilling);
+  const auto good = dir.Write("good.yaml", "clients:\n  - {name: a, san: x, domains: [billing]}\n");
+  const auto bad = dir.Write("bad.yaml", "clients:\n  - {name: a, san: x}\n");
+  SluicedProcess ok({"--config", config.string(), "--check-config", "--api-tokens", good.string()},
+                    /*wait_for_http=*/false);
+  EXPECT_EQ(ok.WaitExit(), 0) << ok.Log();
+  SluicedProcess refused(
+      {"--config", config.string(), "--check-config", "--api-tokens", bad.string()},
+      /*wait_for_http=*/false);
+  EXPECT_EQ(refused.WaitExit(), 1);
+  EXPECT_NE(refused.Log().find("--api-tokens: " + bad.string() + ":2:5: client 'a' needs domains"),
+            std::string::npos)
+      << refused.Log();
+}
+
 // A listener beyond loopback with nothing to identify callers is warned about; with tokens, or
 // on loopback, it is not.
 TEST(SluicedCallersStart, WarnsAboutAnOpenListenerBeyondLoopback) {
