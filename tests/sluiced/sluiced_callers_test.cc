@@ -1,9 +1,10 @@
-// --api-tokens against the real sluiced: the HTTP API and the forward-auth endpoint refuse a
+// --api-tokens against the real sluiced: the HTTP API, the forward-auth endpoint and gRPC refuse a
 // caller with no credential, an unknown one, or one whose client may not check the domain, and
 // count nothing for it (a following allowed request's `remaining` shows the counter untouched);
 // SIGHUP reloads the file, keeping the old one when the new one is wrong; the admin read routes
 // show a client its own domains; no token ever reaches the log. Tokens are made by the real
 // `sluice token`, as an operator makes them (tests/cli/token_test.py checks its hash).
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "support/http_test_client.h"
 #include "support/sluiced_process.h"
 #include "support/temp_config_dir.h"
@@ -282,6 +284,46 @@ TEST(SluicedCallersStart, AWrongFileStopsTheStart) {
                          ":4:14: client 'a': domains is empty"),
             std::string::npos)
       << p.Log();
+}
+
+// gRPC through the real sluiced: the token in "authorization" metadata, as Envoy's
+// initial_metadata sends it; a refused call leaves the counter as it was.
+TEST(SluicedCallersGrpc, MetadataTokens) {
+  namespace rls = envoy::service::ratelimit::v3;
+  TempConfigDir dir("sluiced-callers-grpc");
+  const auto config = dir.Write("billing.yaml", kBilling);
+  const Token billing = MakeToken();
+  const auto tokens =
+      dir.Write("tokens.yaml", "clients:\n" + Client("billing-service", billing.line, "[billing]"));
+  auto sluiced =
+      StartSluiced(config.string(), {"--grpc", "127.0.0.1:0", "--api-tokens", tokens.string()});
+  const int port = sluiced->GrpcPort();
+  ASSERT_GT(port, 0) << sluiced->Log();
+  auto stub = rls::RateLimitService::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  const auto call = [&](const std::string& domain, const std::string& authorization,
+                        rls::RateLimitResponse* response) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (!authorization.empty()) ctx.AddMetadata("authorization", authorization);
+    rls::RateLimitRequest request;
+    request.set_domain(domain);
+    auto* entry = request.add_descriptors()->add_entries();
+    entry->set_key("user");
+    entry->set_value("erin");
+    return stub->ShouldRateLimit(&ctx, request, response);
+  };
+  rls::RateLimitResponse response;
+  const std::string bearer = "Bearer " + billing.token;
+  ASSERT_TRUE(call("billing", bearer, &response).ok());
+  EXPECT_EQ(response.statuses(0).limit_remaining(), 9u);
+  EXPECT_EQ(call("billing", "", &response).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(call("billing", "Bearer sluice_wrong", &response).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(call("search", bearer, &response).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  ASSERT_TRUE(call("billing", bearer, &response).ok());
+  EXPECT_EQ(response.statuses(0).limit_remaining(), 8u);  // the three refusals counted nothing
+  EXPECT_EQ(sluiced->Log().find(billing.token), std::string::npos);
 }
 
 // --check-config reads the token file too.
