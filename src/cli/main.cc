@@ -1,5 +1,5 @@
 // The sluice command line: `sluice demo`, `sluice replay`, `sluice recommend`,
-// `sluice simulate regions`, `sluice simulate retry-storm`.
+// `sluice simulate regions`, `sluice simulate retry-storm`, `sluice token`.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -20,6 +20,7 @@
 #include "cli/replay.h"
 #include "cli/retry_storm.h"
 #include "cli/simulate_regions.h"
+#include "cli/token.h"
 #include "sluice/duration.h"
 #include "sluice/memory_store.h"
 #include "sluice/redis_store.h"
@@ -177,6 +178,17 @@ int RunRetryStorm(StormFlags f) {
   return 0;
 }
 
+// The token alone on the first line (for `| head -1`), its file line on the second.
+int RunToken() {
+  auto made = sluice::cli::MakeToken();
+  if (!made) {
+    fmt::print(stderr, "sluice token: {}\n", made.error().message);
+    return kOutputError;
+  }
+  fmt::print("{}\n{}\n", made->token, made->sha256_line);
+  return std::fflush(stdout) == 0 ? 0 : kOutputError;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -253,6 +265,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   retry_storm->add_option("--output", storm.output, "text or csv")->capture_default_str();
 
+  auto* token = app.add_subcommand(
+      "token",
+      "Print a new caller token for sluiced's --api-tokens (256 random bits) and, on the next "
+      "line, the token_sha256 line of its client in the file (docs/security.md)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -270,5 +287,6 @@ int main(int argc, char** argv) {
   if (*regions) return sluice::cli::RunSimulateRegions(sim, stdout);
   if (*replay) return RunReplay(f);
   if (*retry_storm) return RunRetryStorm(storm);
+  if (*token) return RunToken();
   return kUsageError;
 }

@@ -29,7 +29,9 @@
 #include <climits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_set>
 #include <utility>
@@ -58,6 +60,8 @@ struct Shared {
   RawService async;
   RateLimitService* service = nullptr;
   HeaderOptions headers;
+  const CallerIdentity* callers = nullptr;
+  std::function<std::vector<std::string>(std::string_view)> peer_sans;
   std::atomic<bool> stopping{false};
   std::unique_ptr<CallsPerConnection> calls;
   ConnectionGate* gate = nullptr;
@@ -85,6 +89,29 @@ struct Shared {
 };
 
 int ConnectionOf(const grpc::ServerContext& ctx) { return ConnectionOfPeer(ctx.peer()); }
+
+// The token of the call's "authorization: Bearer <token>" metadata, if it has one.
+std::optional<std::string_view> BearerOf(const grpc::ServerContext& ctx) {
+  const auto& metadata = ctx.client_metadata();
+  const auto it = metadata.find("authorization");
+  if (it == metadata.end()) return std::nullopt;
+  return BearerToken(std::string_view(it->second.data(), it->second.size()));
+}
+
+grpc::Status Refusal(AuthFailure failure) {
+  switch (failure) {
+    case AuthFailure::kMissing:
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          "no credential: send metadata authorization: Bearer <token> "
+                          "(--api-tokens is on)");
+    case AuthFailure::kUnknown:
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          "the credential names no client of --api-tokens");
+    case AuthFailure::kDomain:
+      break;
+  }
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "this client may not check that domain");
+}
 
 // One ShouldRateLimit call on one completion queue: requested, then answered, then deleted,
 // each step on that queue's thread. Its own address is its tag.
@@ -131,6 +158,17 @@ class Call {
 
  private:
   void Answer() {
+    // One snapshot of --api-tokens for the call: the caller is identified before its message is
+    // parsed, and let in for the domain before anything is counted.
+    const std::shared_ptr<const ApiTokens> table =
+        shared_->callers != nullptr ? shared_->callers->table() : nullptr;
+    std::vector<std::string> sans;
+    CallerCredentials credentials;
+    if (table != nullptr) {
+      if (shared_->peer_sans) sans = shared_->peer_sans(ctx_.peer());
+      credentials = {BearerOf(ctx_), sans};
+      if (auto who = Identify(*table, credentials); !who) return Refuse(who.error());
+    }
     rls::RateLimitRequest parsed;
     if (!grpc::SerializationTraits<rls::RateLimitRequest>::Deserialize(&payload_, &parsed).ok()) {
       return Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -139,6 +177,11 @@ class Call {
     }
     Result<CheckRequest> request = FromEnvoyRequest(parsed);
     if (!request) return Fail(request.error());
+    if (table != nullptr) {
+      if (auto who = Authorize(*table, credentials, request->domain); !who) {
+        return Refuse(who.error());
+      }
+    }
     asked_ = gpr_now(GPR_CLOCK_MONOTONIC);  // a shaper's delay counts from here
     // The service answers on this thread (the memory store, an invalid request, an unknown
     // domain), or later on the store's I/O thread (Redis) while this queue's thread goes back
@@ -189,6 +232,11 @@ class Call {
   }
 
   void Finish(const grpc::Status& status) { responder_.FinishWithError(status, this); }
+
+  void Refuse(AuthFailure failure) {
+    shared_->callers->CountRefusal(failure);
+    Finish(Refusal(failure));
+  }
 
   Shared* shared_;
   grpc::ServerCompletionQueue* cq_;
@@ -260,6 +308,8 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& o
   auto impl = std::make_unique<Impl>();
   impl->shared.service = &service;
   impl->shared.headers = options.headers;
+  impl->shared.callers = options.callers;
+  impl->shared.peer_sans = options.peer_sans;
   impl->shared.calls = std::make_unique<CallsPerConnection>(options.max_concurrent_streams);
   impl->shutdown_grace = options.shutdown_grace;
   auto gate = ConnectionGate::Listen(options.address, options.max_connections);

@@ -27,10 +27,14 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "grpc/grpc_limits.h"
+#include "service/caller_auth.h"
 #include "service/rate_limit_service.h"
 #include "service/ratelimit_headers.h"
 #include "sluice/status.h"
@@ -58,6 +62,17 @@ struct GrpcServerOptions {
   // Serve gRPC server reflection (grpc.reflection.v1alpha.ServerReflection; reflection.h), as
   // envoyproxy/ratelimit does.
   bool reflection = true;
+  // --api-tokens: which caller may check which domain, from the call's metadata
+  // "authorization: Bearer <token>" (Envoy's grpc_service.initial_metadata) or a verified
+  // client certificate listed by SAN; UNAUTHENTICATED without a known one, PERMISSION_DENIED
+  // for a domain its client may not check, before anything is counted. nullptr: anyone may
+  // check any domain. Must outlive the server.
+  const CallerIdentity* callers = nullptr;
+  // The SANs of the verified client certificate of the connection grpc::ServerContext::peer()
+  // names (as it is: "fd:12" for a connection the gate handed over), for a client listed by
+  // `san`: set by the listener's TLS layer. Unset (no TLS): no SANs. Asked only with
+  // --api-tokens, once per call.
+  std::function<std::vector<std::string>(std::string_view peer)> peer_sans = nullptr;
 };
 
 class GrpcServer {

@@ -79,10 +79,11 @@ void AppendConfigLimit(std::string& out, const Limit& limit) {
 
 }  // namespace
 
-std::string RenderConfigJson(const Config& config) {
+std::string RenderConfigJson(const Config& config, const ApiClient* client) {
   std::string out = "{\"domains\":[";
   bool first_domain = true;
   for (const auto& [name, domain] : config.domains()) {
+    if (client != nullptr && !client->MayCheck(name)) continue;
     if (!first_domain) out += ',';
     first_domain = false;
     out += '{';

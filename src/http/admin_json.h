@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "config/api_tokens.h"
 #include "config/config.h"
 #include "metrics/metrics.h"
 #include "service/rate_limit_service.h"
@@ -17,7 +18,8 @@ namespace sluice::server {
 //  "limits":[{"id","name","plan","metric_name","kind","unit","requests_per_unit","algorithm",
 //  "burst","shaper","mode","failure_mode","detailed_metric","replaces","origin"}]}]}.
 // Identities (API keys) are counted, never listed: they are often secrets.
-std::string RenderConfigJson(const Config& config);
+// With `client`, only the domains it may check (an --api-tokens client reads its own).
+std::string RenderConfigJson(const Config& config, const ApiClient* client = nullptr);
 
 // {"domain","counter_key","limit":{...}|null,"remaining","reset_after_ms"}.
 std::string RenderCounterStateJson(std::string_view domain, const CounterState& state);

@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "http/caller_refusal.h"
 #include "http/forwarded_request.h"
 #include "http/http_headers.h"
 
@@ -74,11 +75,30 @@ HttpReply ForwardAuthApi::BadRequest(std::string message) const {
   return reply;
 }
 
+HttpReply ForwardAuthApi::Refuse(AuthFailure failure) const {
+  options_.callers->CountRefusal(failure);
+  return CallerRefusal(failure, "a Sluice-Token header", RefusalBody::kText);
+}
+
 HttpReply ForwardAuthApi::Handle(const HttpRequestView& request) const {
+  // One snapshot of --api-tokens for the request: the proxy is identified first, and let in
+  // for the domain before anything is counted.
+  const std::shared_ptr<const ApiTokens> table =
+      options_.callers != nullptr ? options_.callers->table() : nullptr;
+  const CallerCredentials credentials{FindHeader(request.header_lines, kSluiceTokenHeader),
+                                      request.peer_sans};
+  if (table != nullptr) {
+    if (auto who = Identify(*table, credentials); !who) return Refuse(who.error());
+  }
   const std::shared_ptr<const Config> config = service_->config();
   if (!config) return BadRequest("no config loaded");
   const auto domain = ChooseDomain(*config, request);
   if (!domain) return BadRequest(domain.error().message);
+  if (table != nullptr) {
+    if (auto who = Authorize(*table, credentials, (*domain)->name); !who) {
+      return Refuse(who.error());
+    }
+  }
   const ForwardAuth& fa = *(*domain)->forward_auth;
   const ForwardedRequest forwarded = DescribeForwarded(request, fa);
   CheckRequest check;

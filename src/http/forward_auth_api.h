@@ -16,6 +16,11 @@
 // - 400: what cannot be checked, with a one-line text body. A proxy treats it as an error
 //   (nginx: 500 to the client), which is meant: it is a configuration mistake.
 //
+// - With --api-tokens (callers): the *proxy* is the caller, named by a Sluice-Token header (never
+//   by Authorization, which is the end user's and which proxies forward) or a verified client
+//   certificate listed by SAN; 401 without one or with one no client has, 403 when its client
+//   may not check the domain, before anything is counted.
+//
 // Thread-safe: Handle() may run on every server thread at once.
 #ifndef SLUICE_HTTP_FORWARD_AUTH_API_H_
 #define SLUICE_HTTP_FORWARD_AUTH_API_H_
@@ -23,6 +28,7 @@
 #include "http/async_check.h"
 #include "http/http_message.h"
 #include "metrics/metrics.h"
+#include "service/caller_auth.h"
 #include "service/rate_limit_service.h"
 #include "service/ratelimit_headers.h"
 
@@ -30,9 +36,14 @@ namespace sluice::server {
 
 // The header that names the domain when several declare forward_auth.
 inline constexpr char kSluiceDomainHeader[] = "Sluice-Domain";
+// The header that carries the proxy's own token (--api-tokens).
+inline constexpr char kSluiceTokenHeader[] = "Sluice-Token";
 
 struct ForwardAuthOptions {
   HeaderOptions headers;  // draft11 (legacy with --legacy-headers); soft_over_limit is set
+  // --api-tokens: which proxy may check which domain; nullptr: any (as without it). Must
+  // outlive the ForwardAuthApi.
+  const CallerIdentity* callers = nullptr;
 };
 
 class ForwardAuthApi final : private CheckReplier {
@@ -46,6 +57,7 @@ class ForwardAuthApi final : private CheckReplier {
   HttpReply Reply(const Result<CheckResponse>& response,
                   std::chrono::steady_clock::time_point asked) const override;  // CheckReplier
   HttpReply BadRequest(std::string message) const;
+  HttpReply Refuse(AuthFailure failure) const;  // counted
 
   RateLimitService* service_;
   Metrics* metrics_;

@@ -7,6 +7,7 @@
 
 #include "http/admin_json.h"
 #include "http/async_check.h"
+#include "http/caller_refusal.h"
 #include "http/check_json.h"
 #include "http/http_query.h"
 #include "util/ascii.h"
@@ -62,6 +63,9 @@ Result<CounterQuery> ParseCounterQuery(std::string_view query) {
   return q;
 }
 
+// An --api-tokens client reading a domain it may not check.
+HttpReply NotYourDomain() { return ErrorReply(403, "this client may not read that domain"); }
+
 }  // namespace
 
 HttpApi::HttpApi(RateLimitService* service, Metrics* metrics, HttpApiOptions options)
@@ -97,24 +101,42 @@ HttpReply HttpApi::Handle(const HttpRequestView& request) const {
     return reply;
   }
   if (path == "/v1/limits" || path == "/v1/state" || path == "/v1/top" || path == "/v1/usage") {
-    if (options_.admin_token.empty()) {
-      return ErrorReply(404, "the admin API is disabled: start sluiced with --admin-token");
-    }
-    if (!Authorized(request)) {
+    return Admin(request, path);
+  }
+  return ErrorReply(404, "no such route: " + std::string(path));
+}
+
+HttpReply HttpApi::Admin(const HttpRequestView& request, std::string_view path) const {
+  const std::string_view method = request.method;
+  const bool get = method == "GET" || method == "HEAD";
+  const std::shared_ptr<const ApiTokens> table =
+      options_.callers != nullptr ? options_.callers->table() : nullptr;
+  if (options_.admin_token.empty() && table == nullptr) {
+    return ErrorReply(404, "the admin API is disabled: start sluiced with --admin-token");
+  }
+  const ApiClient* client = nullptr;  // the admin: every domain
+  if (options_.admin_token.empty() || !Authorized(request)) {
+    const CallerCredentials credentials{BearerToken(request.authorization), request.peer_sans};
+    auto who =
+        table != nullptr ? Identify(*table, credentials) : std::unexpected(AuthFailure::kUnknown);
+    if (!who) {
       HttpReply reply = ErrorReply(401, "admin API: missing or wrong bearer token");
       reply.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"sluiced admin\"");
       return reply;
     }
-    if (path == "/v1/state") {
-      if (get) return State(request, /*reset=*/false);
-      if (method == "DELETE") return State(request, /*reset=*/true);
-      return MethodNotAllowed("GET, HEAD, DELETE");
-    }
-    if (!get) return MethodNotAllowed("GET, HEAD");
-    if (path == "/v1/usage") return Usage(request);
-    return path == "/v1/limits" ? Limits() : Top(request);
+    client = *who;
   }
-  return ErrorReply(404, "no such route: " + std::string(path));
+  if (path == "/v1/state") {
+    if (method == "DELETE" && client != nullptr) {
+      return ErrorReply(403, "DELETE /v1/state takes the admin token, not a client's");
+    }
+    if (get) return State(request, /*reset=*/false, client);
+    if (method == "DELETE") return State(request, /*reset=*/true, client);
+    return MethodNotAllowed("GET, HEAD, DELETE");
+  }
+  if (!get) return MethodNotAllowed("GET, HEAD");
+  if (path == "/v1/usage") return Usage(request, client);
+  return path == "/v1/limits" ? Limits(client) : Top(request, client);
 }
 
 bool HttpApi::Authorized(const HttpRequestView& request) const {
@@ -127,13 +149,31 @@ bool HttpApi::Authorized(const HttpRequestView& request) const {
   return ConstantTimeEquals(auth.substr(kScheme.size()), options_.admin_token);
 }
 
+HttpReply HttpApi::Refuse(AuthFailure failure) const {
+  options_.callers->CountRefusal(failure);
+  return CallerRefusal(failure, "an Authorization: Bearer token", RefusalBody::kJson);
+}
+
 HttpReply HttpApi::Check(const HttpRequestView& request) const {
   if (request.body.size() > options_.max_body_bytes) {
     return ErrorReply(
         413, "the body is over the limit of " + std::to_string(options_.max_body_bytes) + " bytes");
   }
+  // One snapshot of --api-tokens for the request. The caller is identified before its body is
+  // read, and let in for the domain before anything is counted.
+  const std::shared_ptr<const ApiTokens> table =
+      options_.callers != nullptr ? options_.callers->table() : nullptr;
+  const CallerCredentials credentials{BearerToken(request.authorization), request.peer_sans};
+  if (table != nullptr) {
+    if (auto who = Identify(*table, credentials); !who) return Refuse(who.error());
+  }
   auto parsed = ParseCheckRequest(request.body);
   if (!parsed) return ErrorReply(400, parsed.error().message);
+  if (table != nullptr) {
+    if (auto who = Authorize(*table, credentials, parsed->domain); !who) {
+      return Refuse(who.error());
+    }
+  }
   return AnswerCheck(*service_, *parsed, request, *this);
 }
 
@@ -150,15 +190,17 @@ HttpReply HttpApi::Reply(const Result<CheckResponse>& response,
   return reply;
 }
 
-HttpReply HttpApi::Limits() const {
+HttpReply HttpApi::Limits(const ApiClient* client) const {
   const auto config = service_->config();
   if (!config) return ErrorReply(503, "no config loaded");
-  return JsonReply(200, RenderConfigJson(*config));
+  return JsonReply(200, RenderConfigJson(*config, client));
 }
 
-HttpReply HttpApi::State(const HttpRequestView& request, bool reset) const {
+HttpReply HttpApi::State(const HttpRequestView& request, bool reset,
+                         const ApiClient* client) const {
   auto q = ParseCounterQuery(SplitTarget(request.target).query);
   if (!q) return ErrorReply(400, q.error().message);
+  if (client != nullptr && !client->MayCheck(q->domain)) return NotYourDomain();
   if (reset) {
     auto r = service_->Reset(q->domain, q->entries);
     if (!r) return ErrorReply(400, r.error().message);
@@ -170,7 +212,7 @@ HttpReply HttpApi::State(const HttpRequestView& request, bool reset) const {
   return JsonReply(200, RenderCounterStateJson(q->domain, *state));
 }
 
-HttpReply HttpApi::Top(const HttpRequestView& request) const {
+HttpReply HttpApi::Top(const HttpRequestView& request, const ApiClient* client) const {
   auto params = ParseQuery(SplitTarget(request.target).query);
   if (!params) return ErrorReply(400, params.error().message);
   std::string domain;
@@ -190,6 +232,7 @@ HttpReply HttpApi::Top(const HttpRequestView& request) const {
     }
   }
   if (domain.empty()) return ErrorReply(400, "the query needs domain=<domain>");
+  if (client != nullptr && !client->MayCheck(domain)) return NotYourDomain();
   if (const auto config = service_->config(); config && !config->FindDomain(domain)) {
     return ErrorReply(400, "unknown domain '" + domain + "'");
   }
@@ -197,7 +240,7 @@ HttpReply HttpApi::Top(const HttpRequestView& request) const {
 }
 
 // The limit is named by its `name` or its metric label, as the config lists them.
-HttpReply HttpApi::Usage(const HttpRequestView& request) const {
+HttpReply HttpApi::Usage(const HttpRequestView& request, const ApiClient* client) const {
   if (options_.usage == nullptr) {
     return ErrorReply(404, "usage tracking is off: start sluiced with --usage-tracking on");
   }
@@ -217,6 +260,7 @@ HttpReply HttpApi::Usage(const HttpRequestView& request) const {
   if (domain.empty() || limit.empty()) {
     return ErrorReply(400, "the query needs domain=<domain>&limit=<limit name>");
   }
+  if (client != nullptr && !client->MayCheck(domain)) return NotYourDomain();
   const auto config = service_->config();
   if (!config) return ErrorReply(503, "no config loaded");
   const Domain* d = config->FindDomain(domain);

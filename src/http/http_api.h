@@ -9,7 +9,10 @@
 //   GET    /healthz             200 while the process runs
 //   GET    /readyz              200 when the service is ready (config loaded, store answers)
 //   GET    /metrics             Prometheus text format 0.0.4
-//   admin, with "Authorization: Bearer <admin_token>" (401 otherwise; 404 when no token is set):
+//   admin, with "Authorization: Bearer <admin_token>" (401 otherwise; 404 when no token is set
+//   and --api-tokens is off); with --api-tokens, a client's own credential reads the GET
+//   routes for the domains it may check (403 for others; /v1/limits lists only those), and
+//   DELETE stays the admin token's:
 //   GET    /v1/limits           the loaded config
 //   GET    /v1/state?domain=D&k1=v1&k2=v2   one counter, found as a check with entries k1=v1,k2=v2
 //   DELETE /v1/state?...        forget that counter
@@ -20,6 +23,10 @@
 // A check asks the service with CheckAsync. An answer that comes before CheckAsync returns (the
 // memory store) is Handle's reply; a later one (Redis, from the store's I/O thread) is sent
 // through the request's HttpDeferral, or waited for when there is none.
+//
+// With --api-tokens (callers), POST /v1/check needs "Authorization: Bearer <token>" (or a
+// verified client certificate listed by SAN) of a client that may check the request's domain:
+// 401 (WWW-Authenticate: Bearer) or 403 otherwise, before anything is counted.
 //
 // Thread-safe: Handle() may run on every server thread at once.
 #ifndef SLUICE_HTTP_HTTP_API_H_
@@ -32,6 +39,7 @@
 #include "http/check_json.h"
 #include "http/http_message.h"
 #include "metrics/metrics.h"
+#include "service/caller_auth.h"
 #include "service/check.h"
 #include "service/rate_limit_service.h"
 #include "service/ratelimit_headers.h"
@@ -47,6 +55,9 @@ struct HttpApiOptions {
   size_t max_top = 1000;  // the largest n /v1/top accepts
   // GET /v1/usage reads them; nullptr: usage tracking is off (the route answers 404 saying so).
   const UsageViews* usage = nullptr;
+  // --api-tokens: who may check which domain; nullptr: anyone may check any (as without it).
+  // Must outlive the HttpApi.
+  const CallerIdentity* callers = nullptr;
 };
 
 class HttpApi final : private CheckReplier {
@@ -58,12 +69,15 @@ class HttpApi final : private CheckReplier {
 
  private:
   HttpReply Check(const HttpRequestView& request) const;
+  HttpReply Refuse(AuthFailure failure) const;  // counted
   HttpReply Reply(const Result<CheckResponse>& response,
                   std::chrono::steady_clock::time_point asked) const override;  // CheckReplier
-  HttpReply Limits() const;
-  HttpReply State(const HttpRequestView& request, bool reset) const;
-  HttpReply Top(const HttpRequestView& request) const;
-  HttpReply Usage(const HttpRequestView& request) const;
+  // The admin routes; `client` non-null: a client of --api-tokens, confined to its domains.
+  HttpReply Admin(const HttpRequestView& request, std::string_view path) const;
+  HttpReply Limits(const ApiClient* client) const;
+  HttpReply State(const HttpRequestView& request, bool reset, const ApiClient* client) const;
+  HttpReply Top(const HttpRequestView& request, const ApiClient* client) const;
+  HttpReply Usage(const HttpRequestView& request, const ApiClient* client) const;
   bool Authorized(const HttpRequestView& request) const;
 
   RateLimitService* service_;

@@ -62,6 +62,7 @@ struct HttpRequestView {
   bool tls = false;
   // The client sent a certificate that verified against --tls-client-ca (and matched
   // --tls-client-san), and its DNS and URI SANs (tls/peer_sans.h); false and empty otherwise.
+  // --api-tokens lets a client listed by `san` in by them.
   bool peer_verified = false;
   std::span<const std::string> peer_sans = {};
 };

@@ -147,8 +147,9 @@ struct Metrics::Impl {
   Counts<kDurationBoundsNs.size() + 1> duration{};
   std::atomic<uint64_t> duration_sum_ns{0};
   std::atomic<uint64_t> store_errors{0};
-  std::array<std::atomic<uint64_t>, 3> unchecked{};     // by UncheckedDescriptor
-  std::array<std::atomic<uint64_t>, 4> forward_auth{};  // by ForwardAuthResult
+  std::array<std::atomic<uint64_t>, 3> unchecked{};      // by UncheckedDescriptor
+  std::array<std::atomic<uint64_t>, 4> forward_auth{};   // by ForwardAuthResult
+  std::array<std::atomic<uint64_t>, 3> auth_failures{};  // by AuthFailure
   std::atomic<uint64_t> reloads_ok{0};
   std::atomic<uint64_t> reloads_failed{0};
 
@@ -203,6 +204,13 @@ void Metrics::RecordForwardAuth(ForwardAuthResult result) {
   const auto r = static_cast<size_t>(result);
   if (r < impl_->forward_auth.size()) {
     impl_->forward_auth[r].fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void Metrics::RecordAuthFailure(AuthFailure reason) {
+  const auto r = static_cast<size_t>(reason);
+  if (r < impl_->auth_failures.size()) {
+    impl_->auth_failures[r].fetch_add(1, std::memory_order_relaxed);
   }
 }
 
@@ -349,6 +357,18 @@ std::string Metrics::Render() const {
   for (size_t r = 0; r < kForwardAuthResults.size(); ++r) {
     AppendSample(out, "sluice_forward_auth_requests_total", kForwardAuthResults[r], {},
                  impl_->forward_auth[r].load(std::memory_order_relaxed));
+  }
+
+  AppendHelpAndType(out, "sluice_check_auth_failures_total",
+                    "Checks refused before anything was counted (--api-tokens): missing without "
+                    "a credential, unknown with one no client has, domain for a client checking "
+                    "a domain it may not.",
+                    "counter");
+  constexpr std::array<std::string_view, 3> kAuthFailures = {
+      R"(reason="missing")", R"(reason="unknown")", R"(reason="domain")"};
+  for (size_t r = 0; r < kAuthFailures.size(); ++r) {
+    AppendSample(out, "sluice_check_auth_failures_total", kAuthFailures[r], {},
+                 impl_->auth_failures[r].load(std::memory_order_relaxed));
   }
 
   std::function<void(StatsSink&)> source;

@@ -69,6 +69,14 @@ enum class ForwardAuthResult {
   kBadRequest,    // "bad_request": 400 (no or unknown Sluice-Domain, bad request)
 };
 
+// Why a check was refused before anything was counted (service/caller_auth.h): the `reason`
+// label of sluice_check_auth_failures_total.
+enum class AuthFailure {
+  kMissing,  // "missing": no credential (401, UNAUTHENTICATED)
+  kUnknown,  // "unknown": a token or certificate no client has (401, UNAUTHENTICATED)
+  kDomain,   // "domain": a client checking a domain it may not (403, PERMISSION_DENIED)
+};
+
 struct HeavyHitter {
   std::string identity;  // the counter key (limit id # values)
   uint64_t rejected = 0;
@@ -101,6 +109,7 @@ class Metrics {
   void RecordUncheckedDescriptors(UncheckedDescriptor reason, uint64_t n);
   void RecordReload(bool ok);
   void RecordForwardAuth(ForwardAuthResult result);
+  void RecordAuthFailure(AuthFailure reason);
   // Called at render time: reports the store's families (sluice/stats_sink.h) into the sink
   // it is given, which renders them. Without one they are left out.
   void SetStatsSource(std::function<void(StatsSink&)> source);

@@ -26,6 +26,7 @@ struct Flags {
   std::string forward_auth = "off";
   std::string store = "memory";
   std::string admin_token;
+  std::string api_tokens;
   int threads = std::max(1u, std::thread::hardware_concurrency());
   std::string log_level = "info";
   std::string log_format = "text";
@@ -84,6 +85,10 @@ void AddServingFlags(CLI::App& app, Flags& flags) {
   app.add_option("--admin-token", flags.admin_token,
                  "bearer token of the admin API (off without one); prefer the env variable")
       ->envname("SLUICE_ADMIN_TOKEN");
+  app.add_option("--api-tokens", flags.api_tokens,
+                 "YAML file of the clients that may check, each with a token_sha256 or a client "
+                 "certificate san and its domains; reloaded on SIGHUP; docs/security.md")
+      ->envname("SLUICE_API_TOKENS");
   app.add_option("--threads", flags.threads, "I/O threads for HTTP and for gRPC")
       ->envname("SLUICE_THREADS")
       ->check(CLI::Range(1, 1024))
@@ -379,6 +384,7 @@ void SetFrontEnds(const Flags& flags, Settings& s) {
   s.grpc = Listener(flags.grpc);
   s.threads = flags.threads;
   s.admin_token = flags.admin_token;
+  s.api_tokens = flags.api_tokens;
   s.headers.legacy = flags.legacy_headers;
   // The HTTP API and the forward-auth endpoint are two listeners with the same bounds and
   // timeouts: one place says which flags make them.

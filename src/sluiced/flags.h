@@ -38,6 +38,9 @@ struct Settings {
   GrpcServerOptions grpc_options;
   HeaderOptions headers;  // the HTTP API's and forward-auth's: --legacy-headers
   std::string admin_token;
+  // --api-tokens: the file of the clients that may check, and which domains (config/
+  // api_tokens.h); empty: off, anyone may check any domain.
+  std::string api_tokens;
   int threads = 1;
   TlsOptions tls;  // --tls-*: which listeners are TLS, with what
 

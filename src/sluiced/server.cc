@@ -16,6 +16,7 @@
 #include "sluice/redis_store.h"
 #include "sluice/scheduler.h"
 #include "sluiced/config_report.h"
+#include "sluiced/listener_exposure.h"
 #include "sluiced/store_events.h"
 
 namespace sluice::server {
@@ -82,8 +83,11 @@ Result<std::unique_ptr<Server>> Server::Start(const Settings& settings) {
 
   std::unique_ptr<Server> server(new Server(settings));
   server->config_ = std::move(*config);
-  for (auto step : {&Server::StartService, &Server::StartTls, &Server::StartHttp,
-                    &Server::StartForwardAuth, &Server::StartGrpc}) {
+  for (const std::string& warning : UnprotectedListenerWarnings(settings)) {
+    spdlog::warn("{}", warning);
+  }
+  for (auto step : {&Server::StartService, &Server::StartTls, &Server::StartCallers,
+                    &Server::StartHttp, &Server::StartForwardAuth, &Server::StartGrpc}) {
     if (auto started = (server.get()->*step)(); !started) return std::unexpected(started.error());
   }
   server->metrics_.SetStatsSource(
@@ -143,8 +147,35 @@ Result<void> Server::StartTls() {
   return {};
 }
 
+// The clients of --api-tokens; a file that cannot be read or is wrong stops the start.
+Result<void> Server::StartCallers() {
+  if (settings_.api_tokens.empty()) return {};
+  auto table = LoadApiTokens(settings_.api_tokens);
+  if (!table) return MakeError("cannot load --api-tokens: " + table.error().message);
+  spdlog::info("api tokens: {} clients from {} ({} by token, {} by certificate SAN)",
+               (*table)->clients().size(), settings_.api_tokens, (*table)->tokens(),
+               (*table)->sans());
+  callers_ = std::make_unique<CallerIdentity>(std::move(*table), &metrics_);
+  return {};
+}
+
+// The file is read again whole; a wrong one keeps the table in force.
+void Server::ReloadCallers() {
+  if (!callers_) return;
+  auto table = LoadApiTokens(settings_.api_tokens);
+  if (!table) {
+    spdlog::error("api tokens: reload failed, keeping the running clients: {}",
+                  table.error().message);
+    return;
+  }
+  spdlog::info("api tokens: reloaded {} clients from {}", (*table)->clients().size(),
+               settings_.api_tokens);
+  callers_->Replace(std::move(*table));
+}
+
 Result<void> Server::StartHttp() {
   HttpApiOptions api_options;
+  api_options.callers = callers_.get();
   api_options.admin_token = settings_.admin_token;
   api_options.headers = settings_.headers;
   api_options.max_body_bytes = settings_.listener.max_body_bytes;
@@ -168,7 +199,8 @@ Result<void> Server::StartHttp() {
 // API's bounds and timeouts (its requests are a proxy's: headers, no body worth reading).
 Result<void> Server::StartForwardAuth() {
   forward_auth_ = std::make_unique<const ForwardAuthApi>(
-      service_.get(), &metrics_, ForwardAuthOptions{.headers = settings_.headers});
+      service_.get(), &metrics_,
+      ForwardAuthOptions{.headers = settings_.headers, .callers = callers_.get()});
   if (!settings_.forward_auth) return {};
   HttpServerOptions options = settings_.listener;
   options.address = *settings_.forward_auth;
@@ -193,6 +225,7 @@ Result<void> Server::StartGrpc() {
   if (!settings_.grpc) return {};
   GrpcServerOptions options = settings_.grpc_options;
   options.address = *settings_.grpc;
+  options.callers = callers_.get();
   auto started = GrpcServer::Start(options, *service_);
   if (!started) return std::unexpected(started.error());
   grpc_ = std::move(*started);
@@ -214,6 +247,7 @@ Result<void> Server::StartGrpc() {
 
 void Server::Reload() {
   tls_->Reload();  // the certificate pair, whatever becomes of the config
+  ReloadCallers();
   auto config = LoadConfig(settings_.config, settings_.load);
   if (!config) {
     spdlog::error("reload failed, keeping the running config: {}", config.error().message);
@@ -265,6 +299,12 @@ int CheckConfig(const Settings& settings) {
   }
   for (const std::string& w : (*checked)->warnings()) {
     std::fprintf(stderr, "warning: %s\n", w.c_str());
+  }
+  if (!settings.api_tokens.empty()) {
+    if (auto tokens = LoadApiTokens(settings.api_tokens); !tokens) {
+      std::fprintf(stderr, "--api-tokens: %s\n", tokens.error().message.c_str());
+      return 1;
+    }
   }
   Metrics metrics;
   ServiceOptions options;

@@ -16,6 +16,7 @@
 #include "metrics/eviction_watch.h"
 #include "metrics/metrics.h"
 #include "metrics/usage_views.h"
+#include "service/caller_auth.h"
 #include "service/rate_limit_service.h"
 #include "sluice/clock.h"
 #include "sluice/scheduler.h"
@@ -32,7 +33,8 @@ class Server {
   // started is stopped as the Server is destroyed.
   static Result<std::unique_ptr<Server>> Start(const Settings& settings);
 
-  // SIGHUP: loads the config and the TLS pair again; anything wrong keeps the running one.
+  // SIGHUP: loads the config, the TLS pair and the --api-tokens file again; anything wrong in
+  // one keeps that one running.
   void Reload();
 
   // SIGTERM/SIGINT: not ready from here on, the front ends drain their requests in flight side
@@ -43,6 +45,8 @@ class Server {
   explicit Server(const Settings& settings);
   Result<void> StartService();
   Result<void> StartTls();
+  Result<void> StartCallers();
+  void ReloadCallers();
   Result<void> StartHttp();
   Result<void> StartForwardAuth();
   Result<void> StartGrpc();
@@ -62,6 +66,8 @@ class Server {
   std::unique_ptr<TlsListeners> tls_;
   std::unique_ptr<UsageViews> usage_;
   std::unique_ptr<RateLimitService> service_;
+  // --api-tokens, read by every front end; null when off.
+  std::unique_ptr<CallerIdentity> callers_;
   std::unique_ptr<const HttpApi> api_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<const ForwardAuthApi> forward_auth_;

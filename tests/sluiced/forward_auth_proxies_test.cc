@@ -17,12 +17,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -117,11 +119,11 @@ class ForwardAuthProxies : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto config = dir_.Write("api.yaml", config_yaml_);
-    sluiced_ = std::make_unique<SluicedProcess>(
-        std::vector<std::string>{"--config", config.string(), "--http",
-                                 with_http_ ? "127.0.0.1:0" : "off", "--grpc", "off",
-                                 "--forward-auth", "127.0.0.1:0"},
-        /*wait_for_http=*/with_http_);
+    std::vector<std::string> args = {
+        "--config", config.string(), "--http",         with_http_ ? "127.0.0.1:0" : "off",
+        "--grpc",   "off",           "--forward-auth", "127.0.0.1:0"};
+    args.insert(args.end(), extra_flags_.begin(), extra_flags_.end());
+    sluiced_ = std::make_unique<SluicedProcess>(args, /*wait_for_http=*/with_http_);
     forward_auth_port_ = sluiced_->ForwardAuthPort();
     ASSERT_GT(forward_auth_port_, 0) << sluiced_->Log();
     port_ = FreePort();
@@ -133,6 +135,16 @@ class ForwardAuthProxies : public ::testing::Test {
     std::string text = ReadFile(fs::path(SLUICE_SOURCE_DIR) / "examples/gateways" / name);
     text = Replace(text, "127.0.0.1:8082", "127.0.0.1:" + std::to_string(forward_auth_port_));
     text = Replace(text, "127.0.0.1:8000", "127.0.0.1:" + std::to_string(upstream_port_));
+    if (!proxy_token_.empty()) {
+      // The proxy's Sluice-Token on its request to sluiced only, as docs/security.md says.
+      text = std::string_view(name) == "Caddyfile"
+                 ? Replace(text, "\t\t\turi /\n",
+                           "\t\t\turi /\n\t\t\theader_up Sluice-Token " + proxy_token_ + "\n")
+                 : Replace(text, "proxy_pass http://sluice_forward_auth;\n",
+                           "proxy_pass http://sluice_forward_auth;\n        proxy_set_header "
+                           "Sluice-Token \"" +
+                               proxy_token_ + "\";\n");
+    }
     return Replace(text, ":8080", ":" + std::to_string(port_));
   }
 
@@ -227,7 +239,9 @@ class ForwardAuthProxies : public ::testing::Test {
   }
 
   std::string config_yaml_ = kConfig;
-  bool with_http_ = false;  // the HTTP API too (its /metrics), on a port of its own
+  bool with_http_ = false;                // the HTTP API too (its /metrics), on a port of its own
+  std::vector<std::string> extra_flags_;  // more of sluiced's flags
+  std::string proxy_token_;               // the recipes send it as Sluice-Token
   server::test::TempConfigDir dir_{"fauth-proxies"};
   std::unique_ptr<SluicedProcess> sluiced_;
   std::vector<std::string> env_;  // the proxy's environment (putenv keeps pointers)
@@ -255,6 +269,53 @@ TEST_F(ForwardAuthProxies, CaddyForwardAuthRecipe) {
   const auto r = Get(kClient);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->status, 502);
+}
+
+// The recipes with --api-tokens: the proxy names itself with its own Sluice-Token, set on its
+// request to sluiced only (replacing a client's), and the limit holds as without tokens; a
+// client's own Sluice-Token and Authorization change nothing.
+class ForwardAuthProxiesWithToken : public ForwardAuthProxies {
+ protected:
+  void SetUp() override {
+    proxy_token_ = "sluice_the-proxys-own-token-for-the-recipes-0123456789";
+    // The digest by coreutils' sha256sum, independently of sluice.
+    FILE* out = popen(("printf %s '" + proxy_token_ + "' | sha256sum").c_str(), "r");
+    ASSERT_NE(out, nullptr);
+    char hex[65] = {};
+    ASSERT_EQ(fread(hex, 1, 64, out), 64u);
+    pclose(out);
+    const auto tokens = dir_.Write("tokens.yaml", std::string("clients:\n  - name: edge-proxy\n"
+                                                              "    token_sha256: ") +
+                                                      hex + "\n    domains: [api]\n");
+    extra_flags_ = {"--api-tokens", tokens.string()};
+    ForwardAuthProxies::SetUp();
+  }
+
+  void ExpectTokenedLimitHolds(const std::string& proxy) {
+    // A client's own credentials: replaced (Sluice-Token) or not read (Authorization).
+    for (int i = 0; i < kLimit; ++i) {
+      HttpClient client(port_, kClient);
+      const auto r =
+          client.Request("GET", "/orders", "",
+                         {"Sluice-Token: sluice_a-clients-guess", "Authorization: Bearer x"});
+      ASSERT_TRUE(r.has_value()) << proxy;
+      EXPECT_EQ(r->status, 204) << proxy << " request " << i << ": " << r->body;
+    }
+    const auto over = Get(kClient);
+    ASSERT_TRUE(over.has_value());
+    EXPECT_EQ(over->status, 429) << proxy;
+    EXPECT_EQ(sluiced_->Log().find(proxy_token_), std::string::npos) << sluiced_->Log();
+  }
+};
+
+TEST_F(ForwardAuthProxiesWithToken, NginxSendsItsSluiceToken) {
+  const auto nginx = StartNginx();
+  ExpectTokenedLimitHolds("nginx");
+}
+
+TEST_F(ForwardAuthProxiesWithToken, CaddySendsItsSluiceToken) {
+  const auto caddy = StartCaddy();
+  ExpectTokenedLimitHolds("caddy");
 }
 
 // Every client is one identity on a shaper of 20/s (one release every 50 ms) that refuses waits

@@ -20,6 +20,7 @@
 #include "support/http_test_client.h"
 #include "support/sluiced_process.h"
 #include "support/temp_config_dir.h"
+#include "support/test_certs.h"
 
 namespace sluice::testing {
 namespace {
@@ -53,6 +54,8 @@ std::set<std::string> FamiliesOf(const std::string& page) {
   return out;
 }
 
+using sluice::testing::TestCerts;
+
 class SluicedUsageTest : public ::testing::Test {
  protected:
   std::unique_ptr<SluicedProcess> Start(std::vector<std::string> extra = {}) {
@@ -77,7 +80,12 @@ class SluicedUsageTest : public ::testing::Test {
 };
 
 TEST_F(SluicedUsageTest, DashboardAndRulesQueryOnlyMetricsALiveSluicedServes) {
-  auto sluiced = Start();
+  // A TLS listener (forward-auth; the HTTP API stays plaintext for this test's client), so that
+  // the certificate-expiry alert's series exists too.
+  const TestCerts certs;
+  ASSERT_TRUE(certs.ok());
+  auto sluiced = Start({"--forward-auth", "127.0.0.1:0", "--tls-cert", certs["server.pem"],
+                        "--tls-key", certs["server.key"], "--http-tls", "off"});
   // Traffic that makes every per-limit series exist: allowed, refused, shadow-refused.
   for (int i = 0; i < 12; ++i) Check(sluiced->port(), "api_key", "k1");
   for (int i = 0; i < 3; ++i) Check(sluiced->port(), "trial", "t1");
