@@ -1,17 +1,21 @@
 #include "http/http_server.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <boost/asio/basic_socket_acceptor.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
+#include <cstring>
 #include <exception>
 #include <optional>
 #include <string_view>
@@ -23,12 +27,18 @@
 #include "http/http_request_parser.h"
 #include "http/http_response.h"
 #include "util/listen_address.h"
+#include "util/unix_socket.h"
 
 namespace sluice::server {
 namespace {
 
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
+// The one socket type of every connection, TCP or Unix (--http unix:/path): a generic stream
+// socket, so that one code path serves both.
+using Protocol = net::generic::stream_protocol;
+using Socket = Protocol::socket;
+using Acceptor = net::basic_socket_acceptor<Protocol>;
 using error_code = boost::system::error_code;
 using SteadyClock = std::chrono::steady_clock;
 
@@ -45,16 +55,23 @@ constexpr size_t kMaxLingeringRefusals = 256;
 // for large requests.
 constexpr size_t kInitialBufferBytes = 8192;
 
-Result<tcp::endpoint> ParseEndpoint(std::string_view address) {
+// What an address names: a TCP endpoint, or a Unix socket's path.
+struct Endpoint {
+  tcp::endpoint ip;
+  std::string unix_path;  // non-empty: a Unix socket
+};
+
+Result<Endpoint> ParseEndpoint(std::string_view address) {
   auto split = util::SplitListenAddress(address);
   if (!split) return MakeError(split.error());
+  if (split->is_unix()) return Endpoint{.ip = {}, .unix_path = split->unix_path};
   boost::system::error_code ec;
   const net::ip::address ip = net::ip::make_address(split->host, ec);
   if (ec) {
     return MakeError("bad address '" + std::string(address) +
                      "': the host must be an IP address or localhost");
   }
-  return tcp::endpoint(ip, split->port);
+  return Endpoint{.ip = tcp::endpoint(ip, split->port), .unix_path = {}};
 }
 
 std::string FormatEndpoint(const tcp::endpoint& e) {
@@ -63,11 +80,17 @@ std::string FormatEndpoint(const tcp::endpoint& e) {
 }
 
 // The peer's IP address as text; an IPv4 client of a dual-stack listener ("::ffff:10.0.0.1")
-// as the IPv4 address it is, so that IPv4 CIDRs match it. Empty if the socket has none.
-std::string PeerAddress(const tcp::socket& socket) {
+// as the IPv4 address it is, so that IPv4 CIDRs match it; "unix" for a client of a Unix
+// socket (HttpRequestView::peer). Empty if the socket has none.
+std::string PeerAddress(const Socket& socket) {
   error_code ec;
-  const tcp::endpoint peer = socket.remote_endpoint(ec);
+  const Protocol::endpoint generic = socket.remote_endpoint(ec);
   if (ec) return {};
+  if (generic.protocol().family() == AF_UNIX) return std::string(kUnixPeer);
+  if (generic.size() > sizeof(sockaddr_storage)) return {};
+  tcp::endpoint peer;
+  std::memcpy(peer.data(), generic.data(), generic.size());
+  peer.resize(generic.size());
   net::ip::address ip = peer.address();
   if (ip.is_v6() && ip.to_v6().is_v4_mapped()) {
     ip = net::ip::make_address_v4(net::ip::v4_mapped, ip.to_v6());
@@ -99,24 +122,26 @@ struct HttpServer::Impl {
   std::atomic<bool> stopping{false};
   bool stopped = false;
   std::vector<std::unique_ptr<Worker>> workers;  // workers[0] also runs the acceptor
-  std::optional<tcp::acceptor> acceptor;         // destroyed before the workers
+  std::optional<Acceptor> acceptor;              // destroyed before the workers
   std::optional<net::steady_timer> accept_retry;
-  tcp::endpoint bound;
+  tcp::endpoint bound;               // a TCP listener's
+  util::UnixSocketFile socket_file;  // a Unix listener's: removed by Stop()
   size_t next_worker = 0;
   std::chrono::milliseconds sweep_every{100};
 
   void Accept();
-  void OnAccept(const error_code& ec, tcp::socket socket, Worker* worker);
-  void PlaceAtCap(size_t home, std::shared_ptr<tcp::socket> socket, size_t step);
-  void Refuse(tcp::socket socket);
+  void OnAccept(const error_code& ec, Socket socket, Worker* worker);
+  void PlaceAtCap(size_t home, std::shared_ptr<Socket> socket, size_t step);
+  void Refuse(Socket socket);
   void Sweep(Worker& worker);
+  Result<void> Listen(const Endpoint& endpoint);
 };
 
 namespace {
 
 class Connection final : public std::enable_shared_from_this<Connection>, public HttpDeferral {
  public:
-  Connection(HttpServer::Impl& server, Worker& worker, tcp::socket socket)
+  Connection(HttpServer::Impl& server, Worker& worker, Socket socket)
       : server_(server),
         worker_(worker),
         socket_(std::move(socket)),
@@ -131,9 +156,11 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   void Start() {
     worker_.connections.insert(this);
     if (server_.stopping.load()) return Close();
-    error_code ec;
-    socket_.set_option(tcp::no_delay(true), ec);  // each response is one write: send it now
     peer_ = PeerAddress(socket_);
+    if (peer_ != kUnixPeer) {
+      error_code ec;
+      socket_.set_option(tcp::no_delay(true), ec);  // each response is one write: send it now
+    }
     WaitForRequest();
   }
 
@@ -173,7 +200,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
     deadline_ = SteadyClock::time_point::max();
     worker_.connections.erase(this);
     error_code ec;
-    socket_.shutdown(tcp::socket::shutdown_both, ec);
+    socket_.shutdown(Socket::shutdown_both, ec);
     socket_.close(ec);
   }
 
@@ -336,20 +363,19 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   // its next request early; a peek tells which. `hold` tells a watch of an earlier hold, whose
   // completion may still be queued, from the current one.
   void WatchWhileHeld(uint64_t hold) {
-    socket_.async_wait(tcp::socket::wait_read,
-                       [self = shared_from_this(), hold](const error_code& ec) {
-                         if (ec || self->closed_ || !self->holding_ || hold != self->hold_count_) {
-                           return;
-                         }
-                         self->PeekWhileHeld(hold);
-                       });
+    socket_.async_wait(Socket::wait_read, [self = shared_from_this(), hold](const error_code& ec) {
+      if (ec || self->closed_ || !self->holding_ || hold != self->hold_count_) {
+        return;
+      }
+      self->PeekWhileHeld(hold);
+    });
   }
 
   void PeekWhileHeld(uint64_t hold) {
     char byte = 0;
     error_code ec;
     socket_.non_blocking(true, ec);
-    const size_t n = socket_.receive(net::buffer(&byte, 1), tcp::socket::message_peek, ec);
+    const size_t n = socket_.receive(net::buffer(&byte, 1), Socket::message_peek, ec);
     error_code ignored;
     socket_.non_blocking(false, ignored);
     if (ec == net::error::would_block) return WatchWhileHeld(hold);  // a spurious wake-up
@@ -381,7 +407,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   void Linger() {
     lingering_ = true;
     error_code ec;
-    socket_.shutdown(tcp::socket::shutdown_send, ec);
+    socket_.shutdown(Socket::shutdown_send, ec);
     if (ec) return Close();
     Arm(kLingerTime);
     begin_ = end_ = 0;
@@ -399,15 +425,15 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
 
   HttpServer::Impl& server_;
   Worker& worker_;
-  tcp::socket socket_;
+  Socket socket_;
   HttpRequestParser parser_;
   std::vector<char> buffer_;  // received bytes: [begin_, end_) not yet consumed
   size_t begin_ = 0;
   size_t end_ = 0;
-  size_t consumed_ = 0;  // the request being answered, from begin_
-  std::string out_;      // the response being written; reused
-  std::string peer_;     // the peer's IP address, once per connection (HttpRequestView::peer)
-  HttpReply held_;       // the reply waiting for its send_at, while holding_
+  size_t consumed_ = 0;                    // the request being answered, from begin_
+  std::string out_;                        // the response being written; reused
+  std::string peer_;                       // the peer's IP address or "unix", once per connection
+  HttpReply held_;                         // the reply waiting for its send_at, while holding_
   std::optional<net::steady_timer> hold_;  // made at the first hold
   uint64_t hold_count_ = 0;                // holds so far: tells a stale watch from the current
   SteadyClock::time_point deadline_ = SteadyClock::time_point::max();
@@ -427,7 +453,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
 // destroy the 503 before the client reads it.
 class RefusedConnection final : public std::enable_shared_from_this<RefusedConnection> {
  public:
-  RefusedConnection(tcp::socket socket, std::atomic<size_t>& count)
+  RefusedConnection(Socket socket, std::atomic<size_t>& count)
       : socket_(std::move(socket)), timer_(socket_.get_executor()), count_(count) {}
   ~RefusedConnection() { count_.fetch_sub(1, std::memory_order_relaxed); }
 
@@ -453,7 +479,7 @@ class RefusedConnection final : public std::enable_shared_from_this<RefusedConne
     socket_.close(ec);
   }
 
-  tcp::socket socket_;
+  Socket socket_;
   net::steady_timer timer_;
   std::atomic<size_t>& count_;
   std::array<char, 4096> buffer_{};
@@ -492,12 +518,12 @@ void HttpServer::Impl::Sweep(Worker& worker) {
 void HttpServer::Impl::Accept() {
   Worker* worker = workers[next_worker].get();
   next_worker = (next_worker + 1) % workers.size();
-  acceptor->async_accept(worker->ioc, [this, worker](error_code ec, tcp::socket socket) {
+  acceptor->async_accept(worker->ioc, [this, worker](error_code ec, Socket socket) {
     OnAccept(ec, std::move(socket), worker);
   });
 }
 
-void HttpServer::Impl::OnAccept(const error_code& ec, tcp::socket socket, Worker* worker) {
+void HttpServer::Impl::OnAccept(const error_code& ec, Socket socket, Worker* worker) {
   if (ec == net::error::operation_aborted || !acceptor->is_open()) return;  // stopping
   if (ec) {
     // Out of file descriptors (or another transient failure): back off instead of spinning.
@@ -509,7 +535,7 @@ void HttpServer::Impl::OnAccept(const error_code& ec, tcp::socket socket, Worker
     return;
   }
   if (active.load(std::memory_order_relaxed) >= options.max_connections) {
-    PlaceAtCap(worker->index, std::make_shared<tcp::socket>(std::move(socket)), 0);
+    PlaceAtCap(worker->index, std::make_shared<Socket>(std::move(socket)), 0);
   } else {
     auto connection = std::make_shared<Connection>(*this, *worker, std::move(socket));
     net::post(worker->ioc, [connection] { connection->Start(); });
@@ -527,7 +553,7 @@ void HttpServer::Impl::OnAccept(const error_code& ec, tcp::socket socket, Worker
 // worker, on its own thread, looks at its own connections, in turn from the new connection's:
 // "longest" is within the first worker that has a candidate, which costs no cross-thread
 // coordination.
-void HttpServer::Impl::PlaceAtCap(size_t home, std::shared_ptr<tcp::socket> socket, size_t step) {
+void HttpServer::Impl::PlaceAtCap(size_t home, std::shared_ptr<Socket> socket, size_t step) {
   Worker& at = *workers[(home + step) % workers.size()];
   net::post(at.ioc, [this, &at, home, socket = std::move(socket), step]() mutable {
     Worker& own = *workers[home];
@@ -546,7 +572,7 @@ void HttpServer::Impl::PlaceAtCap(size_t home, std::shared_ptr<tcp::socket> sock
   });
 }
 
-void HttpServer::Impl::Refuse(tcp::socket socket) {
+void HttpServer::Impl::Refuse(Socket socket) {
   static const std::string kReply = [] {
     const std::string body = ErrorReply(503, "too many connections").body;
     return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
@@ -559,12 +585,39 @@ void HttpServer::Impl::Refuse(tcp::socket socket) {
   net::write(socket, net::buffer(kReply.data(), kReply.size()), ec);
   if (ec || lingering_refusals.fetch_add(1, std::memory_order_relaxed) >= kMaxLingeringRefusals) {
     if (!ec) lingering_refusals.fetch_sub(1, std::memory_order_relaxed);
-    socket.shutdown(tcp::socket::shutdown_both, ec);
+    socket.shutdown(Socket::shutdown_both, ec);
     socket.close(ec);
     return;
   }
-  socket.shutdown(tcp::socket::shutdown_send, ec);
+  socket.shutdown(Socket::shutdown_send, ec);
   std::make_shared<RefusedConnection>(std::move(socket), lingering_refusals)->Start();
+}
+
+// Opens, binds and listens: a TCP endpoint here, a Unix socket through util/unix_socket.h (which
+// keeps a live server's socket and sets the file's mode and group).
+Result<void> HttpServer::Impl::Listen(const Endpoint& endpoint) {
+  error_code ec;
+  if (!endpoint.unix_path.empty()) {
+    auto made = util::ListenUnixSocket(endpoint.unix_path, options.unix_socket);
+    if (!made) return MakeError("http: " + made.error());
+    acceptor->assign(Protocol(AF_UNIX, 0), made->fd, ec);
+    if (ec) {
+      close(made->fd);
+      return MakeError("http: cannot listen on " + options.address + ": " + ec.message());
+    }
+    socket_file = std::move(made->file);
+    return {};
+  }
+  const Protocol::endpoint generic(endpoint.ip);
+  acceptor->open(generic.protocol(), ec);
+  if (!ec) acceptor->set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor->bind(generic, ec);
+  if (!ec) acceptor->listen(net::socket_base::max_listen_connections, ec);
+  if (ec) return MakeError("http: cannot listen on " + options.address + ": " + ec.message());
+  const Protocol::endpoint local = acceptor->local_endpoint(ec);
+  std::memcpy(bound.data(), local.data(), local.size());
+  bound.resize(local.size());
+  return {};
 }
 
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -589,15 +642,8 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options,
   Worker& first = *impl->workers[0];
   impl->acceptor.emplace(first.ioc);
   impl->accept_retry.emplace(first.ioc);
-  error_code ec;
-  impl->acceptor->open(endpoint->protocol(), ec);
-  if (!ec) impl->acceptor->set_option(net::socket_base::reuse_address(true), ec);
-  if (!ec) impl->acceptor->bind(*endpoint, ec);
-  if (!ec) impl->acceptor->listen(net::socket_base::max_listen_connections, ec);
-  if (ec) {
-    return MakeError("http: cannot listen on " + impl->options.address + ": " + ec.message());
-  }
-  impl->bound = impl->acceptor->local_endpoint(ec);
+  if (auto listening = impl->Listen(*endpoint); !listening)
+    return std::unexpected(listening.error());
 
   // Deadlines are checked this often: a tenth of the timeout, within [5 ms, 250 ms].
   impl->sweep_every = std::clamp(impl->options.request_timeout / 10, std::chrono::milliseconds(5),
@@ -614,7 +660,10 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options,
 
 uint16_t HttpServer::port() const { return impl_->bound.port(); }
 
-std::string HttpServer::address() const { return FormatEndpoint(impl_->bound); }
+std::string HttpServer::address() const {
+  if (!impl_->socket_file.path().empty()) return "unix:" + impl_->socket_file.path();
+  return FormatEndpoint(impl_->bound);
+}
 
 size_t HttpServer::connections() const { return impl_->active.load(); }
 
@@ -650,6 +699,7 @@ void HttpServer::Stop() {
   for (auto& worker : s.workers) {
     if (worker->thread.joinable()) worker->thread.join();
   }
+  s.socket_file.Remove();
 }
 
 }  // namespace sluice::server
