@@ -43,7 +43,7 @@ struct GrpcServerOptions {
   // (see port()). Or "unix:/path": a Unix socket with `unix_socket`'s mode and group
   // (connection_gate.h).
   std::string address = "127.0.0.1:8081";
-  util::UnixSocketOptions unix_socket;
+  util::UnixSocketOptions unix_socket{};
   // Handler threads (at least 1). A service that checks asynchronously (Redis) answers from its
   // own I/O thread, so a handler thread never waits on the store.
   int threads = 2;

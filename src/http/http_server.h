@@ -59,7 +59,7 @@ struct HttpServerOptions {
   // (see port()). Or "unix:/path": a Unix socket (peer "unix"), made with `unix_socket`'s mode
   // and group and removed by Stop() (util/unix_socket.h).
   std::string address = "127.0.0.1:8080";
-  util::UnixSocketOptions unix_socket;
+  util::UnixSocketOptions unix_socket{};
   int threads = 2;
   size_t max_connections = 1024;
   size_t max_body_bytes = size_t{1} << 20;
