@@ -245,6 +245,79 @@ TEST_F(SluicedUnix, AStaleSocketIsReplacedAndAFileThatIsNotASocketIsKept) {
   EXPECT_TRUE(fs::is_regular_file(plain));
 }
 
+// Connects to the Unix socket at `path`; -1 on failure. Reads time out after 10 s.
+int UnixConnect(const std::string& path) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  timeval tv{.tv_sec = 10, .tv_usec = 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// The listeners' bounds hold on a socket as on a port: a silent client is closed at the request
+// timeout; at --http-max-connections a new client takes the slot of one that sent nothing; at
+// --grpc-max-connections one more gRPC connection is refused.
+TEST_F(SluicedUnix, TheConnectionBoundsAndTimeoutsHold) {
+  const fs::path http = Sock("http.sock"), rls = Sock("rls.sock");
+  char byte = 0;
+  {
+    auto quick = Start(
+        {"--http", "unix:" + http.string(), "--grpc", "off", "--http-timeout-ms", "300"}, http);
+    // Silent: closed by the server (end of stream), well before the client's own 10 s.
+    const int silent = UnixConnect(http);
+    ASSERT_GE(silent, 0);
+    const auto began = std::chrono::steady_clock::now();
+    EXPECT_EQ(recv(silent, &byte, 1, 0), 0);
+    EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(5));
+    close(silent);
+    quick->Signal(SIGTERM);
+    EXPECT_EQ(quick->WaitExit(), 0);
+  }
+
+  // The request timeout is the default 10 s here: a slow client closed sooner was shed.
+  auto sluiced = Start({"--http", "unix:" + http.string(), "--grpc", "unix:" + rls.string(),
+                        "--http-max-connections", "1", "--grpc-max-connections", "1"},
+                       http);
+  ASSERT_TRUE(WaitFor([&] { return IsSocket(rls); }, std::chrono::seconds(20)));
+
+  // At the cap of one: a connection with half a request gives its slot to a new client.
+  const int slow = UnixConnect(http);
+  ASSERT_GE(slow, 0);
+  const std::string half = "GET /healthz HTTP/1.1\r\nHost: x\r\n";
+  ASSERT_EQ(send(slow, half.data(), half.size(), MSG_NOSIGNAL), static_cast<ssize_t>(half.size()));
+  EXPECT_EQ(Status(http, "GET", "/healthz"), 200);
+  EXPECT_EQ(recv(slow, &byte, 1, 0), 0) << "the slow client was closed for the new one";
+  close(slow);
+
+  // gRPC: the first channel holds the one connection; a second one is refused.
+  const auto health = [&](const std::shared_ptr<grpc::Channel>& channel) {
+    auto stub = grpc::health::v1::Health::NewStub(channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    grpc::health::v1::HealthCheckRequest request;
+    grpc::health::v1::HealthCheckResponse response;
+    return stub->Check(&ctx, request, &response);
+  };
+  {
+    auto first = grpc::CreateChannel("unix:" + rls.string(), grpc::InsecureChannelCredentials());
+    ASSERT_TRUE(health(first).ok());
+    grpc::ChannelArguments args;
+    args.SetInt("grpc.use_local_subchannel_pool", 1);  // its own connection, not first's
+    auto second =
+        grpc::CreateCustomChannel("unix:" + rls.string(), grpc::InsecureChannelCredentials(), args);
+    EXPECT_EQ(health(second).error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_TRUE(health(first).ok()) << "the first connection is kept";
+  }
+  sluiced->Signal(SIGTERM);
+  EXPECT_EQ(sluiced->WaitExit(), 0);
+}
+
 // Two clients behind one proxy on the forward-auth socket, each allowed one request an hour.
 // Trusted, their X-Forwarded-For addresses are two identities; not trusted, both are the
 // socket's peer, "unix", and the second is over the limit.
