@@ -87,8 +87,8 @@ std::string PeerAddress(const Socket& socket) {
   const Protocol::endpoint generic = socket.remote_endpoint(ec);
   if (ec) return {};
   if (generic.protocol().family() == AF_UNIX) return std::string(kUnixPeer);
-  if (generic.size() > sizeof(sockaddr_storage)) return {};
   tcp::endpoint peer;
+  if (generic.size() > peer.capacity()) return {};
   std::memcpy(peer.data(), generic.data(), generic.size());
   peer.resize(generic.size());
   net::ip::address ip = peer.address();
@@ -615,6 +615,9 @@ Result<void> HttpServer::Impl::Listen(const Endpoint& endpoint) {
   if (!ec) acceptor->listen(net::socket_base::max_listen_connections, ec);
   if (ec) return MakeError("http: cannot listen on " + options.address + ": " + ec.message());
   const Protocol::endpoint local = acceptor->local_endpoint(ec);
+  if (ec || local.size() > bound.capacity()) {
+    return MakeError("http: cannot read the address bound for " + options.address);
+  }
   std::memcpy(bound.data(), local.data(), local.size());
   bound.resize(local.size());
   return {};
