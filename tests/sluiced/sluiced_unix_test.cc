@@ -381,5 +381,43 @@ TEST_F(SluicedUnix, TheStoreOverRedisUnixIsExactAndItsPasswordIsHidden) {
       << log;
 }
 
+// The region layer's --global-store over redis+unix:// too: its own connection (not the store's
+// pipelined ones) reaches the global Redis through the socket, with the password and database.
+TEST_F(SluicedUnix, AGlobalStoreOverRedisUnixIsReached) {
+  const fs::path redis_sock = Sock("redis.sock"), http = Sock("http.sock");
+  RedisServer redis({"--unixsocket", redis_sock.string(), "--unixsocketperm", "700",
+                     "--requirepass", "g1obal-pw"});
+  ASSERT_TRUE(WaitFor([&] { return IsSocket(redis_sock); }, std::chrono::seconds(10)));
+  dir_.Write("test.yaml", R"yaml(domain: world
+descriptors:
+  - key: leased
+    rate_limit:
+      name: world-leased
+      unit: second
+      requests_per_unit: 100
+      algorithm: fixed_window
+      scope: global
+      regions: {mode: leased, refresh: 200ms, shares: {us: 0.5, eu: 0.5}}
+)yaml");
+  const std::string socket = redis_sock.string();
+  auto sluiced = Start({"--http", "unix:" + http.string(), "--grpc", "off", "--store",
+                        "redis+unix://:g1obal-pw@" + socket, "--region", "us", "--global-store",
+                        "redis+unix://:g1obal-pw@" + socket + "?db=4"},
+                       http);
+  EXPECT_TRUE(sluiced->WaitForLog("reached: leased limits follow demand")) << sluiced->Log();
+  EXPECT_NE(sluiced->Log().find("global store redis unix:" + socket), std::string::npos)
+      << sluiced->Log();
+  auto reader = internal::RedisClient::Connect(
+      "127.0.0.1", redis.port(), std::chrono::milliseconds(1000), std::chrono::milliseconds(1000));
+  ASSERT_TRUE(reader);
+  ASSERT_TRUE((*reader)->Command({"AUTH", "g1obal-pw"}));
+  ASSERT_TRUE((*reader)->Command({"SELECT", "4"}));
+  EXPECT_TRUE(WaitFor([&] {
+    auto size = (*reader)->Command({"DBSIZE"});
+    return size && size->integer > 0;
+  })) << "the leases are kept in the database the address names";
+  EXPECT_EQ(sluiced->Log().find("g1obal-pw"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace sluice::testing
