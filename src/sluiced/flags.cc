@@ -91,7 +91,8 @@ void AddServingFlags(CLI::App& app, Flags& flags) {
   app.add_option("--unix-socket-group", flags.unix_socket_group,
                  "group of the listeners' Unix socket files (default: the process's own)")
       ->envname("SLUICE_UNIX_SOCKET_GROUP");
-  app.add_option("--store", flags.store, "memory, redis://host:port or redis+cluster://host:port")
+  app.add_option("--store", flags.store,
+                 "memory, redis://host:port, redis+cluster://host:port or redis+unix:///path")
       ->envname("SLUICE_STORE")
       ->capture_default_str();
   app.add_option("--admin-token", flags.admin_token,
