@@ -62,6 +62,9 @@ struct RedisStoreOptions {
   int port = 6379;
   // Non-empty: a Redis Cluster reached through these "host:port" seeds (host and port unused).
   std::vector<std::string> cluster_seeds;
+  // Non-empty: a Redis reached through this Unix socket (host and port unused); not with
+  // cluster_seeds (a cluster's nodes name each other by host and port).
+  std::string unix_path;
   std::string user;  // ACL user (AUTH user password); empty: AUTH password, or no AUTH
   std::string password;
   int db = 0;
@@ -145,13 +148,14 @@ class RedisStore : public Store {
   virtual RedisStoreStats RedisStats() const = 0;
 };
 
-// Parses "redis://[user:password@]host:port[/db]" and
-// "redis+cluster://[user:password@]host:port[,host:port...]" into options (others default).
+// Parses "redis://[user:password@]host:port[/db]",
+// "redis+cluster://[user:password@]host:port[,host:port...]" and
+// "redis+unix://[user:password@]/path/to/redis.sock[?db=N]" into options (others default).
 Result<RedisStoreOptions> ParseRedisAddress(std::string_view address);
 
 // The address as logs and error messages may show it: a user and password replaced by "***"
-// ("redis://***@host:port/0"); anything else ("memory", an address without credentials) as it
-// is.
+// ("redis://***@host:port/0", "redis+unix://***@/run/redis/redis.sock"); anything else
+// ("memory", an address without credentials) as it is.
 std::string RedactRedisAddress(std::string_view address);
 
 // Connects lazily: a store can be opened while Redis is down, and its limits apply their

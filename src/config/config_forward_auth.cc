@@ -129,24 +129,28 @@ Result<std::vector<ForwardAuthAction>> ParseActions(const std::string& file,
   return actions;
 }
 
-Result<std::vector<util::IpNetwork>> ParseTrustedProxies(const std::string& file,
-                                                         const YAML::Node& list) {
+// Addresses and CIDR blocks, and the literal `unix`: a peer on a Unix-socket listener.
+Result<void> ParseTrustedProxies(const std::string& file, const YAML::Node& list, ForwardAuth& fa) {
   if (!list.IsSequence()) {
     return ErrorAt(file, list,
-                   "trusted_proxies must be a list of addresses or CIDR blocks, not " +
+                   "trusted_proxies must be a list of addresses, CIDR blocks or unix, not " +
                        std::string(Describe(list)));
   }
-  std::vector<util::IpNetwork> networks;
+  std::vector<util::IpNetwork>& networks = fa.trusted_proxies;
   for (size_t i = 0; i < list.size(); ++i) {
     const YAML::Node item = list[i];
     if (item.IsNull()) return EmptyItemError(file, list, i, "an address or CIDR block");
     auto text = ReadString(file, item, "a trusted proxy", kMaxNameBytes);
     if (!text) return std::unexpected(text.error());
+    if (*text == "unix") {
+      fa.trust_unix = true;
+      continue;
+    }
     auto network = util::ParseIpNetwork(*text);
     if (!network) return ErrorAt(file, item, "trusted proxy '" + *text + "': " + network.error());
     networks.push_back(*network);
   }
-  return networks;
+  return {};
 }
 
 }  // namespace
@@ -157,9 +161,9 @@ Result<ForwardAuth> ParseForwardAuth(const std::string& file, const YAML::Node& 
   ForwardAuth fa;
   fa.origin = Where(file, node);
   if (const auto t = fields->Get("trusted_proxies")) {
-    auto networks = ParseTrustedProxies(file, *t);
-    if (!networks) return std::unexpected(networks.error());
-    fa.trusted_proxies = std::move(*networks);
+    if (auto parsed = ParseTrustedProxies(file, *t, fa); !parsed) {
+      return std::unexpected(parsed.error());
+    }
   }
   const auto actions = fields->Get("actions");
   if (!actions) {

@@ -3,7 +3,7 @@
 // which peers may say who the client is. docs/gateways.md is the reference.
 //
 //   forward_auth:
-//     trusted_proxies: [127.0.0.1/32, 10.0.0.0/8, "::1"]
+//     trusted_proxies: [127.0.0.1/32, 10.0.0.0/8, "::1", unix]   # unix: a Unix-socket peer
 //     actions:                        # one descriptor per line, entries in order
 //       - [remote_address]
 //       - [{header: X-Api-Key, key: api_key}, path, method]
@@ -45,6 +45,9 @@ struct ForwardAuthAction {
 
 struct ForwardAuth {
   std::vector<util::IpNetwork> trusted_proxies;  // may be empty: X-Forwarded-For is never read
+  // `unix` in trusted_proxies: a peer on a Unix-socket listener may say who the client is
+  // (HttpRequestView::peer kUnixPeer). Off, X-Forwarded-For from such a peer is never read.
+  bool trust_unix = false;
   std::vector<ForwardAuthAction> actions;
   std::string origin;  // "file:line:col" of `forward_auth:`
 };

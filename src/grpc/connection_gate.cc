@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "util/listen_address.h"
+#include "util/unix_socket.h"
 
 namespace sluice::server {
 namespace {
@@ -78,7 +79,8 @@ Result<Endpoint> ParseAddress(std::string_view address) {
 
 struct ConnectionGate::Impl {
   int listen_fd = -1;
-  int wake_fd = -1;  // an eventfd: Stop() wakes the accept thread through it
+  util::UnixSocketFile socket_file;  // a Unix socket's (then no TCP_NODELAY); removed by Stop()
+  int wake_fd = -1;                  // an eventfd: Stop() wakes the accept thread through it
   int port = 0;
   size_t max_connections = 0;
   Handover handover;
@@ -147,8 +149,10 @@ void ConnectionGate::Impl::OnAccepted(int fd) {
   }
   // gRPC's own listener sets TCP_NODELAY on what it accepts; a handed-over socket is ours to set:
   // without it, small answers wait for the client's delayed ACK.
-  const int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (socket_file.path().empty()) {
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
   handover(fd);
 }
 
@@ -171,9 +175,11 @@ ConnectionGate::~ConnectionGate() {
   if (impl_->wake_fd >= 0) close(impl_->wake_fd);
 }
 
-Result<std::unique_ptr<ConnectionGate>> ConnectionGate::Listen(const std::string& address,
-                                                               size_t max_connections) {
+Result<std::unique_ptr<ConnectionGate>> ConnectionGate::Listen(
+    const std::string& address, size_t max_connections,
+    const util::UnixSocketOptions& unix_socket) {
   if (max_connections < 1) return MakeError("grpc: max_connections must be at least 1");
+  if (address.starts_with("unix:")) return ListenUnix(address, max_connections, unix_socket);
   auto endpoint = ParseAddress(address);
   if (!endpoint) return MakeError("grpc: " + endpoint.error().message);
   auto impl = std::make_unique<Impl>();
@@ -207,6 +213,24 @@ Result<std::unique_ptr<ConnectionGate>> ConnectionGate::Listen(const std::string
   return std::unique_ptr<ConnectionGate>(new ConnectionGate(std::move(impl)));
 }
 
+Result<std::unique_ptr<ConnectionGate>> ConnectionGate::ListenUnix(
+    const std::string& address, size_t max_connections, const util::UnixSocketOptions& options) {
+  auto split = util::SplitListenAddress(address);
+  if (!split) return MakeError("grpc: " + split.error());
+  auto made = util::ListenUnixSocket(split->unix_path, options);
+  if (!made) return MakeError("grpc: " + made.error());
+  auto impl = std::make_unique<Impl>();
+  impl->max_connections = max_connections;
+  impl->listen_fd = made->fd;
+  impl->socket_file = std::move(made->file);
+  impl->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (impl->wake_fd < 0) {
+    close(impl->listen_fd);
+    return MakeError("grpc: cannot listen on " + address + ": eventfd: " + std::strerror(errno));
+  }
+  return std::unique_ptr<ConnectionGate>(new ConnectionGate(std::move(impl)));
+}
+
 void ConnectionGate::Start(Handover handover) {
   impl_->handover = std::move(handover);
   impl_->thread = std::thread([impl = impl_.get()] { impl->Run(); });
@@ -219,6 +243,7 @@ void ConnectionGate::Stop() {
     if (impl->thread.joinable()) impl->thread.join();
     if (impl->listen_fd >= 0) close(impl->listen_fd);
     impl->listen_fd = -1;
+    impl->socket_file.Remove();
   });
 }
 

@@ -25,19 +25,23 @@
 #include <string>
 
 #include "sluice/status.h"
+#include "util/unix_socket.h"
 
 namespace sluice::server {
 
 class ConnectionGate {
  public:
-  // Takes an accepted connection (non-blocking, TCP_NODELAY, close-on-exec) for good.
+  // Takes an accepted connection (non-blocking, close-on-exec, TCP_NODELAY if TCP) for good.
   using Handover = std::function<void(int fd)>;
 
   // Binds and listens on `address` ("host:port" or "[v6]:port", the host an IP address or
   // localhost; port 0 picks a free port) without SO_REUSEPORT, so a second server on the same
-  // port fails instead of silently sharing the traffic. Accepts nothing until Start().
-  static Result<std::unique_ptr<ConnectionGate>> Listen(const std::string& address,
-                                                        size_t max_connections);
+  // port fails instead of silently sharing the traffic. Or "unix:/path": a Unix socket made
+  // with `unix_socket`'s mode and group, never taken from a live server, removed by Stop()
+  // (util/unix_socket.h). Accepts nothing until Start().
+  static Result<std::unique_ptr<ConnectionGate>> Listen(
+      const std::string& address, size_t max_connections,
+      const util::UnixSocketOptions& unix_socket = {});
 
   // Accepts on a thread of its own and hands over each connection while fewer than
   // max_connections handed-over ones are open. Call once.
@@ -50,7 +54,7 @@ class ConnectionGate {
   // is still the connection handed over under that number. True if it was.
   bool Cut(int fd);
 
-  int port() const;
+  int port() const;  // 0 for a Unix socket
   // Handed-over connections still open (checks each one: for tests and logs, not hot paths).
   size_t open();
   uint64_t refused() const;  // connections refused at the cap so far
@@ -62,6 +66,9 @@ class ConnectionGate {
  private:
   struct Impl;
   explicit ConnectionGate(std::unique_ptr<Impl> impl);
+  static Result<std::unique_ptr<ConnectionGate>> ListenUnix(const std::string& address,
+                                                            size_t max_connections,
+                                                            const util::UnixSocketOptions& options);
   std::unique_ptr<Impl> impl_;
 };
 

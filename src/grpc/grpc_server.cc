@@ -312,7 +312,7 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& o
   impl->shared.peer_sans = options.peer_sans;
   impl->shared.calls = std::make_unique<CallsPerConnection>(options.max_concurrent_streams);
   impl->shutdown_grace = options.shutdown_grace;
-  auto gate = ConnectionGate::Listen(options.address, options.max_connections);
+  auto gate = ConnectionGate::Listen(options.address, options.max_connections, options.unix_socket);
   if (!gate) return std::unexpected(std::move(gate.error()));
   impl->gate = std::move(*gate);
   impl->shared.gate = impl->gate.get();

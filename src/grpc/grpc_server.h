@@ -38,13 +38,16 @@
 #include "service/rate_limit_service.h"
 #include "service/ratelimit_headers.h"
 #include "sluice/status.h"
+#include "util/unix_socket.h"
 
 namespace sluice::server {
 
 struct GrpcServerOptions {
   // "host:port" or "[v6]:port", the host an IP address or localhost; port 0 picks a free one
-  // (see port()).
+  // (see port()). Or "unix:/path": a Unix socket with `unix_socket`'s mode and group
+  // (connection_gate.h).
   std::string address = "127.0.0.1:8081";
+  util::UnixSocketOptions unix_socket{};
   // Handler threads (at least 1). A service that checks asynchronously (Redis) answers from its
   // own I/O thread, so a handler thread never waits on the store.
   int threads = 2;

@@ -28,13 +28,22 @@ std::string_view Trim(std::string_view v) {
 // the request from) past the trusted proxies. An entry that is not an address stops the walk
 // at the last address known good: only a trusted proxy could have written what lies left of a
 // trusted address, and one that writes garbage vouches for nothing further.
+//
+// A client of a Unix socket has no address: the peer is "unix" (kUnixPeer), trusted only when
+// trusted_proxies lists `unix` (anyone who may open the socket file could otherwise claim any
+// address), and the client is "unix" when nothing trusted says more.
 std::string ClientAddress(const HttpRequestView& request, const ForwardAuth& config) {
-  const auto peer = util::ParseIpAddress(request.peer);
-  if (!peer) return {};
-  if (!Trusted(config.trusted_proxies, *peer)) return peer->ToString();
+  const bool unix_peer = request.peer == kUnixPeer;
+  std::optional<util::IpAddress> peer;
+  if (!unix_peer) {
+    peer = util::ParseIpAddress(request.peer);
+    if (!peer) return {};
+  }
+  const std::string self = unix_peer ? std::string(kUnixPeer) : peer->ToString();
+  if (unix_peer ? !config.trust_unix : !Trusted(config.trusted_proxies, *peer)) return self;
   const std::optional<std::string> xff = CombinedHeader(request.header_lines, "X-Forwarded-For");
-  if (!xff) return peer->ToString();
-  util::IpAddress client = *peer;
+  if (!xff) return self;
+  std::optional<util::IpAddress> client = peer;
   std::string_view rest = *xff;
   while (!rest.empty()) {
     const size_t comma = rest.rfind(',');
@@ -47,7 +56,7 @@ std::string ClientAddress(const HttpRequestView& request, const ForwardAuth& con
     client = *ip;
     if (!Trusted(config.trusted_proxies, *ip)) break;
   }
-  return client.ToString();
+  return client ? client->ToString() : self;
 }
 
 // "Example.COM:8443" -> "example.com", "[::1]:80" -> "[::1]".

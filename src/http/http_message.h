@@ -56,7 +56,8 @@ struct HttpRequestView {
   // them); the HTTP API needs none but Authorization, the forward-auth endpoint several.
   std::string_view header_lines = {};
   // The connection's peer address, "127.0.0.1" or "::1" (IPv4-mapped IPv6 shown as IPv4);
-  // empty when not known (unit tests).
+  // kUnixPeer for a client of a Unix-socket listener (it has no address); empty when not known
+  // (unit tests).
   std::string_view peer = {};
   // The connection is TLS (a listener with --tls-cert).
   bool tls = false;
@@ -66,6 +67,10 @@ struct HttpRequestView {
   bool peer_verified = false;
   std::span<const std::string> peer_sans = {};
 };
+
+// HttpRequestView::peer of a connection to a Unix socket: not an IP address, so no CIDR of
+// forward-auth's trusted_proxies matches it; only the literal `unix` in that list does.
+inline constexpr std::string_view kUnixPeer = "unix";
 
 // A reply {"error":"<message>"} with `status`.
 HttpReply ErrorReply(int status, std::string_view message);

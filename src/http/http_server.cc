@@ -1,18 +1,22 @@
 #include "http/http_server.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <boost/asio/basic_socket_acceptor.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
+#include <cstring>
 #include <exception>
 #include <optional>
 #include <string_view>
@@ -25,14 +29,18 @@
 #include "http/http_response.h"
 #include "tls/peer_sans.h"
 #include "util/listen_address.h"
+#include "util/unix_socket.h"
 
 namespace sluice::server {
 namespace {
 
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
-// The connection's socket, in one place (a listener on a Unix socket changes only this).
-using Socket = tcp::socket;
+// The one socket type of every connection, TCP or Unix (--http unix:/path): a generic stream
+// socket, so that one code path serves both.
+using Protocol = net::generic::stream_protocol;
+using Socket = Protocol::socket;
+using Acceptor = net::basic_socket_acceptor<Protocol>;
 // TLS over that socket, which the connection owns: the stream holds a reference to it.
 using TlsStream = net::ssl::stream<Socket&>;
 using error_code = boost::system::error_code;
@@ -51,16 +59,23 @@ constexpr size_t kMaxLingeringRefusals = 256;
 // for large requests.
 constexpr size_t kInitialBufferBytes = 8192;
 
-Result<tcp::endpoint> ParseEndpoint(std::string_view address) {
+// What an address names: a TCP endpoint, or a Unix socket's path.
+struct Endpoint {
+  tcp::endpoint ip;
+  std::string unix_path;  // non-empty: a Unix socket
+};
+
+Result<Endpoint> ParseEndpoint(std::string_view address) {
   auto split = util::SplitListenAddress(address);
   if (!split) return MakeError(split.error());
+  if (split->is_unix()) return Endpoint{.ip = {}, .unix_path = split->unix_path};
   boost::system::error_code ec;
   const net::ip::address ip = net::ip::make_address(split->host, ec);
   if (ec) {
     return MakeError("bad address '" + std::string(address) +
                      "': the host must be an IP address or localhost");
   }
-  return tcp::endpoint(ip, split->port);
+  return Endpoint{.ip = tcp::endpoint(ip, split->port), .unix_path = {}};
 }
 
 std::string FormatEndpoint(const tcp::endpoint& e) {
@@ -69,11 +84,17 @@ std::string FormatEndpoint(const tcp::endpoint& e) {
 }
 
 // The peer's IP address as text; an IPv4 client of a dual-stack listener ("::ffff:10.0.0.1")
-// as the IPv4 address it is, so that IPv4 CIDRs match it. Empty if the socket has none.
+// as the IPv4 address it is, so that IPv4 CIDRs match it; "unix" for a client of a Unix
+// socket (HttpRequestView::peer). Empty if the socket has none.
 std::string PeerAddress(const Socket& socket) {
   error_code ec;
-  const tcp::endpoint peer = socket.remote_endpoint(ec);
+  const Protocol::endpoint generic = socket.remote_endpoint(ec);
   if (ec) return {};
+  if (generic.protocol().family() == AF_UNIX) return std::string(kUnixPeer);
+  tcp::endpoint peer;
+  if (generic.size() > peer.capacity()) return {};
+  std::memcpy(peer.data(), generic.data(), generic.size());
+  peer.resize(generic.size());
   net::ip::address ip = peer.address();
   if (ip.is_v6() && ip.to_v6().is_v4_mapped()) {
     ip = net::ip::make_address_v4(net::ip::v4_mapped, ip.to_v6());
@@ -105,9 +126,10 @@ struct HttpServer::Impl {
   std::atomic<bool> stopping{false};
   bool stopped = false;
   std::vector<std::unique_ptr<Worker>> workers;  // workers[0] also runs the acceptor
-  std::optional<tcp::acceptor> acceptor;         // destroyed before the workers
+  std::optional<Acceptor> acceptor;              // destroyed before the workers
   std::optional<net::steady_timer> accept_retry;
-  tcp::endpoint bound;
+  tcp::endpoint bound;               // a TCP listener's
+  util::UnixSocketFile socket_file;  // a Unix listener's: removed by Stop()
   size_t next_worker = 0;
   std::chrono::milliseconds sweep_every{100};
 
@@ -119,6 +141,7 @@ struct HttpServer::Impl {
   void ReportTlsFailure(tls::HandshakeFailure reason) const {
     if (options.on_tls_failure) options.on_tls_failure(reason);
   }
+  Result<void> Listen(const Endpoint& endpoint);
 };
 
 namespace {
@@ -148,9 +171,11 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   void Start() {
     worker_.connections.insert(this);
     if (server_.stopping.load()) return Close();
-    error_code ec;
-    socket_.set_option(tcp::no_delay(true), ec);  // each response is one write: send it now
     peer_ = PeerAddress(socket_);
+    if (peer_ != kUnixPeer) {
+      error_code ec;
+      socket_.set_option(tcp::no_delay(true), ec);  // each response is one write: send it now
+    }
     if (tls_) return Handshake();
     WaitForRequest();
   }
@@ -498,9 +523,9 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   std::vector<char> buffer_;  // received bytes: [begin_, end_) not yet consumed
   size_t begin_ = 0;
   size_t end_ = 0;
-  size_t consumed_ = 0;  // the request being answered, from begin_
-  std::string out_;      // the response being written; reused
-  std::string peer_;     // the peer's IP address, once per connection (HttpRequestView::peer)
+  size_t consumed_ = 0;                 // the request being answered, from begin_
+  std::string out_;                     // the response being written; reused
+  std::string peer_;                    // the peer's IP address or "unix" (HttpRequestView::peer)
   std::vector<std::string> peer_sans_;  // the verified client certificate's SANs
   bool peer_verified_ = false;
   HttpReply held_;                         // the reply waiting for its send_at, while holding_
@@ -669,6 +694,36 @@ void HttpServer::Impl::Refuse(Socket socket) {
   std::make_shared<RefusedConnection>(std::move(socket), lingering_refusals)->Start();
 }
 
+// Opens, binds and listens: a TCP endpoint here, a Unix socket through util/unix_socket.h (which
+// keeps a live server's socket and sets the file's mode and group).
+Result<void> HttpServer::Impl::Listen(const Endpoint& endpoint) {
+  error_code ec;
+  if (!endpoint.unix_path.empty()) {
+    auto made = util::ListenUnixSocket(endpoint.unix_path, options.unix_socket);
+    if (!made) return MakeError("http: " + made.error());
+    acceptor->assign(Protocol(AF_UNIX, 0), made->fd, ec);
+    if (ec) {
+      close(made->fd);
+      return MakeError("http: cannot listen on " + options.address + ": " + ec.message());
+    }
+    socket_file = std::move(made->file);
+    return {};
+  }
+  const Protocol::endpoint generic(endpoint.ip);
+  acceptor->open(generic.protocol(), ec);
+  if (!ec) acceptor->set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor->bind(generic, ec);
+  if (!ec) acceptor->listen(net::socket_base::max_listen_connections, ec);
+  if (ec) return MakeError("http: cannot listen on " + options.address + ": " + ec.message());
+  const Protocol::endpoint local = acceptor->local_endpoint(ec);
+  if (ec || local.size() > bound.capacity()) {
+    return MakeError("http: cannot read the address bound for " + options.address);
+  }
+  std::memcpy(bound.data(), local.data(), local.size());
+  bound.resize(local.size());
+  return {};
+}
+
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 HttpServer::~HttpServer() { Stop(); }
@@ -691,15 +746,8 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options,
   Worker& first = *impl->workers[0];
   impl->acceptor.emplace(first.ioc);
   impl->accept_retry.emplace(first.ioc);
-  error_code ec;
-  impl->acceptor->open(endpoint->protocol(), ec);
-  if (!ec) impl->acceptor->set_option(net::socket_base::reuse_address(true), ec);
-  if (!ec) impl->acceptor->bind(*endpoint, ec);
-  if (!ec) impl->acceptor->listen(net::socket_base::max_listen_connections, ec);
-  if (ec) {
-    return MakeError("http: cannot listen on " + impl->options.address + ": " + ec.message());
-  }
-  impl->bound = impl->acceptor->local_endpoint(ec);
+  if (auto listening = impl->Listen(*endpoint); !listening)
+    return std::unexpected(listening.error());
 
   // Deadlines are checked this often: a tenth of the timeout, within [5 ms, 250 ms].
   impl->sweep_every = std::clamp(impl->options.request_timeout / 10, std::chrono::milliseconds(5),
@@ -716,7 +764,10 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options,
 
 uint16_t HttpServer::port() const { return impl_->bound.port(); }
 
-std::string HttpServer::address() const { return FormatEndpoint(impl_->bound); }
+std::string HttpServer::address() const {
+  if (!impl_->socket_file.path().empty()) return "unix:" + impl_->socket_file.path();
+  return FormatEndpoint(impl_->bound);
+}
 
 size_t HttpServer::connections() const { return impl_->active.load(); }
 
@@ -752,6 +803,7 @@ void HttpServer::Stop() {
   for (auto& worker : s.workers) {
     if (worker->thread.joinable()) worker->thread.join();
   }
+  s.socket_file.Remove();
 }
 
 }  // namespace sluice::server

@@ -68,13 +68,16 @@
 #include "sluice/status.h"
 #include "tls/handshake_failure.h"
 #include "tls/server_tls_context.h"
+#include "util/unix_socket.h"
 
 namespace sluice::server {
 
 struct HttpServerOptions {
   // "host:port" or "[v6]:port", with an IP address or "localhost"; port 0 picks a free port
-  // (see port()).
+  // (see port()). Or "unix:/path": a Unix socket (peer "unix"), made with `unix_socket`'s mode
+  // and group and removed by Stop() (util/unix_socket.h).
   std::string address = "127.0.0.1:8080";
+  util::UnixSocketOptions unix_socket{};
   int threads = 2;
   size_t max_connections = 1024;
   size_t max_body_bytes = size_t{1} << 20;
@@ -102,8 +105,8 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  uint16_t port() const;
-  std::string address() const;  // the bound address, "127.0.0.1:8080"
+  uint16_t port() const;        // 0 for a Unix socket
+  std::string address() const;  // the bound address, "127.0.0.1:8080" or "unix:/path"
 
   // Stops accepting, lets every request already received finish and its response be written
   // (up to shutdown_grace), closes idle connections, then stops the threads. Idempotent;

@@ -13,6 +13,7 @@
 #include "sluice/duration.h"
 #include "sluice/quota_sync.h"
 #include "util/byte_size.h"
+#include "util/unix_socket.h"
 
 namespace sluice::server {
 namespace {
@@ -24,6 +25,8 @@ struct Flags {
   std::string http = "127.0.0.1:8080";
   std::string grpc = "127.0.0.1:8081";
   std::string forward_auth = "off";
+  std::string unix_socket_mode = "0660";
+  std::string unix_socket_group;  // empty: the process's own
   std::string store = "memory";
   std::string admin_token;
   std::string api_tokens;
@@ -67,19 +70,31 @@ void AddServingFlags(CLI::App& app, Flags& flags) {
   app.add_option("--config", flags.config, "rate limit config: a YAML file or a directory")
       ->envname("SLUICE_CONFIG")
       ->required();
-  app.add_option("--http", flags.http, "HTTP API address host:port, or off")
+  app.add_option("--http", flags.http, "HTTP API address host:port, unix:/path, or off")
       ->envname("SLUICE_HTTP")
       ->capture_default_str();
-  app.add_option("--grpc", flags.grpc, "Envoy gRPC address host:port, or off")
+  app.add_option("--grpc", flags.grpc, "Envoy gRPC address host:port, unix:/path, or off")
       ->envname("SLUICE_GRPC")
       ->capture_default_str();
   app.add_option("--forward-auth", flags.forward_auth,
                  "forward-auth endpoint for nginx auth_request, Caddy forward_auth, Traefik "
-                 "ForwardAuth and Envoy ext_authz (HTTP): address host:port, or off; "
+                 "ForwardAuth and Envoy ext_authz (HTTP): address host:port, unix:/path, or off; "
                  "docs/gateways.md")
       ->envname("SLUICE_FORWARD_AUTH")
       ->capture_default_str();
-  app.add_option("--store", flags.store, "memory, redis://host:port or redis+cluster://host:port")
+  app.add_option("--unix-socket-mode", flags.unix_socket_mode,
+                 "permissions (octal) of the listeners' Unix socket files; docs/security.md")
+      ->envname("SLUICE_UNIX_SOCKET_MODE")
+      ->check([](const std::string& v) {
+        auto mode = util::ParseSocketMode(v);
+        return mode ? std::string() : mode.error();
+      })
+      ->capture_default_str();
+  app.add_option("--unix-socket-group", flags.unix_socket_group,
+                 "group of the listeners' Unix socket files (default: the process's own)")
+      ->envname("SLUICE_UNIX_SOCKET_GROUP");
+  app.add_option("--store", flags.store,
+                 "memory, redis://host:port, redis+cluster://host:port or redis+unix:///path")
       ->envname("SLUICE_STORE")
       ->capture_default_str();
   app.add_option("--admin-token", flags.admin_token,
@@ -393,6 +408,10 @@ void SetFrontEnds(const Flags& flags, Settings& s) {
   s.listener.max_body_bytes = flags.http_max_body_bytes;
   s.listener.request_timeout = std::chrono::milliseconds(flags.http_timeout_ms);
   s.listener.shutdown_grace = std::chrono::milliseconds(flags.shutdown_grace_ms);
+  const util::UnixSocketOptions unix_socket{
+      .mode = *util::ParseSocketMode(flags.unix_socket_mode),  // checked by its validator
+      .group = flags.unix_socket_group};
+  s.listener.unix_socket = unix_socket;
   GrpcServerOptions& g = s.grpc_options;
   g.threads = flags.threads;
   g.headers = s.headers;
@@ -404,6 +423,7 @@ void SetFrontEnds(const Flags& flags, Settings& s) {
   g.max_message_bytes = flags.grpc_max_message_bytes;
   g.reflection = flags.grpc_reflection == "on";
   g.shutdown_grace = std::chrono::milliseconds(flags.shutdown_grace_ms);
+  g.unix_socket = unix_socket;
 }
 
 void SetStore(const Flags& flags, const MemoryBudget& budget, Settings& s) {

@@ -11,6 +11,8 @@ namespace sluice::server {
 bool IsLoopbackAddress(std::string_view address) {
   const auto split = util::SplitListenAddress(address);
   if (!split) return true;  // not an IP listener
+  // A Unix socket is reached only from this machine, by whom its mode and group let in.
+  if (split->is_unix()) return true;
   unsigned char bytes[16] = {};
   if (!split->v6 && inet_pton(AF_INET, split->host.c_str(), bytes) == 1) return bytes[0] == 127;
   if (split->v6 && inet_pton(AF_INET6, split->host.c_str(), bytes) == 1) {

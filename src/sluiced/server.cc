@@ -230,10 +230,13 @@ Result<void> Server::StartGrpc() {
   if (!started) return std::unexpected(started.error());
   grpc_ = std::move(*started);
   const std::string_view header_set = HeaderSetName(options.headers.set);
+  const std::string where = options.address.starts_with("unix:")
+                                ? options.address
+                                : "port " + std::to_string(grpc_->port());
   spdlog::info(
-      "grpc: listening on port {} (envoy.service.ratelimit.v3.RateLimitService and "
+      "grpc: listening on {} (envoy.service.ratelimit.v3.RateLimitService and "
       "grpc.health.v1.Health{}; at most {} connections, {} streams each; response headers {})",
-      grpc_->port(), options.reflection ? ", with reflection" : "", options.max_connections,
+      where, options.reflection ? ", with reflection" : "", options.max_connections,
       options.max_concurrent_streams, header_set);
   if (settings_.headers.legacy && !http_ && !forward_auth_http_ &&
       options.headers.set != HeaderSet::kDraft11) {

@@ -6,6 +6,14 @@ namespace sluice::util {
 
 std::expected<ListenAddress, std::string> SplitListenAddress(std::string_view address) {
   const std::string quoted = "bad address '" + std::string(address) + "'";
+  if (address.starts_with("unix:")) {
+    ListenAddress out;
+    out.unix_path = std::string(address.substr(5));
+    if (!out.unix_path.starts_with('/')) {
+      return std::unexpected(quoted + ": expected unix:/absolute/path");
+    }
+    return out;
+  }
   std::string_view host;
   std::string_view port;
   ListenAddress out;

@@ -470,6 +470,8 @@ TEST(ForwardAuth, SectionLoads) {
   EXPECT_EQ(fa.trusted_proxies[1].base.ToString(), "10.0.0.0");
   EXPECT_EQ(fa.trusted_proxies[1].prefix, 8);
   EXPECT_EQ(fa.trusted_proxies[2].prefix, 128);
+  EXPECT_EQ(fa.trusted_proxies[3].prefix, 32);  // after `unix`, which is no network
+  EXPECT_TRUE(fa.trust_unix);
   ASSERT_EQ(fa.actions.size(), 3u);
   ASSERT_EQ(fa.actions[0].entries.size(), 1u);
   EXPECT_EQ(fa.actions[0].entries[0].field, RequestField::kRemoteAddress);

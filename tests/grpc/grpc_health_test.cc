@@ -203,6 +203,36 @@ TEST_F(GrpcHealthTest, AClientIgnoringTheStreamCapWithWatchesIsCut) {
   EXPECT_EQ(CheckName(*HealthStub(server_->port()), "").status, Serving::SERVING);
 }
 
+// The per-connection stream bound finds a connection by the peer gRPC names for a handed-over
+// descriptor ("fd:N"), which does not depend on the socket's family: it holds on a Unix socket.
+TEST_F(GrpcHealthTest, AClientIgnoringTheStreamCapOnAUnixSocketIsCut) {
+  char dir[] = "/tmp/sluice-grpc-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/rls.sock";
+  server_.reset();
+  auto server =
+      GrpcServer::Start({.address = "unix:" + path, .max_concurrent_streams = 4}, service_);
+  ASSERT_TRUE(server.has_value()) << server.error().message;
+  server_ = std::move(*server);
+  RawHttp2 attacker(path);
+  ASSERT_TRUE(attacker.connected());
+  std::string burst = std::string(kClientPreface) + Settings({{4, 0}});  // INITIAL_WINDOW_SIZE 0
+  hv1::HealthCheckRequest request;
+  for (uint32_t i = 0; i < 200; ++i) {
+    burst += CallFrames(2 * i + 1, request.SerializeAsString(), "/grpc.health.v1.Health/Watch");
+  }
+  attacker.Send(burst);
+  attacker.ReadToClose(10s);
+  EXPECT_TRUE(attacker.closed());
+  EXPECT_TRUE(WaitFor([&] { return server_->connections() == 0; }));
+  EXPECT_TRUE(WaitFor([&] { return server_->health_watchers() == 0; }));
+  auto stub =
+      hv1::Health::NewStub(grpc::CreateChannel("unix:" + path, grpc::InsecureChannelCredentials()));
+  EXPECT_EQ(CheckName(*stub, "").status, Serving::SERVING);
+  server_.reset();
+  rmdir(dir);  // empty: the server removed its socket
+}
+
 // --- over the real service ---------------------------------------------------------------------
 
 constexpr char kConfig[] = R"yaml(

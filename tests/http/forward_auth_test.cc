@@ -57,6 +57,32 @@ TEST(ForwardedRequest, AnUntrustedPeerIsTheClientWhateverItSends) {
   EXPECT_EQ(DescribeForwarded(View("198.51.100.7", lines), ForwardAuth{}).client, "198.51.100.7");
 }
 
+// A peer on a Unix-socket listener ("unix") has no address: only `unix` in trusted_proxies lets
+// it say who the client is (no CIDR matches it, not even 0.0.0.0/0); otherwise, and when it says
+// nothing, the client is "unix".
+TEST(ForwardedRequest, AUnixPeerIsTrustedOnlyWhenUnixIsListed) {
+  const std::string lines = "X-Forwarded-For: 6.6.6.6, 203.0.113.5\r\n";
+  ForwardAuth everyone = Trusting({"0.0.0.0/0", "::/0"});
+  EXPECT_EQ(DescribeForwarded(View(kUnixPeer, lines), everyone).client, "unix");
+  EXPECT_EQ(DescribeForwarded(View(kUnixPeer, lines), ForwardAuth{}).client, "unix");
+  ForwardAuth unix_only;
+  unix_only.trust_unix = true;
+  EXPECT_EQ(DescribeForwarded(View(kUnixPeer, lines), unix_only).client, "203.0.113.5");
+  EXPECT_EQ(DescribeForwarded(View(kUnixPeer, ""), unix_only).client, "unix") << "no header";
+  EXPECT_EQ(DescribeForwarded(View(kUnixPeer, "X-Forwarded-For: junk\r\n"), unix_only).client,
+            "unix")
+      << "nothing usable: the peer";
+  ForwardAuth unix_and_inner = Trusting({"10.0.0.0/8"});
+  unix_and_inner.trust_unix = true;
+  EXPECT_EQ(DescribeForwarded(View(kUnixPeer, "X-Forwarded-For: 198.51.100.4, 10.1.1.1\r\n"),
+                              unix_and_inner)
+                .client,
+            "198.51.100.4")
+      << "past the socket and a trusted inner proxy";
+  // Trusting `unix` trusts no TCP peer.
+  EXPECT_EQ(DescribeForwarded(View("127.0.0.1", lines), unix_only).client, "127.0.0.1");
+}
+
 TEST(ForwardedRequest, ThroughTrustedProxiesTheRightmostUntrustedAddressIsTheClient) {
   const ForwardAuth fa = Trusting({"10.0.0.0/8", "127.0.0.1", "2001:db8::/32"});
   // The client sent "6.6.6.6" itself; the edge proxy appended 203.0.113.5, an inner proxy

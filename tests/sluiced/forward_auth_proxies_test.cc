@@ -119,13 +119,19 @@ class ForwardAuthProxies : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto config = dir_.Write("api.yaml", config_yaml_);
+    const std::string forward_auth =
+        forward_auth_unix_ ? "unix:" + (dir_.path() / "fa.sock").string() : "127.0.0.1:0";
     std::vector<std::string> args = {
         "--config", config.string(), "--http",         with_http_ ? "127.0.0.1:0" : "off",
-        "--grpc",   "off",           "--forward-auth", "127.0.0.1:0"};
+        "--grpc",   "off",           "--forward-auth", forward_auth};
     args.insert(args.end(), extra_flags_.begin(), extra_flags_.end());
     sluiced_ = std::make_unique<SluicedProcess>(args, /*wait_for_http=*/with_http_);
-    forward_auth_port_ = sluiced_->ForwardAuthPort();
-    ASSERT_GT(forward_auth_port_, 0) << sluiced_->Log();
+    if (forward_auth_unix_) {
+      ASSERT_TRUE(sluiced_->WaitForLog("forward-auth: listening on unix:")) << sluiced_->Log();
+    } else {
+      forward_auth_port_ = sluiced_->ForwardAuthPort();
+      ASSERT_GT(forward_auth_port_, 0) << sluiced_->Log();
+    }
     port_ = FreePort();
     upstream_port_ = FreePort();
   }
@@ -133,7 +139,9 @@ class ForwardAuthProxies : public ::testing::Test {
   // The recipe file with its addresses replaced by this test's.
   std::string Recipe(const char* name) const {
     std::string text = ReadFile(fs::path(SLUICE_SOURCE_DIR) / "examples/gateways" / name);
-    text = Replace(text, "127.0.0.1:8082", "127.0.0.1:" + std::to_string(forward_auth_port_));
+    text = Replace(text, "127.0.0.1:8082",
+                   forward_auth_unix_ ? "unix:" + (dir_.path() / "fa.sock").string()
+                                      : "127.0.0.1:" + std::to_string(forward_auth_port_));
     text = Replace(text, "127.0.0.1:8000", "127.0.0.1:" + std::to_string(upstream_port_));
     if (!proxy_token_.empty()) {
       // The proxy's Sluice-Token on its request to sluiced only, as docs/security.md says.
@@ -242,6 +250,7 @@ class ForwardAuthProxies : public ::testing::Test {
   bool with_http_ = false;                // the HTTP API too (its /metrics), on a port of its own
   std::vector<std::string> extra_flags_;  // more of sluiced's flags
   std::string proxy_token_;               // the recipes send it as Sluice-Token
+  bool forward_auth_unix_ = false;        // forward-auth on a Unix socket (nginx: server unix:...)
   server::test::TempConfigDir dir_{"fauth-proxies"};
   std::unique_ptr<SluicedProcess> sluiced_;
   std::vector<std::string> env_;  // the proxy's environment (putenv keeps pointers)
@@ -335,6 +344,22 @@ descriptors:
     rate_limit: {name: slow, unit: second, requests_per_unit: 1, algorithm: leaky_bucket,
                  burst: 10, shaper: true, max_delay: 10s}
 )yaml";
+
+// The nginx recipe with sluiced's forward-auth on a Unix socket (`server unix:/path;` in the
+// upstream) and `unix` as the one trusted proxy: nginx's X-Forwarded-For names each client, and
+// a client's own entries still cannot choose its identity.
+class ForwardAuthProxiesUnix : public ForwardAuthProxies {
+ protected:
+  ForwardAuthProxiesUnix() {
+    config_yaml_ = Replace(kConfig, "trusted_proxies: [127.0.0.1/32]", "trusted_proxies: [unix]");
+    forward_auth_unix_ = true;
+  }
+};
+
+TEST_F(ForwardAuthProxiesUnix, NginxOverAUnixSocket) {
+  const auto nginx = StartNginx();
+  ExpectTheLimitHolds("nginx over a unix socket");
+}
 
 class ForwardAuthProxiesShaping : public ForwardAuthProxies {
  protected:

@@ -29,5 +29,16 @@ TEST(ListenAddress, RefusesWhatIsNotHostColonPort) {
   }
 }
 
+TEST(ListenAddress, UnixTakesAnAbsolutePath) {
+  auto u = SplitListenAddress("unix:/run/sluice/http.sock");
+  ASSERT_TRUE(u.has_value());
+  EXPECT_TRUE(u->is_unix());
+  EXPECT_EQ(u->unix_path, "/run/sluice/http.sock");
+  EXPECT_FALSE(SplitListenAddress("127.0.0.1:80")->is_unix());
+  EXPECT_EQ(SplitListenAddress("unix:run/http.sock").error(),
+            "bad address 'unix:run/http.sock': expected unix:/absolute/path");
+  EXPECT_FALSE(SplitListenAddress("unix:").has_value());
+}
+
 }  // namespace
 }  // namespace sluice::util

@@ -1,5 +1,6 @@
-// Store addresses: redis://[user:password@]host:port[/db] and redis+cluster://..., parsed into
-// options and shown without their credentials.
+// Store addresses: redis://[user:password@]host:port[/db], redis+cluster://... and
+// redis+unix://[user:password@]/path[?db=N], parsed into options and shown without their
+// credentials.
 #include <string>
 #include <utility>
 
@@ -22,9 +23,65 @@ Result<std::pair<std::string, int>> ParseHostPort(std::string_view hp, const std
   return std::make_pair(std::string(hp.substr(0, colon)), std::stoi(std::string(port)));
 }
 
+constexpr std::string_view kUnixScheme = "redis+unix://";
+
+// Where a redis+unix address's credentials end (the '@' before the path), or npos if it has
+// none. The path is absolute, so with no credentials the text after the scheme starts with '/';
+// with them, they end at the last "@/" (a password may hold '@' and '/', a path "@/" would be
+// a directory name ending in '@', and a path with one must come without credentials).
+size_t UnixCredentialsEnd(std::string_view rest) {
+  if (rest.starts_with('/')) return std::string_view::npos;
+  return rest.rfind("@/");
+}
+
+Result<RedisStoreOptions> ParseUnixAddress(std::string_view rest, const std::string& shown) {
+  const std::string form = "store address '" + shown + "': expected ";
+  RedisStoreOptions o;
+  if (!rest.starts_with('/')) {
+    const size_t at = UnixCredentialsEnd(rest);
+    if (at == std::string_view::npos) {
+      return MakeError(form + "redis+unix://[user:password@]/absolute/path[?db=N]");
+    }
+    const std::string_view cred = rest.substr(0, at);
+    const size_t colon = cred.find(':');
+    if (colon == std::string_view::npos) {
+      o.password = std::string(cred);
+    } else {
+      o.user = std::string(cred.substr(0, colon));
+      o.password = std::string(cred.substr(colon + 1));
+    }
+    rest.remove_prefix(at + 1);
+  }
+  if (const size_t q = rest.rfind('?'); q != std::string_view::npos) {
+    const std::string_view query = rest.substr(q + 1);
+    const std::string_view db = query.starts_with("db=") ? query.substr(3) : std::string_view();
+    if (db.empty() || db.size() > 4 ||
+        db.find_first_not_of("0123456789") != std::string_view::npos) {
+      return MakeError(form + "?db=N (a number) after the socket's path");
+    }
+    o.db = std::stoi(std::string(db));
+    rest = rest.substr(0, q);
+  }
+  // sun_path holds 107 bytes and a NUL.
+  if (rest.size() < 2 || rest.size() > 107) {
+    return MakeError(form + "an absolute socket path of at most 107 bytes");
+  }
+  o.unix_path = std::string(rest);
+  return o;
+}
+
 }  // namespace
 
 std::string RedactRedisAddress(std::string_view address) {
+  if (address.starts_with(kUnixScheme)) {
+    const std::string_view rest = address.substr(kUnixScheme.size());
+    if (rest.starts_with('/')) return std::string(address);  // no credentials: '@' is the path's
+    const size_t at = UnixCredentialsEnd(rest);
+    if (at != std::string_view::npos) {
+      return std::string(kUnixScheme) + "***" + std::string(rest.substr(at));
+    }
+    // Malformed: the general rule below hides up to the last '@'.
+  }
   const size_t scheme = address.find("://");
   if (scheme == std::string_view::npos) return std::string(address);
   const size_t authority = scheme + 3;
@@ -41,10 +98,14 @@ Result<RedisStoreOptions> ParseRedisAddress(std::string_view address) {
   constexpr std::string_view kScheme = "redis://";
   constexpr std::string_view kClusterScheme = "redis+cluster://";
   const bool cluster = address.starts_with(kClusterScheme);
+  if (address.starts_with(kUnixScheme)) {
+    return ParseUnixAddress(address.substr(kUnixScheme.size()), shown);
+  }
   if (!cluster && !address.starts_with(kScheme)) {
     return MakeError("store address '" + shown +
-                     "' must look like redis://[user:password@]host:port[/db] or "
-                     "redis+cluster://[user:password@]host:port[,host:port...]");
+                     "' must look like redis://[user:password@]host:port[/db], "
+                     "redis+cluster://[user:password@]host:port[,host:port...] or "
+                     "redis+unix://[user:password@]/path[?db=N]");
   }
   std::string_view rest = address.substr(cluster ? kClusterScheme.size() : kScheme.size());
   RedisStoreOptions o;

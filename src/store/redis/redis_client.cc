@@ -60,6 +60,21 @@ Result<std::unique_ptr<RedisClient>> RedisClient::Connect(
   return std::unique_ptr<RedisClient>(new RedisClient(ctx));
 }
 
+Result<std::unique_ptr<RedisClient>> RedisClient::ConnectUnix(
+    const std::string& path, std::chrono::milliseconds connect_timeout,
+    std::chrono::milliseconds command_timeout) {
+  redisContext* ctx = redisConnectUnixWithTimeout(path.c_str(), ToTimeval(connect_timeout));
+  if (ctx == nullptr) return MakeError("redis unix:" + path + ": out of memory");
+  if (ctx->err != 0) {
+    std::string why = ctx->errstr;
+    redisFree(ctx);
+    return MakeError("redis unix:" + path + ": " + why);
+  }
+  BoundReplies(ctx->reader);
+  redisSetTimeout(ctx, ToTimeval(command_timeout));
+  return std::unique_ptr<RedisClient>(new RedisClient(ctx));
+}
+
 RedisClient::~RedisClient() { redisFree(ctx_); }
 
 Result<RedisReply> RedisClient::Command(const std::vector<std::string>& args) {

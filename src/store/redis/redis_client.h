@@ -41,6 +41,10 @@ class RedisClient {
   static Result<std::unique_ptr<RedisClient>> Connect(const std::string& host, int port,
                                                       std::chrono::milliseconds connect_timeout,
                                                       std::chrono::milliseconds command_timeout);
+  // The same through a Unix socket.
+  static Result<std::unique_ptr<RedisClient>> ConnectUnix(
+      const std::string& path, std::chrono::milliseconds connect_timeout,
+      std::chrono::milliseconds command_timeout);
   ~RedisClient();
   RedisClient(const RedisClient&) = delete;
   RedisClient& operator=(const RedisClient&) = delete;

@@ -140,12 +140,19 @@ bool PipelinedConnection::EnsureConnected(std::string& why, bool ignore_backoff,
     next_connect_ = now + wait;
     return false;
   };
-  ctx_ = redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port,
-                                 ToTimeval(endpoint_.connect_timeout));
+  ctx_ = endpoint_.unix_path.empty()
+             ? redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port,
+                                       ToTimeval(endpoint_.connect_timeout))
+             : redisConnectUnixWithTimeout(endpoint_.unix_path.c_str(),
+                                           ToTimeval(endpoint_.connect_timeout));
   if (ctx_ == nullptr) return fail("out of memory", false);
   if (ctx_->err != 0) {
     const std::string error = ctx_->errstr;
-    return fail(error, error.find("refused") != std::string::npos);
+    // A Unix socket that is not there (Redis down, its file removed) fails at once too.
+    const bool at_once =
+        error.find("refused") != std::string::npos ||
+        (!endpoint_.unix_path.empty() && error.find("No such file") != std::string::npos);
+    return fail(error, at_once);
   }
   BoundReplies(ctx_->reader);
   redisSetTimeout(ctx_, ToTimeval(endpoint_.command_timeout));

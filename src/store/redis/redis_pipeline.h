@@ -45,7 +45,8 @@ namespace sluice::internal {
 struct RedisEndpoint {
   std::string host = "127.0.0.1";
   int port = 6379;
-  std::string user;  // ACL user; empty: AUTH <password> (when a password is set)
+  std::string unix_path;  // non-empty: connect to this Unix socket (host and port unused)
+  std::string user;       // ACL user; empty: AUTH <password> (when a password is set)
   std::string password;
   int db = 0;
   std::chrono::milliseconds connect_timeout{200};
@@ -53,7 +54,9 @@ struct RedisEndpoint {
   std::chrono::milliseconds min_backoff{25};
   std::chrono::milliseconds max_backoff{2000};
 
-  std::string Name() const { return host + ":" + std::to_string(port); }
+  std::string Name() const {
+    return unix_path.empty() ? host + ":" + std::to_string(port) : "unix:" + unix_path;
+  }
 };
 
 // Appends one command in the Redis protocol (RESP) to `out`.

@@ -113,9 +113,15 @@ Result<std::shared_ptr<RedisStore>> OpenRedisStore(const RedisStoreOptions& opti
   if (options.breaker_failures < 1) return MakeError("breaker_failures must be at least 1");
   if (options.monitor_interval.count() < 0)
     return MakeError("monitor_interval must not be negative");
+  if (!options.unix_path.empty() && !options.cluster_seeds.empty()) {
+    return MakeError(
+        "a Redis Cluster cannot be reached through a Unix socket: its nodes name "
+        "each other by host and port");
+  }
   internal::RedisEndpoint endpoint;
   endpoint.host = options.host;
   endpoint.port = options.port;
+  endpoint.unix_path = options.unix_path;
   endpoint.user = options.user;
   endpoint.password = options.password;
   endpoint.db = options.db;

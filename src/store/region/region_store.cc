@@ -327,7 +327,9 @@ class RegionStoreImpl final : public internal::ForwardingStore<RegionStore> {
   }
   void Tell(RedisEventKind kind, const std::string& what) const {
     if (!options_.on_event) return;
-    const std::string server = global_.host + ":" + std::to_string(global_.port);
+    const std::string server = global_.unix_path.empty()
+                                   ? global_.host + ":" + std::to_string(global_.port)
+                                   : "unix:" + global_.unix_path;
     options_.on_event(
         {.kind = kind, .server = server, .message = "global store redis " + server + ": " + what});
   }
@@ -355,8 +357,12 @@ class RegionStoreImpl final : public internal::ForwardingStore<RegionStore> {
 
   Result<int64_t> AskGlobal(const Pool& pool, int64_t demand, Duration ttl) {
     if (client_ == nullptr) {
-      auto client = internal::RedisClient::Connect(
-          global_.host, global_.port, options_.global_timeout, options_.global_timeout);
+      auto client =
+          global_.unix_path.empty()
+              ? internal::RedisClient::Connect(global_.host, global_.port, options_.global_timeout,
+                                               options_.global_timeout)
+              : internal::RedisClient::ConnectUnix(global_.unix_path, options_.global_timeout,
+                                                   options_.global_timeout);
       if (!client) return std::unexpected(client.error());
       if (!global_.password.empty()) {
         std::vector<std::string> auth = {"AUTH"};

@@ -295,8 +295,59 @@ TEST(RedisAddress, ClusterSeedsAndCredentials) {
   EXPECT_TRUE(ParseRedisAddress("redis://127.0.0.1:7000")->cluster_seeds.empty());
 }
 
+// redis+unix://[user:password@]/path[?db=N]: the credentials end at the "@/" before the
+// absolute path; without them, the path is everything up to ?db=.
+TEST(RedisAddress, UnixSocketForms) {
+  auto a = ParseRedisAddress("redis+unix:///run/redis/redis.sock");
+  ASSERT_TRUE(a.has_value()) << a.error().message;
+  EXPECT_EQ(a->unix_path, "/run/redis/redis.sock");
+  EXPECT_EQ(a->db, 0);
+  EXPECT_EQ(a->password, "");
+  auto b = ParseRedisAddress("redis+unix://alice:p@ss/w:rd@/run/redis/redis.sock?db=7");
+  ASSERT_TRUE(b.has_value()) << b.error().message;
+  EXPECT_EQ(b->user, "alice");
+  EXPECT_EQ(b->password, "p@ss/w:rd");
+  EXPECT_EQ(b->unix_path, "/run/redis/redis.sock");
+  EXPECT_EQ(b->db, 7);
+  auto c = ParseRedisAddress("redis+unix://:pw@/tmp/a@b/r.sock");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->password, "pw");
+  EXPECT_EQ(c->unix_path, "/tmp/a@b/r.sock");
+  auto d = ParseRedisAddress("redis+unix:///tmp/a@b/r.sock");
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->unix_path, "/tmp/a@b/r.sock") << "no credentials: an '@' is the path's";
+  EXPECT_TRUE(d->password.empty());
+  for (const char* bad :
+       {"redis+unix://", "redis+unix://relative.sock", "redis+unix://pw@relative.sock",
+        "redis+unix:///r.sock?db=", "redis+unix:///r.sock?db=x", "redis+unix:///r.sock?timeout=1",
+        "redis+unix:///"}) {
+    EXPECT_FALSE(ParseRedisAddress(bad).has_value()) << bad;
+  }
+  const std::string long_path = "redis+unix:///" + std::string(120, 'x');
+  EXPECT_FALSE(ParseRedisAddress(long_path).has_value()) << "longer than sun_path";
+  // Over a Unix socket there is no cluster: its nodes name each other by host and port.
+  RedisStoreOptions both = *ParseRedisAddress("redis+unix:///r.sock");
+  both.cluster_seeds = {"127.0.0.1:7000"};
+  auto refused = OpenRedisStore(both);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message.find("Unix socket"), std::string::npos);
+}
+
 // Addresses reach logs and error messages; their credentials must not.
 TEST(RedisAddress, CredentialsAreRedactedForLogsAndErrors) {
+  EXPECT_EQ(RedactRedisAddress("redis+unix://alice:p@ss/w@/run/redis.sock?db=2"),
+            "redis+unix://***@/run/redis.sock?db=2");
+  EXPECT_EQ(RedactRedisAddress("redis+unix://:pw@/tmp/a@b/r.sock"),
+            "redis+unix://***@/tmp/a@b/r.sock")
+      << "the path keeps its own '@'";
+  EXPECT_EQ(RedactRedisAddress("redis+unix:///tmp/a@b/r.sock"), "redis+unix:///tmp/a@b/r.sock");
+  EXPECT_EQ(RedactRedisAddress("redis+unix://secret@relative.sock"),
+            "redis+unix://***@relative.sock")
+      << "malformed, the password is hidden all the same";
+  auto bad_unix = ParseRedisAddress("redis+unix://:hunter2@/r.sock?db=x");
+  ASSERT_FALSE(bad_unix.has_value());
+  EXPECT_EQ(bad_unix.error().message.find("hunter2"), std::string::npos)
+      << bad_unix.error().message;
   EXPECT_EQ(RedactRedisAddress("redis://:s3cret@127.0.0.1:6379/2"), "redis://***@127.0.0.1:6379/2");
   EXPECT_EQ(RedactRedisAddress("redis://alice:pw@h:1"), "redis://***@h:1");
   EXPECT_EQ(RedactRedisAddress("redis+cluster://u:p@a:7000,b:7001"),
