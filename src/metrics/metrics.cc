@@ -149,6 +149,7 @@ struct Metrics::Impl {
   std::atomic<uint64_t> store_errors{0};
   std::array<std::atomic<uint64_t>, 3> unchecked{};     // by UncheckedDescriptor
   std::array<std::atomic<uint64_t>, 4> forward_auth{};  // by ForwardAuthResult
+  std::atomic<uint64_t> forward_auth_invalid_host{0};
   std::atomic<uint64_t> reloads_ok{0};
   std::atomic<uint64_t> reloads_failed{0};
 
@@ -204,6 +205,10 @@ void Metrics::RecordForwardAuth(ForwardAuthResult result) {
   if (r < impl_->forward_auth.size()) {
     impl_->forward_auth[r].fetch_add(1, std::memory_order_relaxed);
   }
+}
+
+void Metrics::RecordForwardAuthInvalidHost() {
+  impl_->forward_auth_invalid_host.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Metrics::RecordReload(bool ok) {
@@ -350,6 +355,12 @@ std::string Metrics::Render() const {
     AppendSample(out, "sluice_forward_auth_requests_total", kForwardAuthResults[r], {},
                  impl_->forward_auth[r].load(std::memory_order_relaxed));
   }
+  AppendHelpAndType(out, "sluice_forward_auth_invalid_host_total",
+                    "Forward-auth requests whose host, read by an action, is not a valid name "
+                    "or address: they make no host entry.",
+                    "counter");
+  AppendSample(out, "sluice_forward_auth_invalid_host_total", {}, {},
+               impl_->forward_auth_invalid_host.load(std::memory_order_relaxed));
 
   std::function<void(StatsSink&)> source;
   const UsageViews* usage = nullptr;
