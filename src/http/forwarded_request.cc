@@ -74,13 +74,16 @@ ForwardedRequest DescribeForwarded(const HttpRequestView& request, const Forward
   ForwardedRequest f;
   const std::string_view lines = request.header_lines;
   f.method = FirstNonEmpty(lines, "X-Forwarded-Method", "X-Original-Method", request.method);
-  auto target = util::CanonicalTarget(
-      FirstNonEmpty(lines, "X-Forwarded-Uri", "X-Original-URI", request.target), config.normalize);
+  const std::string_view uri =
+      FirstNonEmpty(lines, "X-Forwarded-Uri", "X-Original-URI", request.target);
+  auto target = util::CanonicalTarget(uri, config.normalize);
   if (target) {
     f.path = std::move(target->path);
     f.query = target->query;
   } else {
     f.path = std::unexpected(std::move(target.error()));
+    // The query still counts where only query parameters are read: a bad path must not hide it.
+    f.query = SplitTarget(uri.substr(0, uri.find('#'))).query;
   }
   if (const std::string_view host = FirstNonEmpty(lines, "X-Forwarded-Host", "Host", {});
       !host.empty()) {

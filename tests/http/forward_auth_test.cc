@@ -146,6 +146,7 @@ TEST(ForwardedRequest, HostileForwardedForListsAreReadSafely) {
                                         "X-Forwarded-Host: [::1\r\n"),
                                    fa);
   EXPECT_FALSE(f.path.has_value()) << "a target without a path has no canonical path";
+  EXPECT_EQ(f.query, "only=query");
   EXPECT_EQ(f.host, "");
   EXPECT_TRUE(f.host_invalid);
 }
