@@ -1,5 +1,6 @@
 // The sluice command line: `sluice demo`, `sluice replay`, `sluice recommend`,
-// `sluice simulate regions`, `sluice simulate retry-storm`, `sluice token`.
+// `sluice simulate regions`, `sluice simulate retry-storm`, `sluice token`,
+// `sluice forward-auth explain`.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 
 #include "cli/config_replay.h"
 #include "cli/demo.h"
+#include "cli/forward_auth_explain.h"
 #include "cli/input_file.h"
 #include "cli/recommend_command.h"
 #include "cli/replay.h"
@@ -189,6 +191,47 @@ int RunToken() {
   return std::fflush(stdout) == 0 ? 0 : kOutputError;
 }
 
+struct ExplainFlags {
+  std::string config;
+  sluice::cli::ExplainRequest request;
+};
+
+CLI::App* AddExplain(CLI::App& app, ExplainFlags& f) {
+  auto* fa = app.add_subcommand("forward-auth", "The forward-auth endpoint's view of requests");
+  fa->require_subcommand(1);
+  auto* explain = fa->add_subcommand(
+      "explain",
+      "What a request becomes under a config's forward_auth section: its canonical path and "
+      "host, and the descriptors its actions make");
+  explain->add_option("--config", f.config, "sluiced's config (a file or a directory of *.yaml)")
+      ->required();
+  explain->add_option("--uri", f.request.uri, "the original request target (/v1/search?q=1)")
+      ->required();
+  explain->add_option("--host", f.request.host, "the original Host");
+  explain->add_option("--method", f.request.method, "the original method")->capture_default_str();
+  explain->add_option("--header", f.request.headers, "a header, 'Name: value'; repeatable");
+  explain->add_option("--peer", f.request.peer,
+                      "the proxy's address, for remote_address and trusted_proxies");
+  explain->add_option("--domain", f.request.domain,
+                      "the domain, as Sluice-Domain names it (when several have the section)");
+  return explain;
+}
+
+int RunExplain(const ExplainFlags& f) {
+  auto config = sluice::server::LoadConfig(f.config);
+  if (!config) {
+    fmt::print(stderr, "sluice forward-auth explain: {}\n", config.error().message);
+    return kUsageError;
+  }
+  auto report = sluice::cli::ExplainForwardAuth(**config, f.request);
+  if (!report) {
+    fmt::print(stderr, "sluice forward-auth explain: {}\n", report.error().message);
+    return kUsageError;
+  }
+  fmt::print("{}", *report);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -269,6 +312,8 @@ int main(int argc, char** argv) {
       "token",
       "Print a new caller token for sluiced's --api-tokens (256 random bits) and, on the next "
       "line, the token_sha256 line of its client in the file (docs/security.md)");
+  ExplainFlags explain_flags;
+  auto* explain = AddExplain(app, explain_flags);
 
   try {
     app.parse(argc, argv);
@@ -288,5 +333,6 @@ int main(int argc, char** argv) {
   if (*replay) return RunReplay(f);
   if (*retry_storm) return RunRetryStorm(storm);
   if (*token) return RunToken();
+  if (*explain) return RunExplain(explain_flags);
   return kUsageError;
 }

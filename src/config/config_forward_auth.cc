@@ -1,5 +1,6 @@
 // A domain file's `forward_auth:` section (config/forward_auth.h), checked strictly: every error
 // names the file, line and column of what is wrong.
+#include <array>
 #include <string>
 #include <utility>
 
@@ -153,10 +154,58 @@ Result<void> ParseTrustedProxies(const std::string& file, const YAML::Node& list
   return {};
 }
 
+// One `normalize` option: its value must be one of `names`, read as the matching entry of
+// `values`.
+template <typename E, size_t N>
+Result<void> ParseChoice(const std::string& file, const Fields& fields, std::string_view name,
+                         const std::array<std::string_view, N>& names,
+                         const std::array<E, N>& values, E& out) {
+  const auto v = fields.Get(name);
+  if (!v) return {};
+  auto text = ReadString(file, *v, name, kMaxNameBytes);
+  if (!text) return std::unexpected(text.error());
+  for (size_t i = 0; i < N; ++i) {
+    if (*text == names[i]) {
+      out = values[i];
+      return {};
+    }
+  }
+  std::string expected;
+  for (size_t i = 0; i < N; ++i)
+    expected += (i == 0 ? "" : i + 1 == N ? " or " : ", ") + std::string(names[i]);
+  return ErrorAt(file, *v,
+                 "normalize." + std::string(name) + ": '" + *text + "' is not " + expected);
+}
+
+// `normalize:`, the options of the canonical path (util/canonical_path.h).
+Result<util::PathNormalize> ParseNormalize(const std::string& file, const YAML::Node& node) {
+  using N = util::PathNormalize;
+  auto fields = Fields::Of(file, node, "normalize",
+                           {"trailing_slash", "path_params", "path_case", "escaped_slashes"});
+  if (!fields) return std::unexpected(fields.error());
+  N n;
+  for (Result<void> r :
+       {ParseChoice(
+            file, *fields, "trailing_slash", std::array<std::string_view, 2>{"keep", "strip"},
+            std::array{N::TrailingSlash::kKeep, N::TrailingSlash::kStrip}, n.trailing_slash),
+        ParseChoice(file, *fields, "path_params", std::array<std::string_view, 2>{"keep", "strip"},
+                    std::array{N::PathParams::kKeep, N::PathParams::kStrip}, n.path_params),
+        ParseChoice(file, *fields, "path_case", std::array<std::string_view, 2>{"keep", "lower"},
+                    std::array{N::PathCase::kKeep, N::PathCase::kLower}, n.path_case),
+        ParseChoice(file, *fields, "escaped_slashes",
+                    std::array<std::string_view, 3>{"keep", "decode", "reject"},
+                    std::array{N::EscapedSlashes::kKeep, N::EscapedSlashes::kDecode,
+                               N::EscapedSlashes::kReject},
+                    n.escaped_slashes)}) {
+    if (!r) return std::unexpected(r.error());
+  }
+  return n;
+}
+
 }  // namespace
 
 Result<ForwardAuth> ParseForwardAuth(const std::string& file, const YAML::Node& node) {
-  auto fields = Fields::Of(file, node, "forward_auth", {"trusted_proxies", "actions"});
+  auto fields = Fields::Of(file, node, "forward_auth", {"trusted_proxies", "actions", "normalize"});
   if (!fields) return std::unexpected(fields.error());
   ForwardAuth fa;
   fa.origin = Where(file, node);
@@ -164,6 +213,11 @@ Result<ForwardAuth> ParseForwardAuth(const std::string& file, const YAML::Node& 
     if (auto parsed = ParseTrustedProxies(file, *t, fa); !parsed) {
       return std::unexpected(parsed.error());
     }
+  }
+  if (const auto n = fields->Get("normalize")) {
+    auto normalize = ParseNormalize(file, *n);
+    if (!normalize) return std::unexpected(normalize.error());
+    fa.normalize = *normalize;
   }
   const auto actions = fields->Get("actions");
   if (!actions) {

@@ -8,12 +8,18 @@
 //       - [remote_address]
 //       - [{header: X-Api-Key, key: api_key}, path, method]
 //       - [{query: tenant, key: tenant}, {generic_key: search}]
+//     normalize:                      # what the path entry is made of (util/canonical_path.h)
+//       trailing_slash: keep          # keep | strip
+//       path_params: keep             # keep | strip
+//       path_case: keep               # keep | lower
+//       escaped_slashes: keep         # keep | decode | reject
 #ifndef SLUICE_CONFIG_FORWARD_AUTH_H_
 #define SLUICE_CONFIG_FORWARD_AUTH_H_
 
 #include <string>
 #include <vector>
 
+#include "util/canonical_path.h"
 #include "util/ip_network.h"
 
 namespace sluice::server {
@@ -22,8 +28,8 @@ namespace sluice::server {
 enum class RequestField {
   kRemoteAddress,  // the client's address (X-Forwarded-For through trusted proxies only)
   kMethod,         // the original request's method
-  kHost,           // its host (X-Forwarded-Host, else Host), without a port
-  kPath,           // its path, without the query string
+  kHost,           // its host (X-Forwarded-Host, else Host), canonical (util/canonical_host.h)
+  kPath,           // its path, canonical (util/canonical_path.h), without the query string
   kHeader,         // a request header's value (the first field of that name)
   kQuery,          // a query parameter's value, percent-decoded
   kGenericKey,     // a constant (Envoy's generic_key)
@@ -49,7 +55,8 @@ struct ForwardAuth {
   // (HttpRequestView::peer kUnixPeer). Off, X-Forwarded-For from such a peer is never read.
   bool trust_unix = false;
   std::vector<ForwardAuthAction> actions;
-  std::string origin;  // "file:line:col" of `forward_auth:`
+  util::PathNormalize normalize;  // the options of the path's canonical form
+  std::string origin;             // "file:line:col" of `forward_auth:`
 };
 
 }  // namespace sluice::server

@@ -101,6 +101,14 @@ HttpReply ForwardAuthApi::Handle(const HttpRequestView& request) const {
   }
   const ForwardAuth& fa = *(*domain)->forward_auth;
   const ForwardedRequest forwarded = DescribeForwarded(request, fa);
+  // A path that has no canonical form cannot be counted as the path it names: refused, so that
+  // a spelling never buys a fresh allowance. Where no action reads the path it is not judged.
+  if (!forwarded.path && ActionsRead(fa, RequestField::kPath)) {
+    return BadRequest("no canonical path: " + forwarded.path.error());
+  }
+  if (forwarded.host_invalid && ActionsRead(fa, RequestField::kHost)) {
+    metrics_->RecordForwardAuthInvalidHost();
+  }
   CheckRequest check;
   check.descriptors = ForwardedDescriptors(forwarded, request, fa);
   if (check.descriptors.empty()) {

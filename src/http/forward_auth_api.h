@@ -14,7 +14,10 @@
 // - 429: over a limit: Retry-After, the same fields, and a one-line text body saying which
 //   limit and when to come back.
 // - 400: what cannot be checked, with a one-line text body. A proxy treats it as an error
-//   (nginx: 500 to the client), which is meant: it is a configuration mistake.
+//   (nginx: 500 to the client), which is meant: it is a configuration mistake. Also a request
+//   whose path an action reads but that has no canonical form (a bad '%' escape, a NUL).
+// - A host that is no valid name or address makes no host entry; where an action reads the
+//   host it is counted in sluice_forward_auth_invalid_host_total.
 //
 // - With --api-tokens (callers): the *proxy* is the caller, named by a Sluice-Token header (never
 //   by Authorization, which is the end user's and which proxies forward) or a verified client

@@ -5,7 +5,8 @@
 
 #include "http/http_headers.h"
 #include "http/http_query.h"
-#include "util/ascii.h"
+#include "util/canonical_host.h"
+#include "util/canonical_path.h"
 #include "util/ip_network.h"
 
 namespace sluice::server {
@@ -59,19 +60,6 @@ std::string ClientAddress(const HttpRequestView& request, const ForwardAuth& con
   return client ? client->ToString() : self;
 }
 
-// "Example.COM:8443" -> "example.com", "[::1]:80" -> "[::1]".
-std::string HostWithoutPort(std::string_view host) {
-  if (host.starts_with('[')) {
-    const size_t close = host.find(']');
-    if (close != std::string_view::npos) host = host.substr(0, close + 1);
-  } else if (const size_t colon = host.rfind(':'); colon != std::string_view::npos) {
-    host = host.substr(0, colon);
-  }
-  std::string out(host);
-  for (char& c : out) c = util::ToLowerAscii(c);
-  return out;
-}
-
 std::string_view FirstNonEmpty(std::string_view header_lines, std::string_view a,
                                std::string_view b, std::string_view fallback) {
   for (std::string_view name : {a, b}) {
@@ -82,15 +70,36 @@ std::string_view FirstNonEmpty(std::string_view header_lines, std::string_view a
 
 }  // namespace
 
+bool ActionsRead(const ForwardAuth& config, RequestField field) {
+  for (const ForwardAuthAction& action : config.actions) {
+    for (const ForwardAuthEntry& e : action.entries) {
+      if (e.field == field) return true;
+    }
+  }
+  return false;
+}
+
 ForwardedRequest DescribeForwarded(const HttpRequestView& request, const ForwardAuth& config) {
   ForwardedRequest f;
   const std::string_view lines = request.header_lines;
   f.method = FirstNonEmpty(lines, "X-Forwarded-Method", "X-Original-Method", request.method);
-  const Target target =
-      SplitTarget(FirstNonEmpty(lines, "X-Forwarded-Uri", "X-Original-URI", request.target));
-  f.path = target.path;
-  f.query = target.query;
-  f.host = HostWithoutPort(FirstNonEmpty(lines, "X-Forwarded-Host", "Host", {}));
+  const std::string_view uri =
+      FirstNonEmpty(lines, "X-Forwarded-Uri", "X-Original-URI", request.target);
+  auto target = util::CanonicalTarget(uri, config.normalize);
+  if (target) {
+    f.path = std::move(target->path);
+    f.query = target->query;
+  } else {
+    f.path = std::unexpected(std::move(target.error()));
+    // The query still counts where only query parameters are read: a bad path must not hide it.
+    f.query = SplitTarget(uri.substr(0, uri.find('#'))).query;
+  }
+  if (const std::string_view host = FirstNonEmpty(lines, "X-Forwarded-Host", "Host", {});
+      !host.empty()) {
+    auto canonical = util::CanonicalHost(host);
+    f.host_invalid = !canonical;
+    if (canonical) f.host = std::move(*canonical);
+  }
   f.client = ClientAddress(request, config);
   return f;
 }
@@ -134,7 +143,7 @@ std::vector<CheckDescriptor> ForwardedDescriptors(const ForwardedRequest& forwar
           value = forwarded.host;
           break;
         case RequestField::kPath:
-          value = forwarded.path;
+          if (forwarded.path) value = *forwarded.path;
           break;
         case RequestField::kHeader:
           value = FindHeader(request.header_lines, e.name);

@@ -5,14 +5,17 @@
 // Where each part comes from (docs/gateways.md), first found wins:
 //   method  X-Forwarded-Method (Traefik, Caddy), X-Original-Method (the nginx recipe), the
 //           endpoint request's own method (Envoy ext_authz HTTP)
-//   uri     X-Forwarded-Uri, X-Original-URI, the endpoint request's own target
-//   host    X-Forwarded-Host, Host; without the port, lower-cased
+//   uri     X-Forwarded-Uri, X-Original-URI, the endpoint request's own target; its path made
+//           canonical with the section's `normalize` options (util/canonical_path.h)
+//   host    X-Forwarded-Host, Host; canonical (util/canonical_host.h): lower-cased, without the
+//           port or a trailing dot
 //   client  the peer's address, unless the peer is in trusted_proxies: then the rightmost
 //           X-Forwarded-For address not in trusted_proxies (all of them trusted: the leftmost),
 //           so that a client cannot choose its identity by sending the header itself
 #ifndef SLUICE_HTTP_FORWARDED_REQUEST_H_
 #define SLUICE_HTTP_FORWARDED_REQUEST_H_
 
+#include <expected>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,11 +28,17 @@ namespace sluice::server {
 
 struct ForwardedRequest {
   std::string_view method;
-  std::string_view path;   // the original target before '?'
-  std::string_view query;  // after '?', undecoded; empty when there is none
-  std::string host;        // empty when the request names none
-  std::string client;      // canonical IP text; empty when unknown (no peer: unit tests)
+  // The target's canonical path (without the query), or why it has none: a request whose
+  // path an action reads is then refused (400), never counted under a spelling of its own.
+  std::expected<std::string, std::string> path;
+  std::string_view query;     // after '?' up to a '#', undecoded; empty when there is none
+  std::string host;           // canonical; empty when the request names none or host_invalid
+  bool host_invalid = false;  // a host was named, but it is not a valid name or address
+  std::string client;         // canonical IP text; empty when unknown (no peer: unit tests)
 };
+
+// Whether one of the actions has an entry of `field`.
+bool ActionsRead(const ForwardAuth& config, RequestField field);
 
 // `request` must outlive the result (it holds views into it).
 ForwardedRequest DescribeForwarded(const HttpRequestView& request, const ForwardAuth& config);

@@ -150,6 +150,7 @@ struct Metrics::Impl {
   std::array<std::atomic<uint64_t>, 3> unchecked{};      // by UncheckedDescriptor
   std::array<std::atomic<uint64_t>, 4> forward_auth{};   // by ForwardAuthResult
   std::array<std::atomic<uint64_t>, 3> auth_failures{};  // by AuthFailure
+  std::atomic<uint64_t> forward_auth_invalid_host{0};
   std::atomic<uint64_t> reloads_ok{0};
   std::atomic<uint64_t> reloads_failed{0};
 
@@ -212,6 +213,10 @@ void Metrics::RecordAuthFailure(AuthFailure reason) {
   if (r < impl_->auth_failures.size()) {
     impl_->auth_failures[r].fetch_add(1, std::memory_order_relaxed);
   }
+}
+
+void Metrics::RecordForwardAuthInvalidHost() {
+  impl_->forward_auth_invalid_host.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Metrics::RecordReload(bool ok) {
@@ -358,6 +363,12 @@ std::string Metrics::Render() const {
     AppendSample(out, "sluice_forward_auth_requests_total", kForwardAuthResults[r], {},
                  impl_->forward_auth[r].load(std::memory_order_relaxed));
   }
+  AppendHelpAndType(out, "sluice_forward_auth_invalid_host_total",
+                    "Forward-auth requests whose host, read by an action, is not a valid name "
+                    "or address: they make no host entry.",
+                    "counter");
+  AppendSample(out, "sluice_forward_auth_invalid_host_total", {}, {},
+               impl_->forward_auth_invalid_host.load(std::memory_order_relaxed));
 
   AppendHelpAndType(out, "sluice_check_auth_failures_total",
                     "Checks refused before anything was counted (--api-tokens): missing without "

@@ -110,6 +110,8 @@ class Metrics {
   void RecordReload(bool ok);
   void RecordForwardAuth(ForwardAuthResult result);
   void RecordAuthFailure(AuthFailure reason);
+  // A forward-auth request whose host, read by an action, is not a valid name or address.
+  void RecordForwardAuthInvalidHost();
   // Called at render time: reports the store's families (sluice/stats_sink.h) into the sink
   // it is given, which renders them. Without one they are left out.
   void SetStatsSource(std::function<void(StatsSink&)> source);

@@ -145,7 +145,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "header 'X Api Key' is not an HTTP field name"},
         BadCase{"bad_forward_auth_two_sources.yaml", 4,
                 "takes one of header, query or generic_key"},
-        BadCase{"bad_forward_auth_unknown_field.yaml", 3, "unknown field 'trusted_proxy'"}));
+        BadCase{"bad_forward_auth_unknown_field.yaml", 3, "unknown field 'trusted_proxy'"},
+        BadCase{"bad_forward_auth_normalize_value.yaml", 5,
+                "normalize.escaped_slashes: 'unescape' is not keep, decode or reject"},
+        BadCase{"bad_forward_auth_normalize_option.yaml", 3, "unknown field 'merge_slashes'"}));
 
 // Errors inside a plan file name the plan file and its line.
 TEST(BadPlanFile, UnknownPlanNamesThePlanFileLine) {

@@ -499,6 +499,21 @@ TEST(ForwardAuth, SectionLoads) {
   EXPECT_FALSE(plain->FindDomain("shared")->forward_auth.has_value());
 }
 
+// forward_auth.normalize: each option as written; without the section, every option keeps.
+TEST(ForwardAuth, NormalizeOptionsLoad) {
+  using N = util::PathNormalize;
+  auto config = MustLoad(Fixture("forward_auth_normalize.yaml"));
+  ASSERT_NE(config, nullptr);
+  const ForwardAuth& fa = *config->FindDomain("api")->forward_auth;
+  EXPECT_EQ(fa.normalize.trailing_slash, N::TrailingSlash::kStrip);
+  EXPECT_EQ(fa.normalize.path_params, N::PathParams::kStrip);
+  EXPECT_EQ(fa.normalize.path_case, N::PathCase::kLower);
+  EXPECT_EQ(fa.normalize.escaped_slashes, N::EscapedSlashes::kReject);
+  auto plain = MustLoad(Fixture("forward_auth.yaml"));
+  ASSERT_NE(plain, nullptr);
+  EXPECT_EQ(plain->FindDomain("api")->forward_auth->normalize, N{});
+}
+
 // --default-algorithm: rules that name no algorithm get it (a plan's too); named ones keep theirs.
 TEST(LoadOptions, DefaultAlgorithmAppliesToRulesThatNameNone) {
   LoadOptions options;

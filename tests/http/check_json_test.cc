@@ -78,6 +78,22 @@ TEST(CheckJson, RejectsMalformedAndWrongTypes) {
             "hits: must not be negative");
 }
 
+// docs/server.md: any integer from 0 to 2^64-1, those beyond 2^63-1 read as 2^63-1; 2^64 and
+// above are no 64-bit integer, a 400.
+TEST(CheckJson, HitsUpTo2To64Minus1AreReadClampedAndBeyondRefused) {
+  const auto hits = [](std::string_view n) {
+    return ParseCheckRequest(
+        R"({"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}]}],"hits":)" +
+        std::string(n) + "}");
+  };
+  EXPECT_EQ(hits("9223372036854775807")->hits, INT64_MAX);
+  EXPECT_EQ(hits("9223372036854775808")->hits, INT64_MAX);
+  EXPECT_EQ(hits("18446744073709551615")->hits, INT64_MAX);
+  ASSERT_FALSE(hits("18446744073709551616").has_value());
+  EXPECT_EQ(hits("18446744073709551616").error().message, "hits: must be an integer");
+  EXPECT_FALSE(hits("100000000000000000000").has_value());
+}
+
 TEST(CheckJson, RejectsUnknownAndMissingFields) {
   EXPECT_EQ(ParseError(R"({"domain":"d","descriptors":[],"extra":1})"), "unknown field 'extra'");
   EXPECT_EQ(ParseError(R"({"descriptors":[]})"), "missing 'domain'");

@@ -171,9 +171,39 @@ TEST(ForwardedRequest, HostileForwardedForListsAreReadSafely) {
                                         "X-Forwarded-Uri: ?only=query\r\n"
                                         "X-Forwarded-Host: [::1\r\n"),
                                    fa);
-  EXPECT_EQ(f.path, "");
+  EXPECT_FALSE(f.path.has_value()) << "a target without a path has no canonical path";
   EXPECT_EQ(f.query, "only=query");
-  EXPECT_EQ(f.host, "[::1");
+  EXPECT_EQ(f.host, "");
+  EXPECT_TRUE(f.host_invalid);
+}
+
+// The path and host are canonical (util/canonical_path.h, util/canonical_host.h), with the
+// section's normalize options; the query is the target's, without a fragment.
+TEST(ForwardedRequest, PathAndHostAreCanonical) {
+  ForwardAuth fa;
+  auto f = DescribeForwarded(View("127.0.0.1",
+                                  "X-Forwarded-Uri: http://h/v1/./x/..//%73earch;a/?q=1#f\r\n"
+                                  "X-Forwarded-Host: Shaped.Example.:443\r\n"),
+                             fa);
+  EXPECT_EQ(f.path, "/v1/search;a/");
+  EXPECT_EQ(f.query, "q=1");
+  EXPECT_EQ(f.host, "shaped.example");
+  EXPECT_FALSE(f.host_invalid);
+  fa.normalize = {.trailing_slash = util::PathNormalize::TrailingSlash::kStrip,
+                  .path_params = util::PathNormalize::PathParams::kStrip,
+                  .path_case = util::PathNormalize::PathCase::kLower};
+  f = DescribeForwarded(View("127.0.0.1", "Host: [2001:DB8::0:1]:80\r\n", "/V1/Search;a/?q"), fa);
+  EXPECT_EQ(f.path, "/v1/search");
+  EXPECT_EQ(f.query, "q");
+  EXPECT_EQ(f.host, "[2001:db8::1]");
+  f = DescribeForwarded(View("127.0.0.1", "Host: bad host\r\n", "/v1/%zz"), fa);
+  ASSERT_FALSE(f.path.has_value());
+  EXPECT_NE(f.path.error().find("bad percent-escape '%zz'"), std::string::npos) << f.path.error();
+  EXPECT_EQ(f.host, "");
+  EXPECT_TRUE(f.host_invalid);
+  // No host at all is not an invalid one.
+  f = DescribeForwarded(View("127.0.0.1", ""), fa);
+  EXPECT_FALSE(f.host_invalid);
 }
 
 ForwardAuth WithActions(std::vector<std::vector<ForwardAuthEntry>> actions) {
@@ -357,6 +387,103 @@ TEST_F(ForwardAuthApiTest, NoDomainWithTheSectionIsABadRequestNotACrash) {
   const HttpReply r = Ask("127.0.0.1", "");
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(r.body, "sluice forward-auth: no domain of the config has a forward_auth section\n");
+}
+
+// Issue 29: one path, however a client spells it, is one counter; a path with no canonical form
+// is refused and counted as bad_request, never passed unlimited.
+constexpr char kPathConfig[] = R"yaml(
+domain: api
+forward_auth:
+  actions:
+    - [{header: X-Api-Key, key: api_key}, path]
+    - [host]
+descriptors:
+  - key: api_key
+    descriptors:
+      - key: path
+        value: /v1/search
+        rate_limit: {name: search, unit: minute, requests_per_unit: 3, algorithm: fixed_window}
+  - key: host
+    value: shaped.example
+    rate_limit: {name: shaped, unit: minute, requests_per_unit: 2, algorithm: fixed_window}
+)yaml";
+
+class ForwardAuthPathTest : public ForwardAuthApiTest {
+ protected:
+  int Status(std::string_view uri, std::string_view key = "k1") const {
+    const std::string lines =
+        "X-Api-Key: " + std::string(key) + "\r\nX-Forwarded-Uri: " + std::string(uri) + "\r\n";
+    return Ask("127.0.0.1", lines).status;
+  }
+  std::string InvalidHosts() const {
+    const std::string text = metrics_.Render();
+    const std::string series = "sluice_forward_auth_invalid_host_total ";
+    const size_t line = text.find("\n" + series);  // the sample, not # HELP's line
+    if (line == std::string::npos) return "<absent>";
+    const size_t at = line + 1;
+    return text.substr(at + series.size(), text.find('\n', at) - at - series.size());
+  }
+};
+
+TEST_F(ForwardAuthPathTest, EverySpellingSharesTheOneLimitByDefault) {
+  Start({{"api.yaml", kPathConfig}});
+  const std::vector<std::string_view> spellings = {
+      "/v1/%73earch", "/v1//search",  "/v1/./search",       "/v1/../v1/search",
+      "//v1/search",  "/v1/search#f", "http://h/v1/search", "/v1/search"};
+  for (std::string_view s : spellings) {
+    // A fresh key each round: its first three are allowed whatever the spelling, the fourth
+    // (each spelling in turn) refused.
+    const std::string key = "key-" + std::string(s);
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(Status("/v1/search", key), 200) << s;
+    EXPECT_EQ(Status(s, key), 429) << s << " escaped the limit";
+  }
+  // Routers disagree on these: by default each is a path of its own, which no rule limits.
+  for (std::string_view s : {"/v1/search/", "/v1/search;a", "/V1/search", "/v1/searchx"}) {
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(Status(s), 200) << s;
+  }
+  EXPECT_EQ(Metric("over_limit"), std::to_string(spellings.size()));
+}
+
+TEST_F(ForwardAuthPathTest, TheNormalizeOptionsFoldWhatRoutersFold) {
+  std::string config = kPathConfig;
+  config.replace(config.find("  actions:"), 0,
+                 "  normalize: {trailing_slash: strip, path_params: strip, path_case: lower}\n");
+  Start({{"api.yaml", config}});
+  EXPECT_EQ(Status("/v1/search/"), 200);
+  EXPECT_EQ(Status("/v1/search;a"), 200);
+  EXPECT_EQ(Status("/V1/search"), 200);
+  EXPECT_EQ(Status("/v1/%53EARCH;x=1/"), 429);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(Status("/v1/searchx"), 200);
+}
+
+TEST_F(ForwardAuthPathTest, APathWithNoCanonicalFormIsABadRequest) {
+  Start({{"api.yaml", kPathConfig}});
+  for (std::string_view s : {"/v1/%zzsearch", "/v1/search%", "/v1/%00search", "v1/search"}) {
+    const std::string lines = "X-Api-Key: k1\r\nX-Forwarded-Uri: " + std::string(s) + "\r\n";
+    const HttpReply r = Ask("127.0.0.1", lines);
+    EXPECT_EQ(r.status, 400) << s;
+    EXPECT_TRUE(r.body.starts_with("sluice forward-auth: no canonical path: ")) << r.body;
+  }
+  EXPECT_EQ(Metric("bad_request"), "4");
+  // Where no action reads the path, its spelling is not judged.
+  Start({{"api.yaml", kConfig}});
+  EXPECT_EQ(Ask("127.0.0.1", "X-Forwarded-Uri: /v1/%zz\r\n").status, 200);
+}
+
+TEST_F(ForwardAuthPathTest, AHostWithATrailingDotIsTheHostAndAnInvalidOneIsCounted) {
+  Start({{"api.yaml", kPathConfig}});
+  const auto host = [&](std::string_view h) {
+    return Ask("127.0.0.1", "X-Forwarded-Host: " + std::string(h) + "\r\n").status;
+  };
+  EXPECT_EQ(host("shaped.example"), 200);
+  EXPECT_EQ(host("Shaped.Example.:8443"), 200);
+  EXPECT_EQ(host("shaped.example."), 429);
+  EXPECT_EQ(InvalidHosts(), "0");
+  // Not a name: no host entry (no descriptor at all here), counted.
+  EXPECT_EQ(host("shaped.example.."), 200);
+  EXPECT_EQ(host("shaped example"), 200);
+  EXPECT_EQ(InvalidHosts(), "2");
+  EXPECT_EQ(Metric("no_descriptor"), "2");
 }
 
 // A shaper: the 200 is held (send_at) for the request's place in the queue, counted from when

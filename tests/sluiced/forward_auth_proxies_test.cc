@@ -30,9 +30,11 @@
 
 #include "support/http_test_client.h"
 #include "support/ports.h"
+#include "support/recording_upstream.h"
 #include "support/sluiced_process.h"
 #include "support/temp_config_dir.h"
 #include "support/wait_for.h"
+#include "util/canonical_path.h"
 
 namespace sluice::testing {
 namespace {
@@ -133,7 +135,13 @@ class ForwardAuthProxies : public ::testing::Test {
       ASSERT_GT(forward_auth_port_, 0) << sluiced_->Log();
     }
     port_ = FreePort();
-    upstream_port_ = FreePort();
+    if (record_upstream_) {
+      recorder_ = std::make_unique<RecordingUpstream>();
+      upstream_port_ = recorder_->port();
+      ASSERT_GT(upstream_port_, 0);
+    } else {
+      upstream_port_ = FreePort();
+    }
   }
 
   // The recipe file with its addresses replaced by this test's.
@@ -168,9 +176,12 @@ class ForwardAuthProxies : public ::testing::Test {
         << "  client_body_temp_path " << p << "/tmp/body;\n  proxy_temp_path " << p
         << "/tmp/proxy;\n  fastcgi_temp_path " << p << "/tmp/fastcgi;\n  uwsgi_temp_path " << p
         << "/tmp/uwsgi;\n  scgi_temp_path " << p << "/tmp/scgi;\n"
-        << "  include " << p << "/site.conf;\n"
-        << "  server { listen 127.0.0.1:" << upstream_port_ << "; location / { return 204; } }\n"
-        << "}\n";
+        << "  include " << p << "/site.conf;\n";
+    if (!recorder_) {
+      std::ofstream(prefix / "nginx.conf", std::ios::app)
+          << "  server { listen 127.0.0.1:" << upstream_port_ << "; location / { return 204; } }\n";
+    }
+    std::ofstream(prefix / "nginx.conf", std::ios::app) << "}\n";
     auto proxy = std::make_unique<Proxy>(
         std::vector<std::string>{"nginx", "-p", p, "-c", p + "/nginx.conf", "-e", p + "/error.log"},
         std::vector<std::string>{}, prefix / "out.log");
@@ -186,8 +197,11 @@ class ForwardAuthProxies : public ::testing::Test {
     const fs::path home = dir_.path() / "caddy";
     fs::create_directories(home);
     std::ofstream(home / "Caddyfile") << "{\n\tadmin off\n\tauto_https off\n}\n\n"
-                                      << Recipe("Caddyfile") << "\nhttp://:" << upstream_port_
-                                      << " {\n\tbind 127.0.0.1\n\trespond 204\n}\n";
+                                      << Recipe("Caddyfile");
+    if (!recorder_) {
+      std::ofstream(home / "Caddyfile", std::ios::app)
+          << "\nhttp://:" << upstream_port_ << " {\n\tbind 127.0.0.1\n\trespond 204\n}\n";
+    }
     env_ = {"HOME=" + home.string(), "XDG_DATA_HOME=" + (home / "data").string(),
             "XDG_CONFIG_HOME=" + (home / "config").string()};
     auto proxy = std::make_unique<Proxy>(
@@ -251,6 +265,8 @@ class ForwardAuthProxies : public ::testing::Test {
   std::vector<std::string> extra_flags_;  // more of sluiced's flags
   std::string proxy_token_;               // the recipes send it as Sluice-Token
   bool forward_auth_unix_ = false;        // forward-auth on a Unix socket (nginx: server unix:...)
+  bool record_upstream_ = false;  // the upstream is a RecordingUpstream, not the proxy's own
+  std::unique_ptr<RecordingUpstream> recorder_;
   server::test::TempConfigDir dir_{"fauth-proxies"};
   std::unique_ptr<SluicedProcess> sluiced_;
   std::vector<std::string> env_;  // the proxy's environment (putenv keeps pointers)
@@ -452,6 +468,114 @@ TEST_F(ForwardAuthProxiesShaping, SigtermSendsHeldAnswersAtOnce) {
       << "the 4 s hold was not waited for";
   clients.clear();
   EXPECT_EQ(sluiced_->WaitExit(std::chrono::seconds(5)), 0) << sluiced_->Log();
+}
+
+// Issue 29 through the real proxies: a limit of 3 on the path /v1/search for each client. Each
+// spelling of that path is sent by a client of its own after three plain /v1/search requests,
+// and must be refused as the 4th: counted against the one limit. The upstream records what the
+// proxy let through; none of it may be /v1/search beyond the three per client, whatever
+// spelling it arrived in (read canonically, as an application that normalises paths reads it).
+constexpr char kPathConfig[] = R"yaml(
+domain: api
+forward_auth:
+  trusted_proxies: [127.0.0.1/32]
+  actions:
+    - [remote_address, path]
+descriptors:
+  - key: remote_address
+    descriptors:
+      - key: path
+        value: /v1/search
+        rate_limit: {name: search, unit: hour, requests_per_unit: 3}
+)yaml";
+
+constexpr const char* kSpellings[] = {
+    "/v1/%73earch", "/v1//search",        "/v1/./search",       "/v1/../v1/search", "//v1/search",
+    "/v1/search#f", "http://h/v1/search", "/v1/%73%65arch?q=1", "/v1/x/../search",  "/v1/search"};
+
+class ForwardAuthProxiesCanonical : public ForwardAuthProxies {
+ protected:
+  ForwardAuthProxiesCanonical() {
+    config_yaml_ = kPathConfig;
+    record_upstream_ = true;
+  }
+
+  static std::optional<HttpResponse> GetAs(int port, const std::string& client,
+                                           const std::string& target) {
+    HttpClient c(port, client.c_str());
+    return c.Request("GET", target);
+  }
+
+  // How many of the upstream's requests an application that normalises paths reads as
+  // /v1/search (with the trailing slash its router may also fold).
+  int ServedAsSearch() const {
+    int n = 0;
+    const util::PathNormalize loose{.trailing_slash = util::PathNormalize::TrailingSlash::kStrip};
+    for (const std::string& target : recorder_->served()) {
+      const auto t = util::CanonicalTarget(target, loose);
+      if (t && t->path == "/v1/search") ++n;
+    }
+    return n;
+  }
+
+  // `own`: the one spelling the proxy itself makes another path of (nullptr: none); it must
+  // reach the upstream as `own_served`, which no application reads as /v1/search.
+  void ExpectEverySpellingCountsAgainstTheOneLimit(const std::string& proxy,
+                                                   const char* own = nullptr,
+                                                   const char* own_served = nullptr) {
+    int clients = 0;
+    for (const char* spelling : kSpellings) {
+      const std::string client = "127.0.1." + std::to_string(++clients);
+      for (int i = 0; i < 3; ++i) {
+        const auto r = GetAs(port_, client, "/v1/search");
+        ASSERT_TRUE(r.has_value()) << proxy;
+        ASSERT_EQ(r->status, 204) << proxy << " " << client << " request " << i;
+      }
+      const auto r = GetAs(port_, client, spelling);
+      ASSERT_TRUE(r.has_value()) << proxy << " " << spelling;
+      if (own != nullptr && std::string_view(spelling) == own) {
+        EXPECT_EQ(r->status, 204) << proxy << ": " << spelling;
+        EXPECT_EQ(recorder_->served().back(), own_served) << proxy;
+        continue;
+      }
+      EXPECT_EQ(r->status, 429) << proxy << ": " << spelling << " escaped the limit: " << r->body;
+    }
+    // Another path is not the limited one.
+    for (int i = 0; i < 5; ++i) {
+      const auto r = GetAs(port_, "127.0.2.1", "/v1/searchx");
+      ASSERT_TRUE(r.has_value());
+      EXPECT_EQ(r->status, 204) << proxy;
+    }
+    EXPECT_EQ(ServedAsSearch(), 3 * clients) << proxy << " served more than the limit";
+    const auto served = recorder_->served();
+    EXPECT_EQ(std::count(served.begin(), served.end(), "/v1/searchx"), 5) << proxy;
+  }
+
+  // A path with no canonical form never reaches the application unlimited: refused by the
+  // proxy itself or by sluice.
+  void ExpectUncanonicalPathsAreRefused(const std::string& proxy) {
+    const size_t before = recorder_->served().size();
+    for (const char* bad : {"/v1/%zzsearch", "/v1/search%", "/v1/%00search"}) {
+      const auto r = GetAs(port_, "127.0.3.1", bad);
+      ASSERT_TRUE(r.has_value()) << proxy << " " << bad;
+      EXPECT_EQ(r->status, 400) << proxy << ": " << bad << ": " << r->body;
+    }
+    EXPECT_EQ(recorder_->served().size(), before) << proxy << " let a bad path through";
+  }
+};
+
+TEST_F(ForwardAuthProxiesCanonical, NginxCountsEverySpellingAgainstTheOneLimit) {
+  const auto nginx = StartNginx();
+  ExpectEverySpellingCountsAgainstTheOneLimit("nginx");
+  ExpectUncanonicalPathsAreRefused("nginx");
+}
+
+TEST_F(ForwardAuthProxiesCanonical, CaddyCountsEverySpellingAgainstTheOneLimit) {
+  const auto caddy = StartCaddy();
+  // Go's HTTP server reads a '#' in a request line as part of the path, and Caddy sends it on
+  // escaped: to the application behind it "/v1/search#f" is not /v1/search.
+  ExpectEverySpellingCountsAgainstTheOneLimit("caddy", "/v1/search#f", "/v1/search%23f");
+  ExpectUncanonicalPathsAreRefused("caddy");
 }
 
 // docs/gateways.md shows the recipes as they are tested.
