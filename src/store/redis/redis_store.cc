@@ -113,14 +113,9 @@ Result<std::shared_ptr<RedisStore>> OpenRedisStore(const RedisStoreOptions& opti
   if (options.breaker_failures < 1) return MakeError("breaker_failures must be at least 1");
   if (options.monitor_interval.count() < 0)
     return MakeError("monitor_interval must not be negative");
-  internal::RedisEndpoint endpoint;
-  endpoint.host = options.host;
-  endpoint.port = options.port;
-  endpoint.user = options.user;
-  endpoint.password = options.password;
-  endpoint.db = options.db;
-  endpoint.connect_timeout = options.connect_timeout;
-  endpoint.command_timeout = options.command_timeout;
+  auto made = internal::MakeEndpoint(options);
+  if (!made) return std::unexpected(made.error());
+  const internal::RedisEndpoint& endpoint = *made;
   std::vector<internal::RedisEndpoint> seeds;
   for (const std::string& seed : options.cluster_seeds) {
     internal::RedisEndpoint e = endpoint;
