@@ -7,6 +7,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstring>
 
@@ -82,6 +83,13 @@ const char* VerifyClass(long error) {
   }
 }
 
+// A file OpenSSL is about to read, readable? OpenSSL's own reason for a missing file is "system
+// lib"; this says "No such file or directory".
+std::string Unreadable(const std::string& path) {
+  if (access(path.c_str(), R_OK) == 0) return "";
+  return std::strerror(errno);
+}
+
 bool IsIpAddress(const std::string& name) {
   unsigned char buf[16];
   return inet_pton(AF_INET, name.c_str(), buf) == 1 || inet_pton(AF_INET6, name.c_str(), buf) == 1;
@@ -101,6 +109,12 @@ Result<std::shared_ptr<const RedisTlsContext>> RedisTlsContext::Make(
   // Partial writes: SSL_write returns after each record the kernel took, so a write loop knows
   // how far it got; the buffer stays where it is between retries.
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  for (const std::string* file : {&options.ca_file, &options.cert_file, &options.key_file}) {
+    if (file->empty()) continue;
+    if (std::string why = Unreadable(*file); !why.empty()) {
+      return MakeError("redis TLS file '" + *file + "': " + why);
+    }
+  }
   const bool loaded = options.ca_file.empty() ? SSL_CTX_set_default_verify_paths(ctx) == 1
                                               : SSL_CTX_load_verify_locations(
                                                     ctx, options.ca_file.c_str(), nullptr) == 1;
