@@ -347,5 +347,70 @@ TEST(RedisTls, ATlsRedisRestartedUnderLoadIsUsedAgain) {
   EXPECT_EQ(d.remaining, 99) << "an empty restarted server counts from the start";
 }
 
+// ---- A TLS Redis Cluster (tls-cluster yes): nodes announced by IP, verified by the seed's name
+// ----
+
+bool ClusterOk(const RedisServer& node) {
+  auto client = internal::RedisClient::Connect(node.Endpoint(milliseconds(2000)));
+  if (!client) return false;
+  auto info = (*client)->Command({"CLUSTER", "INFO"});
+  return info && info->str.find("cluster_state:ok") != std::string::npos;
+}
+
+TEST(RedisTls, ATlsClusterDecidesExactlyOnEveryNode) {
+  std::vector<std::unique_ptr<RedisServer>> nodes;
+  std::vector<std::string> dirs;
+  for (int i = 0; i < 3; ++i) {
+    char templ[] = "/tmp/sluice-tls-cluster-XXXXXX";
+    ASSERT_NE(mkdtemp(templ), nullptr);
+    dirs.emplace_back(templ);
+    nodes.push_back(std::make_unique<RedisServer>(
+        std::vector<std::string>{"--cluster-enabled", "yes", "--dir", dirs.back(),
+                                 "--cluster-node-timeout", "1000", "--tls-cluster", "yes",
+                                 "--tls-replication", "yes",
+                                 // The cluster bus always asks for a client certificate: the
+                                 // nodes present the test client's (server.pem is serverAuth).
+                                 "--tls-client-cert-file", Cert("client.pem"),
+                                 "--tls-client-key-file", Cert("client.key")},
+        RedisServer::Tls{.dir = CertDir()}));
+  }
+  std::string create =
+      "timeout 60 redis-cli --tls --cacert " + Cert("ca.pem") + " --cluster create";
+  for (const auto& n : nodes) create += " 127.0.0.1:" + std::to_string(n->port());
+  create += " --cluster-yes >/dev/null 2>&1";
+  ASSERT_EQ(std::system(create.c_str()), 0) << create;
+  const auto until = Clock::now() + seconds(30);
+  bool ok = false;
+  while (!ok && Clock::now() < until) {
+    ok = ClusterOk(*nodes[0]) && ClusterOk(*nodes[1]) && ClusterOk(*nodes[2]);
+    if (!ok) std::this_thread::sleep_for(milliseconds(100));
+  }
+  ASSERT_TRUE(ok) << "the TLS cluster did not reach cluster_state:ok";
+
+  // The seed by name; CLUSTER SLOTS names every node by IP, verified against "localhost".
+  RedisStoreOptions o = TlsOptions(0, TrustingTheTestCa(), "localhost");
+  o.cluster_seeds = {"localhost:" + std::to_string(nodes[0]->port())};
+  auto store = OpenRedisStore(o);
+  ASSERT_TRUE(store.has_value()) << store.error().message;
+  auto limiter = (*store)->MakeLimiter(kSpec, "cluster", false);
+  ASSERT_TRUE(limiter.has_value());
+  for (int k = 0; k < 200; ++k) {
+    const Decision d = (*limiter)->Decide("user-" + std::to_string(k), {}, 1);
+    ASSERT_FALSE(d.degraded) << "key " << k;
+    EXPECT_TRUE(d.allowed);
+    EXPECT_EQ(d.remaining, 99);
+  }
+  for (int i = 0; i < 3; ++i) {
+    auto client =
+        internal::RedisClient::Connect(nodes[static_cast<size_t>(i)]->Endpoint(seconds(2)));
+    ASSERT_TRUE(client.has_value());
+    auto keys = (*client)->Command({"DBSIZE"});
+    ASSERT_TRUE(keys.has_value());
+    EXPECT_GT(keys->integer, 0) << "node " << i << " holds none of the 200 keys";
+  }
+  nodes.clear();
+  for (const std::string& d : dirs) std::filesystem::remove_all(d);
+}
+
 }  // namespace
 }  // namespace sluice::testing
