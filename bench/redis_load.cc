@@ -55,7 +55,8 @@ struct Options {
   int64_t limit = 100;
   int64_t per_ms = 1000;
   int command_timeout_ms = 200;
-  std::string print;  // "script" or "args": print and exit
+  std::string print;   // "script" or "args": print and exit
+  std::string tls_ca;  // non-empty: rediss://, verifying the server against this CA file
 };
 
 [[noreturn]] void Usage(const char* why) {
@@ -64,7 +65,7 @@ struct Options {
       stderr,
       "usage: redis_load [--host H] [--port P] [--algorithm ALG] [--callers C | --inflight N]\n"
       "                  [--connections N] [--seconds S] [--warmup S] [--keys K]\n"
-      "                  [--limit L] [--per-ms MS] [--timeout-ms MS]\n"
+      "                  [--limit L] [--per-ms MS] [--timeout-ms MS] [--tls-ca FILE]\n"
       "       redis_load --print-script ALG | --print-args ALG [--limit L] [--per-ms "
       "MS]\n");
   std::exit(2);
@@ -114,6 +115,8 @@ Options ParseArgs(int argc, char** argv) {
       o.per_ms = static_cast<int64_t>(number(i));
     } else if (a == "--timeout-ms") {
       o.command_timeout_ms = static_cast<int>(number(i));
+    } else if (a == "--tls-ca") {
+      o.tls_ca = std::string(value(i));
     } else if (a == "--print-script" || a == "--print-args") {
       o.print = a == "--print-script" ? "script" : "args";
       o.algorithm = algorithm(i);
@@ -154,6 +157,7 @@ int Run(const Options& o) {
   RedisStoreOptions so;
   so.host = o.host;
   so.port = o.port;
+  if (!o.tls_ca.empty()) so.tls = {.enabled = true, .ca_file = o.tls_ca};
   so.connections = o.connections;
   // Above the default 50 ms: 64 callers on 2 shared cores can see a slow scheduling round, and
   // a timeout would turn a slow decision into a (fast) degraded one and flatter the figures.

@@ -1,7 +1,7 @@
 # What `cmake --install` puts where, and how another CMake project or pkg-config finds it.
 #
 #   sluice::sluice  the algorithms and the memory store (sluice_core, sluice_store, sluice_memory)
-#   sluice::redis   the Redis store (sluice_redis; needs libhiredis at link time)
+#   sluice::redis   the Redis store (sluice_redis; needs libhiredis, libssl, libcrypto to link)
 #   sluice::client  the C++ SDK for sluiced (sluice_client), when that library exists
 #
 # One export set, sluiceTargets, holds every installed library under the namespace sluice::;

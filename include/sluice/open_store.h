@@ -32,6 +32,9 @@ struct OpenStoreOptions {
   MemoryStoreOptions memory;  // "memory"; max_bytes is shared by the store's limits
   // Redis: set over what the address says.
   int redis_connections = 4;
+  // TLS files and name checks for a rediss:// store or global store (whether TLS is on comes
+  // from each address's scheme).
+  RedisTlsOptions redis_tls;
   std::chrono::milliseconds redis_connect_timeout{200};
   std::chrono::milliseconds redis_command_timeout{50};
   int redis_breaker_failures = 5;

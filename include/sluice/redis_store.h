@@ -57,6 +57,18 @@ struct RedisEvent {
 // and must not call into the store.
 using RedisEventHook = std::function<void(const RedisEvent&)>;
 
+// TLS to Redis (rediss://, rediss+cluster://): docs/redis.md, docs/security.md.
+struct RedisTlsOptions {
+  bool enabled = false;      // set by ParseRedisAddress for the rediss schemes
+  std::string ca_file = {};  // PEM CAs the server's certificate must chain to; empty: the system's
+  std::string cert_file = {};  // client certificate (PEM, chain after it), for servers that ask
+  std::string key_file = {};   // its private key; with cert_file
+  // The name the server's certificate is verified against (and sent as SNI); empty: the
+  // address's host, and for a cluster's nodes named by IP, the first seed's host.
+  std::string server_name = {};
+  bool insecure_skip_verify = false;  // accept any certificate: encryption without identity
+};
+
 struct RedisStoreOptions {
   std::string host = "127.0.0.1";
   int port = 6379;
@@ -68,6 +80,7 @@ struct RedisStoreOptions {
   std::string user;  // ACL user (AUTH user password); empty: AUTH password, or no AUTH
   std::string password;
   int db = 0;
+  RedisTlsOptions tls;
   int connections = 2;  // pipelined connections per Redis server
   std::chrono::milliseconds connect_timeout{200};
   std::chrono::milliseconds command_timeout{50};
@@ -150,7 +163,9 @@ class RedisStore : public Store {
 
 // Parses "redis://[user:password@]host:port[/db]",
 // "redis+cluster://[user:password@]host:port[,host:port...]" and
-// "redis+unix://[user:password@]/path/to/redis.sock[?db=N]" into options (others default).
+// "redis+unix://[user:password@]/path/to/redis.sock[?db=N]" into options (others default);
+// "rediss://" and "rediss+cluster://" are the same over TLS (tls.enabled; the files are the
+// caller's to set).
 Result<RedisStoreOptions> ParseRedisAddress(std::string_view address);
 
 // The address as logs and error messages may show it: a user and password replaced by "***"

@@ -29,7 +29,10 @@ namespace sluice {
 
 struct RegionStoreOptions {
   std::string region;        // this node's region
-  std::string global_store;  // "redis://[user:password@]host:port[/db]"
+  std::string global_store;  // "redis://[user:password@]host:port[/db]" (or "rediss://...")
+  // The global store's TLS files and name checks when its address is rediss:// (`enabled` comes
+  // from the address).
+  RedisTlsOptions tls = {};
   // This node's name among its region's nodes in the global store; empty: a random one.
   std::string node = {};
   // Bounds each exchange with the global store (connect, and the script); a slower answer is a

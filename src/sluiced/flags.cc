@@ -7,11 +7,13 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "http/check_json.h"
 #include "sluice/algorithm.h"
 #include "sluice/duration.h"
 #include "sluice/quota_sync.h"
+#include "sluiced/store_file.h"
 #include "util/byte_size.h"
 #include "util/unix_socket.h"
 
@@ -63,6 +65,14 @@ struct Flags {
   std::string region;        // empty: none (limits of scope global are then refused)
   std::string global_store;  // empty: none (regions mode leased is then refused)
   TlsFlags tls;
+  // TLS to Redis (rediss://) and the store addresses read from files (store_file.h).
+  std::string store_file;
+  std::string global_store_file;
+  std::string redis_tls_ca;
+  std::string redis_tls_cert;
+  std::string redis_tls_key;
+  std::string redis_tls_server_name;
+  bool redis_tls_insecure_skip_verify = false;
 };
 
 // What the config is, where sluiced listens, how it answers, how it logs.
@@ -94,7 +104,8 @@ void AddServingFlags(CLI::App& app, Flags& flags) {
                  "group of the listeners' Unix socket files (default: the process's own)")
       ->envname("SLUICE_UNIX_SOCKET_GROUP");
   app.add_option("--store", flags.store,
-                 "memory, redis://host:port, redis+cluster://host:port or redis+unix:///path")
+                 "memory, redis://host:port, redis+cluster://host:port or redis+unix:///path "
+                 "(rediss: over TLS)")
       ->envname("SLUICE_STORE")
       ->capture_default_str();
   app.add_option("--admin-token", flags.admin_token,
@@ -317,6 +328,62 @@ CLI::Option* AddMemoryFlags(CLI::App& app, Flags& flags) {
   return local_cache_bytes;
 }
 
+// TLS to Redis, and the store addresses read from files (docs/redis.md, docs/security.md).
+void AddRedisTlsFlags(CLI::App& app, Flags& flags) {
+  CLI::Option* store = app.get_option("--store");
+  CLI::Option* global_store = app.get_option("--global-store");
+  app.add_option("--store-file", flags.store_file,
+                 "read --store from this file (one line; not readable by others), so that no "
+                 "Redis password is in the arguments or the environment")
+      ->envname("SLUICE_STORE_FILE")
+      ->excludes(store);
+  app.add_option("--global-store-file", flags.global_store_file,
+                 "read --global-store from this file, as --store-file")
+      ->envname("SLUICE_GLOBAL_STORE_FILE")
+      ->excludes(global_store);
+  app.add_option("--redis-tls-ca", flags.redis_tls_ca,
+                 "rediss://: the CAs (PEM) the Redis server's certificate must chain to; "
+                 "default: the system's")
+      ->envname("SLUICE_REDIS_TLS_CA");
+  app.add_option("--redis-tls-cert", flags.redis_tls_cert,
+                 "rediss://: client certificate (PEM) for servers that require one")
+      ->envname("SLUICE_REDIS_TLS_CERT");
+  app.add_option("--redis-tls-key", flags.redis_tls_key,
+                 "rediss://: the client certificate's private key (PEM)")
+      ->envname("SLUICE_REDIS_TLS_KEY");
+  app.add_option("--redis-tls-server-name", flags.redis_tls_server_name,
+                 "rediss://: the name the server's certificate must carry (and SNI); default: "
+                 "the address's host, and for cluster nodes named by IP, the first seed's host")
+      ->envname("SLUICE_REDIS_TLS_SERVER_NAME");
+  app.add_flag("--redis-tls-insecure-skip-verify", flags.redis_tls_insecure_skip_verify,
+               "rediss://: accept any server certificate (encryption without knowing who "
+               "answers; logged as a warning at every start)")
+      ->envname("SLUICE_REDIS_TLS_INSECURE_SKIP_VERIFY");
+}
+
+// --store-file and --global-store-file into the addresses; 0, or 2 with the message printed.
+int ReadStoreFiles(Flags& flags) {
+  const std::pair<std::string*, const std::string*> files[] = {
+      {&flags.store, &flags.store_file}, {&flags.global_store, &flags.global_store_file}};
+  for (const auto& [address, file] : files) {
+    if (file->empty()) continue;
+    auto text = ReadStoreFile(*file);
+    if (!text) {
+      std::fprintf(stderr, "sluiced: --%sstore-file: %s\n",
+                   address == &flags.store ? "" : "global-", text.error().message.c_str());
+      return 2;
+    }
+    *address = std::move(*text);
+  }
+  if (flags.redis_tls_cert.empty() != flags.redis_tls_key.empty()) {
+    std::fprintf(stderr,
+                 "sluiced: --redis-tls-cert and --redis-tls-key go together (a client "
+                 "certificate and its key)\n");
+    return 2;
+  }
+  return 0;
+}
+
 // How --memory-max-bytes is shared out, computed here only. The memory store takes all of it;
 // with Redis, the counters are in Redis's memory and the bound covers what sluiced keeps of them:
 // the over-limit cache, which must fit in it, and the batched limits' views, which get what the
@@ -440,6 +507,11 @@ void SetStore(const Flags& flags, const MemoryBudget& budget, Settings& s) {
   o.redis_breaker_open_for = std::chrono::milliseconds(flags.redis_breaker_open_ms);
   o.region = flags.region;
   o.global_store = flags.global_store;
+  o.redis_tls.ca_file = flags.redis_tls_ca;
+  o.redis_tls.cert_file = flags.redis_tls_cert;
+  o.redis_tls.key_file = flags.redis_tls_key;
+  o.redis_tls.server_name = flags.redis_tls_server_name;
+  o.redis_tls.insecure_skip_verify = flags.redis_tls_insecure_skip_verify;
   s.over_limit_hits =
       flags.over_limit_hits == "count" ? OverLimitHits::kCount : OverLimitHits::kDrop;
 }
@@ -478,11 +550,13 @@ std::expected<Settings, int> ParseFlags(int argc, char** argv) {
   AddBoundsFlags(app, flags);
   CLI::Option* local_cache_bytes = AddMemoryFlags(app, flags);
   AddTlsFlags(app, flags.tls);
+  AddRedisTlsFlags(app, flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return std::unexpected(app.exit(e));
   }
+  if (int code = ReadStoreFiles(flags); code != 0) return std::unexpected(code);
   uint64_t cache = 0;
   if (int code = CheckCombinations(flags, local_cache_bytes->count() > 0, cache); code != 0) {
     return std::unexpected(code);

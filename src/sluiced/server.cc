@@ -129,6 +129,11 @@ Result<void> Server::StartService() {
   options.unchecked_warning = [](const std::string& message) {
     spdlog::warn("check: {}", message);
   };
+  if (settings_.store_options.redis_tls.insecure_skip_verify) {
+    spdlog::warn(
+        "--redis-tls-insecure-skip-verify: the Redis server's TLS certificate is not verified; "
+        "anyone on the path can pose as Redis and read or answer every check");
+  }
   auto store = OpenTheStore(settings_, &clock_, LogRedisEvent);
   if (!store) return MakeError("cannot start the service: " + store.error().message);
   auto service = RateLimitService::Create(config_, std::move(*store), options, &metrics_);

@@ -1,6 +1,7 @@
 // Starts a real redis-server on a free loopback port for the duration of a test binary, and
 // stops it at the end -- also if the test process dies (the server gets SIGTERM when its parent
-// goes away). No persistence, no config file.
+// goes away). No persistence, no config file. In TLS mode (RedisServer::Tls) it listens on a TLS
+// port only, with certificates from tests/support/make-test-certs.
 #ifndef SLUICE_TESTS_SUPPORT_REDIS_SERVER_H_
 #define SLUICE_TESTS_SUPPORT_REDIS_SERVER_H_
 
@@ -10,21 +11,32 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "store/redis/redis_client.h"
+#include "store/redis/redis_endpoint.h"
+#include "store/redis/redis_tls.h"
 #include "support/ports.h"
 
 namespace sluice::testing {
 
 class RedisServer {
  public:
+  // TLS only (--port 0 --tls-port): `cert`.pem/.key from `dir` (made by make-test-certs), ca.pem
+  // for client certificates, which are required with auth_clients.
+  struct Tls {
+    std::string dir;
+    std::string cert = "server";
+    bool auth_clients = false;
+  };
+
   // extra_args: more redis-server options, e.g. {"--requirepass", "secret"}.
-  explicit RedisServer(std::vector<std::string> extra_args = {})
-      : extra_args_(std::move(extra_args)) {
+  explicit RedisServer(std::vector<std::string> extra_args = {}, std::optional<Tls> tls = {})
+      : extra_args_(std::move(extra_args)), tls_(std::move(tls)) {
     // A free port can be taken by someone else before redis binds it: try a few.
     for (int attempt = 0; attempt < 3; ++attempt) {
       if (TryStart(FreePort())) return;
@@ -37,6 +49,24 @@ class RedisServer {
   RedisServer& operator=(const RedisServer&) = delete;
 
   int port() const { return port_; }
+
+  // An endpoint for this server's own checks: over TLS when it is in TLS mode (with the client
+  // certificate, verifying nothing: it only asks whether the server is up).
+  internal::RedisEndpoint Endpoint(std::chrono::milliseconds timeout) const {
+    internal::RedisEndpoint e;
+    e.port = port_;
+    e.connect_timeout = timeout;
+    e.command_timeout = timeout;
+    if (tls_) {
+      auto context = internal::RedisTlsContext::Make({.enabled = true,
+                                                      .ca_file = tls_->dir + "/ca.pem",
+                                                      .cert_file = tls_->dir + "/client.pem",
+                                                      .key_file = tls_->dir + "/client.key",
+                                                      .insecure_skip_verify = true});
+      if (context) e.tls = std::move(*context);
+    }
+    return e;
+  }
 
   // Starts it again on the same port (after Stop): an empty server, as after a crash.
   bool Restart() {
@@ -68,29 +98,35 @@ class RedisServer {
     if (pid_ == 0) {
       prctl(PR_SET_PDEATHSIG, SIGTERM);
       const std::string port = std::to_string(port_);
-      std::vector<const char*> argv = {"redis-server",
-                                       "--port",
-                                       port.c_str(),
-                                       "--bind",
-                                       "127.0.0.1",
-                                       "--save",
-                                       "",
-                                       "--appendonly",
-                                       "no",
-                                       "--daemonize",
-                                       "no",
-                                       "--loglevel",
-                                       "warning",
-                                       "--enable-debug-command",
-                                       "yes"};
+      std::vector<std::string> listen = {"--port", port};
+      if (tls_) {
+        listen = {"--port",
+                  "0",
+                  "--tls-port",
+                  port,
+                  "--tls-cert-file",
+                  tls_->dir + "/" + tls_->cert + ".pem",
+                  "--tls-key-file",
+                  tls_->dir + "/" + tls_->cert + ".key",
+                  "--tls-ca-cert-file",
+                  tls_->dir + "/ca.pem",
+                  "--tls-auth-clients",
+                  tls_->auth_clients ? "yes" : "no"};
+      }
+      std::vector<const char*> argv = {"redis-server"};
+      for (const std::string& a : listen) argv.push_back(a.c_str());
+      for (const char* a :
+           {"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no",
+            "--loglevel", "warning", "--enable-debug-command", "yes"}) {
+        argv.push_back(a);
+      }
       for (const std::string& a : extra_args_) argv.push_back(a.c_str());
       argv.push_back(nullptr);
       execvp("redis-server", const_cast<char* const*>(argv.data()));
       _exit(127);  // not installed: scripts/install-deps installs redis-server
     }
     for (int i = 0; i < 200; ++i) {  // up to 10 s
-      auto c = internal::RedisClient::Connect("127.0.0.1", port_, std::chrono::milliseconds(200),
-                                              std::chrono::milliseconds(500));
+      auto c = internal::RedisClient::Connect(Endpoint(std::chrono::milliseconds(500)));
       if (c) {
         // With a password set, PING answers NOAUTH: the server is up all the same.
         auto pong = (*c)->Command({"PING"});
@@ -108,6 +144,7 @@ class RedisServer {
   }
 
   std::vector<std::string> extra_args_;
+  std::optional<Tls> tls_;
   int port_ = 0;
   pid_t pid_ = -1;
 };

@@ -40,6 +40,9 @@ Result<std::shared_ptr<Store>> OpenRegionalStore(std::string_view address,
   auto redis = ParseRedisAddress(address);
   if (!redis) return std::unexpected(redis.error());
   redis->connections = options.redis_connections;
+  const bool tls = redis->tls.enabled;
+  redis->tls = options.redis_tls;
+  redis->tls.enabled = tls;
   redis->connect_timeout = options.redis_connect_timeout;
   redis->command_timeout = options.redis_command_timeout;
   redis->breaker_failures = options.redis_breaker_failures;
@@ -96,6 +99,7 @@ Result<std::shared_ptr<Store>> OpenStore(std::string_view address,
   if (!store || options.global_store.empty()) return store;
   auto region = OpenRegionStore(std::move(*store), {.region = options.region,
                                                     .global_store = options.global_store,
+                                                    .tls = options.redis_tls,
                                                     .clock = options.clock,
                                                     .scheduler = scheduler,
                                                     .on_event = options.redis_events});

@@ -1,6 +1,6 @@
-// Store addresses: redis://[user:password@]host:port[/db], redis+cluster://... and
-// redis+unix://[user:password@]/path[?db=N], parsed into options and shown without their
-// credentials.
+// Store addresses: redis://[user:password@]host:port[/db], redis+cluster://..., their TLS
+// twins rediss:// and rediss+cluster://, and redis+unix://[user:password@]/path[?db=N], parsed
+// into options and shown without their credentials.
 #include <string>
 #include <utility>
 
@@ -70,6 +70,26 @@ Result<RedisStoreOptions> ParseUnixAddress(std::string_view rest, const std::str
   return o;
 }
 
+// The schemes, each with what it says about the transport.
+struct Scheme {
+  std::string_view prefix;
+  bool cluster;
+  bool tls;
+};
+constexpr Scheme kSchemes[] = {
+    {"redis://", false, false},
+    {"rediss://", false, true},
+    {"redis+cluster://", true, false},
+    {"rediss+cluster://", true, true},
+};
+
+const Scheme* FindScheme(std::string_view address) {
+  for (const Scheme& s : kSchemes) {
+    if (address.starts_with(s.prefix)) return &s;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 std::string RedactRedisAddress(std::string_view address) {
@@ -95,20 +115,20 @@ std::string RedactRedisAddress(std::string_view address) {
 Result<RedisStoreOptions> ParseRedisAddress(std::string_view address) {
   // Error messages show the address without its credentials: they end up in logs.
   const std::string shown = RedactRedisAddress(address);
-  constexpr std::string_view kScheme = "redis://";
-  constexpr std::string_view kClusterScheme = "redis+cluster://";
-  const bool cluster = address.starts_with(kClusterScheme);
   if (address.starts_with(kUnixScheme)) {
     return ParseUnixAddress(address.substr(kUnixScheme.size()), shown);
   }
-  if (!cluster && !address.starts_with(kScheme)) {
+  const Scheme* scheme = FindScheme(address);
+  if (scheme == nullptr) {
     return MakeError("store address '" + shown +
                      "' must look like redis://[user:password@]host:port[/db], "
-                     "redis+cluster://[user:password@]host:port[,host:port...] or "
-                     "redis+unix://[user:password@]/path[?db=N]");
+                     "redis+cluster://[user:password@]host:port[,host:port...] (rediss:// and "
+                     "rediss+cluster:// over TLS) or redis+unix://[user:password@]/path[?db=N]");
   }
-  std::string_view rest = address.substr(cluster ? kClusterScheme.size() : kScheme.size());
+  const bool cluster = scheme->cluster;
+  std::string_view rest = address.substr(scheme->prefix.size());
   RedisStoreOptions o;
+  o.tls.enabled = scheme->tls;
   if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
     const std::string_view cred = rest.substr(0, at);
     const size_t colon = cred.find(':');

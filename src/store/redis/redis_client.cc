@@ -1,23 +1,13 @@
 #include "store/redis/redis_client.h"
 
 #include <hiredis/hiredis.h>
-#include <sys/time.h>
 
 #include <utility>
 
-#include "store/redis/redis_reply.h"
+#include "store/redis/redis_connection.h"
+#include "store/redis/redis_endpoint.h"
 
 namespace sluice::internal {
-namespace {
-
-timeval ToTimeval(std::chrono::milliseconds d) {
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(d.count() / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((d.count() % 1000) * 1000);
-  return tv;
-}
-
-}  // namespace
 
 RedisReply CopyReply(const redisReply* r) {
   RedisReply out;
@@ -47,54 +37,39 @@ RedisReply CopyReply(const redisReply* r) {
 Result<std::unique_ptr<RedisClient>> RedisClient::Connect(
     const std::string& host, int port, std::chrono::milliseconds connect_timeout,
     std::chrono::milliseconds command_timeout) {
-  redisContext* ctx = redisConnectWithTimeout(host.c_str(), port, ToTimeval(connect_timeout));
-  if (ctx == nullptr)
-    return MakeError("redis " + host + ":" + std::to_string(port) + ": out of memory");
-  if (ctx->err != 0) {
-    std::string why = ctx->errstr;
-    redisFree(ctx);
-    return MakeError("redis " + host + ":" + std::to_string(port) + ": " + why);
-  }
-  BoundReplies(ctx->reader);
-  redisSetTimeout(ctx, ToTimeval(command_timeout));
-  return std::unique_ptr<RedisClient>(new RedisClient(ctx));
+  RedisEndpoint endpoint;
+  endpoint.host = host;
+  endpoint.port = port;
+  endpoint.connect_timeout = connect_timeout;
+  endpoint.command_timeout = command_timeout;
+  return Connect(endpoint);
 }
 
-Result<std::unique_ptr<RedisClient>> RedisClient::ConnectUnix(
-    const std::string& path, std::chrono::milliseconds connect_timeout,
-    std::chrono::milliseconds command_timeout) {
-  redisContext* ctx = redisConnectUnixWithTimeout(path.c_str(), ToTimeval(connect_timeout));
-  if (ctx == nullptr) return MakeError("redis unix:" + path + ": out of memory");
-  if (ctx->err != 0) {
-    std::string why = ctx->errstr;
-    redisFree(ctx);
-    return MakeError("redis unix:" + path + ": " + why);
+Result<std::unique_ptr<RedisClient>> RedisClient::Connect(const RedisEndpoint& endpoint) {
+  auto connection = RedisConnection::Open(endpoint);
+  if (!connection) return MakeError("redis " + endpoint.Name() + ": " + connection.error().message);
+  std::unique_ptr<RedisClient> client(new RedisClient(std::move(*connection)));
+  if (!endpoint.password.empty()) {
+    std::vector<std::string> auth = {"AUTH"};
+    if (!endpoint.user.empty()) auth.push_back(endpoint.user);
+    auth.push_back(endpoint.password);
+    if (auto ok = client->Command(auth); !ok) return std::unexpected(ok.error());
   }
-  BoundReplies(ctx->reader);
-  redisSetTimeout(ctx, ToTimeval(command_timeout));
-  return std::unique_ptr<RedisClient>(new RedisClient(ctx));
+  if (endpoint.db != 0) {
+    if (auto ok = client->Command({"SELECT", std::to_string(endpoint.db)}); !ok) {
+      return std::unexpected(ok.error());
+    }
+  }
+  return client;
 }
 
-RedisClient::~RedisClient() { redisFree(ctx_); }
+RedisClient::RedisClient(std::unique_ptr<RedisConnection> connection)
+    : connection_(std::move(connection)) {}
+
+RedisClient::~RedisClient() = default;
 
 Result<RedisReply> RedisClient::Command(const std::vector<std::string>& args) {
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
-  for (const std::string& a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  auto* r = static_cast<redisReply*>(
-      redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()));
-  if (r == nullptr) return MakeError(std::string("redis: ") + ctx_->errstr);
-  if (r->type == REDIS_REPLY_ERROR) {
-    std::string why(r->str, r->len);
-    freeReplyObject(r);
-    return MakeError(why);
-  }
-  RedisReply out = CopyReply(r);
-  freeReplyObject(r);
-  return out;
+  return connection_->Command(args);
 }
 
 Result<std::string> RedisClient::Load(const LuaScript& script) {

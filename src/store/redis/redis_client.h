@@ -1,7 +1,7 @@
-// A small synchronous Redis client over hiredis: bounded connect and command timeouts, replies
-// copied into plain values (hiredis stays out of every other header), and Lua scripts run with
-// EVALSHA, loading the script on NOSCRIPT and retrying once. Not thread-safe: one per thread, or
-// a pool. This is the first slice of the Redis store (issue 3).
+// A small synchronous Redis client over a RedisConnection (plaintext or TLS): bounded connect and
+// command timeouts, replies copied into plain values (hiredis stays out of every other header),
+// and Lua scripts run with EVALSHA, loading the script on NOSCRIPT and retrying once. Not
+// thread-safe: one per thread, or a pool. This is the first slice of the Redis store (issue 3).
 #ifndef SLUICE_STORE_REDIS_REDIS_CLIENT_H_
 #define SLUICE_STORE_REDIS_REDIS_CLIENT_H_
 
@@ -15,10 +15,12 @@
 
 #include "sluice/status.h"
 
-struct redisContext;
 struct redisReply;
 
 namespace sluice::internal {
+
+class RedisConnection;
+struct RedisEndpoint;
 
 struct RedisReply {
   enum class Type { kNil, kInteger, kString, kStatus, kArray };
@@ -41,10 +43,8 @@ class RedisClient {
   static Result<std::unique_ptr<RedisClient>> Connect(const std::string& host, int port,
                                                       std::chrono::milliseconds connect_timeout,
                                                       std::chrono::milliseconds command_timeout);
-  // The same through a Unix socket.
-  static Result<std::unique_ptr<RedisClient>> ConnectUnix(
-      const std::string& path, std::chrono::milliseconds connect_timeout,
-      std::chrono::milliseconds command_timeout);
+  // To `endpoint` (TLS when it says so), then AUTH and SELECT as it says.
+  static Result<std::unique_ptr<RedisClient>> Connect(const RedisEndpoint& endpoint);
   ~RedisClient();
   RedisClient(const RedisClient&) = delete;
   RedisClient& operator=(const RedisClient&) = delete;
@@ -58,10 +58,10 @@ class RedisClient {
                           const std::vector<std::string>& args);
 
  private:
-  explicit RedisClient(redisContext* ctx) : ctx_(ctx) {}
+  explicit RedisClient(std::unique_ptr<RedisConnection> connection);
   Result<std::string> Load(const LuaScript& script);
 
-  redisContext* ctx_;
+  std::unique_ptr<RedisConnection> connection_;
   std::unordered_map<const LuaScript*, std::string> sha_;  // scripts loaded on this connection
 };
 

@@ -1,39 +1,23 @@
 #include "store/redis/redis_pipeline.h"
 
 #include <hiredis/hiredis.h>
-#include <poll.h>
-#include <sys/time.h>
 
 #include <algorithm>
 #include <optional>
 #include <utility>
 #include <vector>
 
+#include "store/redis/redis_connection.h"
 #include "store/redis/redis_reply.h"
 
 namespace sluice::internal {
 namespace {
-
-timeval ToTimeval(std::chrono::milliseconds d) {
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(d.count() / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((d.count() % 1000) * 1000);
-  return tv;
-}
 
 uint64_t SplitMix(uint64_t& state) {
   uint64_t z = (state += 0x9e3779b97f4a7c15);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
   z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
   return z ^ (z >> 31);
-}
-
-// Whether a connected socket with nothing outstanding is still open: Redis sends nothing
-// unasked (no pub/sub here), so anything to read -- EOF, an error, a farewell message -- means
-// Redis closed it or is closing it. One poll without waiting.
-bool StillOpen(int fd) {
-  pollfd p{fd, POLLIN | POLLRDHUP, 0};
-  return poll(&p, 1, 0) == 0;
 }
 
 }  // namespace
@@ -106,15 +90,12 @@ void PipelinedConnection::Answer(Op& op, Result<RedisReply> result) {
   done(std::move(result));
 }
 
-void PipelinedConnection::Disconnect() {
-  if (ctx_ != nullptr) redisFree(ctx_);
-  ctx_ = nullptr;
-}
+void PipelinedConnection::Disconnect() { conn_.reset(); }
 
 bool PipelinedConnection::EnsureConnected(std::string& why, bool ignore_backoff,
                                           std::chrono::steady_clock::time_point now) {
-  if (ctx_ != nullptr) {
-    if (now - last_answered_ < kFreshFor || StillOpen(ctx_->fd)) return true;
+  if (conn_ != nullptr) {
+    if (now - last_answered_ < kFreshFor || conn_->StillOpen()) return true;
     Disconnect();  // closed by Redis while idle: re-made below, before anything is sent
   }
   const std::string prefix = std::string(kConnectionErrorPrefix) + endpoint_.Name() + ": ";
@@ -140,38 +121,16 @@ bool PipelinedConnection::EnsureConnected(std::string& why, bool ignore_backoff,
     next_connect_ = now + wait;
     return false;
   };
-  ctx_ = endpoint_.unix_path.empty()
-             ? redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port,
-                                       ToTimeval(endpoint_.connect_timeout))
-             : redisConnectUnixWithTimeout(endpoint_.unix_path.c_str(),
-                                           ToTimeval(endpoint_.connect_timeout));
-  if (ctx_ == nullptr) return fail("out of memory", false);
-  if (ctx_->err != 0) {
-    const std::string error = ctx_->errstr;
-    // A Unix socket that is not there (Redis down, its file removed) fails at once too.
-    const bool at_once =
-        error.find("refused") != std::string::npos ||
-        (!endpoint_.unix_path.empty() && error.find("No such file") != std::string::npos);
-    return fail(error, at_once);
-  }
-  BoundReplies(ctx_->reader);
-  redisSetTimeout(ctx_, ToTimeval(endpoint_.command_timeout));
+  auto opened = RedisConnection::Open(endpoint_);
+  if (!opened) return fail(opened.error().message, opened.error().refused);
+  conn_ = std::move(*opened);
   bool answered = false;
   auto setup = [&](std::vector<std::string> args) -> std::string {
-    std::vector<const char*> argv;
-    std::vector<size_t> lens;
-    for (const std::string& a : args) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    auto* r = static_cast<redisReply*>(
-        redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()));
-    answered = r != nullptr;  // else an I/O error or a timeout: not a refusal
-    if (r == nullptr) return args[0] + ": " + ctx_->errstr;
-    std::string err =
-        r->type == REDIS_REPLY_ERROR ? args[0] + ": " + std::string(r->str, r->len) : std::string();
-    freeReplyObject(r);
-    return err;
+    bool io_failed = false;
+    auto r = conn_->Command(args, &io_failed);
+    answered = !io_failed;  // else an I/O error or a timeout: not a refusal
+    if (r) return std::string();
+    return args[0] + ": " + (io_failed ? conn_->error() : r.error().message);
   };
   if (!endpoint_.password.empty()) {
     std::vector<std::string> auth = {"AUTH"};
@@ -193,18 +152,11 @@ bool PipelinedConnection::EnsureConnected(std::string& why, bool ignore_backoff,
 }
 
 bool PipelinedConnection::Write(const std::vector<Op>& batch, bool& sent_nothing) {
-  for (const Op& op : batch) {
-    redisAppendFormattedCommand(ctx_, op.commands.data(), op.commands.size());
-  }
-  // hiredis writes with one write() per call and keeps what was not written: a failure on the
-  // first call means no byte of this batch left.
-  sent_nothing = true;
-  int done = 0;
-  while (done == 0) {
-    if (redisBufferWrite(ctx_, &done) != REDIS_OK) return false;
-    sent_nothing = false;
-  }
-  return true;
+  out_.clear();
+  for (const Op& op : batch) out_ += op.commands;
+  const bool ok = conn_->Write(out_, sent_nothing);
+  if (out_.capacity() > (size_t{1} << 20)) std::string().swap(out_);  // a rare giant batch
+  return ok;
 }
 
 void PipelinedConnection::Run() {
@@ -241,9 +193,9 @@ void PipelinedConnection::Run() {
       written = EnsureConnected(why, /*ignore_backoff=*/true, now) && Write(batch, sent_nothing);
     }
     if (!written) {
-      if (ctx_ != nullptr) {
+      if (conn_ != nullptr) {
         why = std::string(kConnectionErrorPrefix) + endpoint_.Name() + ": " +
-              (ctx_->errstr[0] != '\0' ? ctx_->errstr : "write failed");
+              (conn_->error().empty() ? "write failed" : conn_->error());
       }
       for (Op& op : batch) Answer(op, MakeError(why));
       Disconnect();
@@ -260,23 +212,22 @@ void PipelinedConnection::Run() {
       Result<RedisReply> result = RedisReply{};
       bool io_failed = false;
       for (int k = 0; k < batch[i].count; ++k) {
-        void* raw = nullptr;
-        if (redisGetReply(ctx_, &raw) != REDIS_OK) {
+        const RedisReplyPtr reply = conn_->ReadReply();
+        if (reply == nullptr) {
           io_failed = true;
           break;
         }
-        const auto* r = static_cast<const redisReply*>(raw);
+        const redisReply* r = reply.get();
         if (r->type == REDIS_REPLY_ERROR) {
           if (result) result = MakeError(std::string(r->str, r->len));
         } else if (k == batch[i].count - 1 && result) {
           result = CopyReply(r);
         }
-        freeReplyObject(raw);
       }
       if (io_failed) {
         // The stream is out of step (timeout) or gone: fail the rest and start again.
         const std::string message = std::string(kConnectionErrorPrefix) + endpoint_.Name() + ": " +
-                                    (ctx_->errstr[0] != '\0' ? ctx_->errstr : "connection lost");
+                                    (conn_->error().empty() ? "connection lost" : conn_->error());
         for (size_t j = i; j < batch.size(); ++j) Answer(batch[j], MakeError(message));
         Disconnect();
         break;

@@ -9,13 +9,25 @@
 // failed connect, requests fail at once until a backoff (doubling up to max_backoff, with
 // jitter) has passed. Every submitted request is answered.
 //
+// The socket is sluice's own (RedisConnection: plaintext or TLS, one code path), connected with
+// the connect timeout (TLS handshake included) and written and read with the command timeout.
+//
 // Stale connections: before a write on a connection idle for kFreshFor or more, the socket is
 // polled (no wait): a connection that Redis closed (restart, CLIENT KILL, timeout) reads EOF or
-// an error, and is re-made before the batch is sent, so nothing is lost. (Under load batches
-// follow each other closer than that, and skip the poll: a system call per batch.) A batch whose
-// first write fails reached Redis not at all, and is sent once more on a fresh connection. Once any
-// byte of a batch may have reached Redis, a failure fails the batch: a script might have run, and
-// running it again would count twice.
+// an error, and is re-made before the batch is sent, so nothing is lost. Over TLS a readable
+// socket is not enough to call it closed: a TLS 1.3 server sends session tickets after the
+// handshake, so the readable records are read through the session (SSL_peek, no wait), and only
+// application data, a close_notify, EOF or an error mean closed. (Under load batches follow each
+// other closer than that, and skip the poll: a system call per batch.)
+//
+// A batch whose first write fails reached Redis not at all, and is sent once more on a fresh
+// connection. "Not at all" is counted, not assumed: the write loop knows how many bytes the
+// kernel accepted -- plaintext, from send(); over TLS, from the session's own socket BIO, which
+// counts every byte of every record (and of anything the session sent first, such as a key
+// update) that send() took. A write that fails with that count unchanged put no record on the
+// wire, so Redis cannot have decrypted, let alone run, any command of the batch. Once any byte of
+// a batch may have reached Redis, a failure fails the batch: a script might have run, and running
+// it again would count twice.
 //
 // Background calls (the store's monitor: PING, INFO, CONFIG GET) are left out of the request
 // and batch counts, and a batch holding one tries to connect even during the backoff (the
@@ -28,6 +40,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -37,27 +50,11 @@
 
 #include "sluice/status.h"
 #include "store/redis/redis_client.h"
-
-struct redisContext;
+#include "store/redis/redis_endpoint.h"
 
 namespace sluice::internal {
 
-struct RedisEndpoint {
-  std::string host = "127.0.0.1";
-  int port = 6379;
-  std::string unix_path;  // non-empty: connect to this Unix socket (host and port unused)
-  std::string user;       // ACL user; empty: AUTH <password> (when a password is set)
-  std::string password;
-  int db = 0;
-  std::chrono::milliseconds connect_timeout{200};
-  std::chrono::milliseconds command_timeout{50};
-  std::chrono::milliseconds min_backoff{25};
-  std::chrono::milliseconds max_backoff{2000};
-
-  std::string Name() const {
-    return unix_path.empty() ? host + ":" + std::to_string(port) : "unix:" + unix_path;
-  }
-};
+class RedisConnection;
 
 // Appends one command in the Redis protocol (RESP) to `out`.
 void AppendCommand(std::string& out, std::span<const std::string_view> args);
@@ -149,7 +146,8 @@ class PipelinedConnection {
   bool stopping_ = false;  // guarded by mu_
 
   // Owned by the I/O thread.
-  redisContext* ctx_ = nullptr;
+  std::unique_ptr<RedisConnection> conn_;
+  std::string out_;  // the batch being written
   std::chrono::steady_clock::time_point next_connect_{};
   std::chrono::milliseconds backoff_{0};
   bool fast_failure_ = false;  // the last connect was refused at once (see IsRefusedAtOnce)

@@ -118,15 +118,9 @@ Result<std::shared_ptr<RedisStore>> OpenRedisStore(const RedisStoreOptions& opti
         "a Redis Cluster cannot be reached through a Unix socket: its nodes name "
         "each other by host and port");
   }
-  internal::RedisEndpoint endpoint;
-  endpoint.host = options.host;
-  endpoint.port = options.port;
-  endpoint.unix_path = options.unix_path;
-  endpoint.user = options.user;
-  endpoint.password = options.password;
-  endpoint.db = options.db;
-  endpoint.connect_timeout = options.connect_timeout;
-  endpoint.command_timeout = options.command_timeout;
+  auto made = internal::MakeEndpoint(options);
+  if (!made) return std::unexpected(made.error());
+  const internal::RedisEndpoint& endpoint = *made;
   std::vector<internal::RedisEndpoint> seeds;
   for (const std::string& seed : options.cluster_seeds) {
     internal::RedisEndpoint e = endpoint;

@@ -1,5 +1,7 @@
 #include "store/redis/redis_transport.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -18,6 +20,11 @@ namespace sluice::internal {
 namespace {
 
 constexpr int kSlots = 16384;
+
+bool IsIpLiteral(const std::string& host) {
+  unsigned char buf[16];
+  return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
 
 // A few pipelined connections to one server, used round robin, behind the server's breaker.
 // It tells state changes (connected, lost, restored; breaker opened, closed; AUTH refused) to
@@ -553,6 +560,11 @@ class ClusterTransport final : public RedisTransport {
     }
     RedisEndpoint endpoint = seeds_.front();
     if (!SplitAddress(address, endpoint.host, endpoint.port)) return nullptr;
+    // Over TLS, a node the cluster names by IP is verified against the configured server name,
+    // or else the first seed's host name (a certificate seldom lists every node's IP).
+    if (endpoint.tls != nullptr && endpoint.tls_name.empty() && IsIpLiteral(endpoint.host)) {
+      endpoint.tls_name = seeds_.front().host;
+    }
     std::unique_lock<std::shared_mutex> lock(mu_);
     auto& node = nodes_[name];
     if (node == nullptr) node = std::make_unique<RedisNode>(endpoint, connections_, settings_);

@@ -12,6 +12,7 @@
 #include "sluice/redis_store.h"
 #include "store/forwarding.h"
 #include "store/redis/redis_client.h"
+#include "store/redis/redis_endpoint.h"
 #include "store/region/region_script.h"
 #include "store/region/region_stats.h"
 
@@ -140,10 +141,11 @@ class RegionLimiter final : public internal::ForwardingLimiter {
 class RegionStoreImpl final : public internal::ForwardingStore<RegionStore> {
  public:
   RegionStoreImpl(std::shared_ptr<Store> inner, RegionStoreOptions options,
-                  RedisStoreOptions global)
+                  RedisStoreOptions global, internal::RedisEndpoint endpoint)
       : ForwardingStore(std::move(inner)),
         options_(std::move(options)),
         global_(std::move(global)),
+        global_endpoint_(std::move(endpoint)),
         clock_(options_.clock != nullptr       ? options_.clock
                : options_.scheduler != nullptr ? &options_.scheduler->clock()
                                                : &own_clock_),
@@ -357,24 +359,8 @@ class RegionStoreImpl final : public internal::ForwardingStore<RegionStore> {
 
   Result<int64_t> AskGlobal(const Pool& pool, int64_t demand, Duration ttl) {
     if (client_ == nullptr) {
-      auto client =
-          global_.unix_path.empty()
-              ? internal::RedisClient::Connect(global_.host, global_.port, options_.global_timeout,
-                                               options_.global_timeout)
-              : internal::RedisClient::ConnectUnix(global_.unix_path, options_.global_timeout,
-                                                   options_.global_timeout);
+      auto client = internal::RedisClient::Connect(global_endpoint_);
       if (!client) return std::unexpected(client.error());
-      if (!global_.password.empty()) {
-        std::vector<std::string> auth = {"AUTH"};
-        if (!global_.user.empty()) auth.push_back(global_.user);
-        auth.push_back(global_.password);
-        if (auto ok = (*client)->Command(auth); !ok) return std::unexpected(ok.error());
-      }
-      if (global_.db != 0) {
-        if (auto ok = (*client)->Command({"SELECT", std::to_string(global_.db)}); !ok) {
-          return std::unexpected(ok.error());
-        }
-      }
       client_ = std::move(*client);
     }
     const RegionScope& s = pool.scope;
@@ -403,6 +389,7 @@ class RegionStoreImpl final : public internal::ForwardingStore<RegionStore> {
 
   RegionStoreOptions options_;
   const RedisStoreOptions global_;
+  const internal::RedisEndpoint global_endpoint_;  // TLS, AUTH and SELECT as global_ says
   MonotonicClock own_clock_;
   const Clock* const clock_;
   const std::shared_ptr<Scheduler> scheduler_;
@@ -442,8 +429,15 @@ Result<std::shared_ptr<RegionStore>> OpenRegionStore(std::shared_ptr<Store> inne
         "name one node, redis://host:port)");
   }
   if (options.region.empty()) return MakeError("the region layer needs this node's region");
-  return std::shared_ptr<RegionStore>(
-      std::make_shared<RegionStoreImpl>(std::move(inner), std::move(options), std::move(*global)));
+  const bool tls = global->tls.enabled;
+  global->tls = options.tls;
+  global->tls.enabled = tls;
+  global->connect_timeout = options.global_timeout;
+  global->command_timeout = options.global_timeout;
+  auto endpoint = internal::MakeEndpoint(*global);
+  if (!endpoint) return MakeError("--global-store: " + endpoint.error().message);
+  return std::shared_ptr<RegionStore>(std::make_shared<RegionStoreImpl>(
+      std::move(inner), std::move(options), std::move(*global), std::move(*endpoint)));
 }
 
 }  // namespace sluice
