@@ -62,6 +62,15 @@ struct RedisStoreOptions {
   int port = 6379;
   // Non-empty: a Redis Cluster reached through these "host:port" seeds (host and port unused).
   std::vector<std::string> cluster_seeds;
+  // Non-empty: Redis Sentinel. These "host:port" sentinels are asked where the master named
+  // sentinel_master is (host and port unused) and watched for its failovers (docs/redis.md,
+  // "Sentinel"). user and password are the master's; sentinel_password the sentinels' own
+  // (empty: no AUTH to the sentinels).
+  std::vector<std::string> sentinels;
+  std::string sentinel_master;
+  std::string sentinel_password;
+  // rediss+sentinel://: TLS to the sentinels and the master.
+  bool tls = false;
   std::string user;  // ACL user (AUTH user password); empty: AUTH password, or no AUTH
   std::string password;
   int db = 0;
@@ -145,8 +154,10 @@ class RedisStore : public Store {
   virtual RedisStoreStats RedisStats() const = 0;
 };
 
-// Parses "redis://[user:password@]host:port[/db]" and
-// "redis+cluster://[user:password@]host:port[,host:port...]" into options (others default).
+// Parses "redis://[user:password@]host:port[/db]",
+// "redis+cluster://[user:password@]host:port[,host:port...]" and
+// "redis+sentinel://[user:password@]host:port[,host:port...]/MASTER[/db]" (or rediss+sentinel://)
+// into options (others default).
 Result<RedisStoreOptions> ParseRedisAddress(std::string_view address);
 
 // The address as logs and error messages may show it: a user and password replaced by "***"
