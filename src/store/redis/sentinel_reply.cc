@@ -36,7 +36,7 @@ Result<MasterAddress> ReadMasterAddress(const RedisReply& reply, std::string_vie
 std::optional<MasterAddress> ReadSwitchMaster(std::string_view payload, std::string_view master) {
   std::array<std::string_view, 5> fields;
   size_t n = 0;
-  while (!payload.empty()) {
+  for (;;) {  // every space separates two fields: a trailing one makes an empty sixth
     const size_t space = payload.find(' ');
     if (n == fields.size()) return std::nullopt;  // more than five fields
     fields[n++] = payload.substr(0, space);
