@@ -77,15 +77,21 @@ class Process {
   pid_t pid_ = -1;
 };
 
-Result<RedisReply> Ask(int port, const std::vector<std::string>& command) {
+// `command` on a fresh connection, after AUTH `password` if there is one.
+Result<RedisReply> Ask(int port, const std::vector<std::string>& command,
+                       const std::string& password = "") {
   auto c = RedisClient::Connect("127.0.0.1", port, milliseconds(500), milliseconds(2000));
   if (!c) return std::unexpected(c.error());
+  if (!password.empty()) {
+    if (auto auth = (*c)->Command({"AUTH", password}); !auth) return auth;
+  }
   return (*c)->Command(command);
 }
 
 // "name:value" in an INFO reply, or "".
-std::string InfoField(int port, const std::string& section, const std::string& name) {
-  auto info = Ask(port, {"INFO", section});
+std::string InfoField(int port, const std::string& section, const std::string& name,
+                      const std::string& password = "") {
+  auto info = Ask(port, {"INFO", section}, password);
   if (!info) return {};
   const std::string key = "\n" + name + ":";
   const std::string text = "\n" + info->str;
@@ -112,23 +118,54 @@ int64_t ScriptCalls(int port) {
   return calls;
 }
 
+// Scripts a server was sent: EVALSHA and EVAL calls (a script that failed, READONLY included,
+// is a call) and calls rejected before running.
+int64_t ScriptAttempts(int port) {
+  auto info = Ask(port, {"INFO", "commandstats"});
+  if (!info) return -1;
+  int64_t n = 0;
+  for (const std::string cmd : {"cmdstat_evalsha:", "cmdstat_eval:"}) {
+    const size_t at = info->str.find(cmd);
+    if (at == std::string::npos) continue;
+    const std::string line = info->str.substr(at, info->str.find('\r', at) - at);
+    for (const std::string field : {"calls=", "rejected_calls="}) {
+      const size_t f = line.find("," + field) != std::string::npos ? line.find("," + field) + 1
+                                                                   : line.find(":" + field) + 1;
+      if (f != 0) n += std::stoll(line.substr(f + field.size()));
+    }
+  }
+  return n;
+}
+
 bool IsMaster(int port) {
   auto role = Ask(port, {"ROLE"});
   return role && !role->elements.empty() && role->elements[0].str == "master";
 }
 
-// A master, its replica and three sentinels watching it as "mymaster" (quorum 2).
+// A master, its replica and three sentinels watching it as "mymaster" (quorum 2); with
+// passwords, the servers' (`requirepass`, `masterauth`) and the sentinels' own.
 class Topology {
  public:
-  explicit Topology(const std::string& dir) : dir_(dir) {
+  explicit Topology(const std::string& dir, std::string master_password = "",
+                    std::string sentinel_password = "")
+      : dir_(dir),
+        master_password_(std::move(master_password)),
+        sentinel_password_(std::move(sentinel_password)) {
     // No diskless-sync delay: the replica syncs at once.
-    master_port_ = StartServer(master_, "master", {"--repl-diskless-sync-delay", "0"});
-    replica_port_ = StartServer(replica_, "replica",
-                                {"--repl-diskless-sync-delay", "0", "--replicaof", "127.0.0.1",
-                                 std::to_string(master_port_)});
+    std::vector<std::string> common = {"--repl-diskless-sync-delay", "0"};
+    if (!master_password_.empty()) {
+      common.insert(common.end(),
+                    {"--requirepass", master_password_, "--masterauth", master_password_});
+    }
+    master_port_ = StartServer(master_, "master", common);
+    common.insert(common.end(), {"--replicaof", "127.0.0.1", std::to_string(master_port_)});
+    replica_port_ = StartServer(replica_, "replica", common);
     // The replica in sync before the sentinels look: they find it in the master's INFO.
     EXPECT_TRUE(testing::WaitFor(
-        [&] { return InfoField(replica_port_, "replication", "master_link_status") == "up"; },
+        [&] {
+          return InfoField(replica_port_, "replication", "master_link_status", master_password_) ==
+                 "up";
+        },
         kSetupDeadline));
     for (int i = 0; i < 3; ++i) sentinel_ports_.push_back(StartSentinel(i));
     // Every sentinel knows the replica and the two other sentinels (hello messages, every 2 s):
@@ -136,8 +173,8 @@ class Topology {
     for (int port : sentinel_ports_) {
       EXPECT_TRUE(testing::WaitFor(
           [&] {
-            auto replicas = Ask(port, {"SENTINEL", "replicas", "mymaster"});
-            auto sentinels = Ask(port, {"SENTINEL", "sentinels", "mymaster"});
+            auto replicas = Ask(port, {"SENTINEL", "replicas", "mymaster"}, sentinel_password_);
+            auto sentinels = Ask(port, {"SENTINEL", "sentinels", "mymaster"}, sentinel_password_);
             return replicas && replicas->elements.size() == 1 && sentinels &&
                    sentinels->elements.size() == 2;
           },
@@ -180,7 +217,7 @@ class Topology {
                                        dir_ + "/" + name + ".log"};
       argv.insert(argv.end(), extra.begin(), extra.end());
       p = std::make_unique<Process>(argv);
-      if (Up(*p, port)) return port;
+      if (Up(*p, port, master_password_)) return port;
     }
     ADD_FAILURE() << "redis-server did not start";
     return 0;
@@ -198,20 +235,29 @@ class Topology {
                           << "sentinel down-after-milliseconds mymaster 1000\n"
                           << "sentinel failover-timeout mymaster 10000\n"
                           << "sentinel parallel-syncs mymaster 1\n";
+      if (!master_password_.empty()) {
+        std::ofstream(conf, std::ios::app)
+            << "sentinel auth-pass mymaster " << master_password_ << "\n";
+      }
+      if (!sentinel_password_.empty()) {
+        std::ofstream(conf, std::ios::app) << "requirepass " << sentinel_password_ << "\n";
+      }
       p = std::make_unique<Process>(std::vector<std::string>{"redis-server", conf, "--sentinel"});
-      if (Up(*p, port)) return port;
+      if (Up(*p, port, sentinel_password_)) return port;
     }
     ADD_FAILURE() << "redis-server --sentinel did not start";
     return 0;
   }
 
-  static bool Up(Process& p, int port) {
-    return testing::WaitFor([&] { return p.Exited() || Ask(port, {"PING"}).has_value(); },
+  static bool Up(Process& p, int port, const std::string& password) {
+    return testing::WaitFor([&] { return p.Exited() || Ask(port, {"PING"}, password).has_value(); },
                             kSetupDeadline) &&
            !p.Exited();
   }
 
   std::string dir_;
+  std::string master_password_;
+  std::string sentinel_password_;
   std::unique_ptr<Process> master_;
   std::unique_ptr<Process> replica_;
   std::vector<std::unique_ptr<Process>> sentinels_;
@@ -350,6 +396,29 @@ TEST_F(SentinelTest, DecisionsThroughTheSentinelsAreExact) {
   EXPECT_EQ(ScriptCalls(topology_->replica_port()), 0);
 }
 
+// A master demoted behind the sentinels' back (REPLICAOF, the sentinels still name it): the
+// first script there is refused with READONLY, writing nothing, and no other goes there; the
+// sentinels name it still and ROLE says replica, so decisions take the failure mode.
+TEST_F(SentinelTest, AReadOnlyMasterGetsNoMoreScriptsAndDecisionsTakeTheFailureMode) {
+  auto limiter = MakeLimiter(/*fail_open=*/false);
+  for (int i = 1; i <= 10; ++i) ASSERT_FALSE(limiter->Decide("k", {}, 1).degraded);
+  const int master = topology_->master_port();
+  ASSERT_TRUE(Ask(topology_->replica_port(), {"REPLICAOF", "NO", "ONE"}).has_value());
+  ASSERT_TRUE(Ask(master, {"REPLICAOF", "127.0.0.1", std::to_string(topology_->replica_port())})
+                  .has_value());
+  ASSERT_FALSE(IsMaster(master));
+  const int64_t before = ScriptAttempts(master);
+  for (int i = 0; i < 50; ++i) {
+    const Decision d = limiter->Decide("k", {}, 1);
+    EXPECT_TRUE(d.degraded);
+    EXPECT_FALSE(d.allowed);
+    EXPECT_EQ(d.reason, DecisionReason::kStoreUnavailable);
+  }
+  // At most one per pipelined connection reached it (and was refused) before sluice stopped
+  // trusting it.
+  EXPECT_LE(ScriptAttempts(master) - before, 2);
+}
+
 TEST_F(SentinelTest, AManualFailoverIsFollowedAndDecisionsAreExactOnThePromotedReplica) {
   auto limiter = MakeLimiter(/*fail_open=*/true);
   Load load(*limiter);
@@ -444,6 +513,67 @@ TEST_F(SentinelTest, AKilledMasterIsReplacedAndTheOverAdmissionIsTheUnreplicated
     acked_last_second += !s.d.degraded && s.at < killed && killed - s.at < seconds(1) ? 1 : 0;
   }
   EXPECT_LE(lost, static_cast<int64_t>(acked_last_second));
+}
+
+// The address's password goes to the master, --redis-sentinel-password to the sentinels; a wrong
+// sentinel password is reported (without the password) and decisions take the failure mode.
+TEST(SentinelPasswords, EachPasswordGoesWhereItBelongs) {
+  char tmpl[] = "/tmp/sluice-sentinel-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  {
+    Topology topology(dir, "master-pw", "sentinel-pw");
+    const std::string address = topology.Address();
+    auto options =
+        ParseRedisAddress("redis+sentinel://:master-pw@" + address.substr(address.find("//") + 2));
+    ASSERT_TRUE(options.has_value()) << options.error().message;
+    options->connect_timeout = milliseconds(500);
+    options->command_timeout = milliseconds(500);
+
+    std::mutex mu;
+    std::vector<std::string> events;
+    RedisStoreOptions wrong = *options;
+    wrong.sentinel_password = "not-the-sentinel-pw";
+    wrong.on_event = [&](const RedisEvent& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      events.push_back(e.message);
+    };
+    options->sentinel_password = "sentinel-pw";
+
+    auto store = OpenRedisStore(*options);
+    ASSERT_TRUE(store.has_value());
+    ASSERT_TRUE(testing::WaitFor([&] { return (*store)->Ping(); }, kSetupDeadline));
+    auto limiter = (*store)->MakeLimiter(kSpec, "pw", /*fail_open=*/false);
+    ASSERT_TRUE(limiter.has_value());
+    for (int i = 1; i <= 10; ++i) {
+      const Decision d = (*limiter)->Decide("k", {}, 1);
+      ASSERT_FALSE(d.degraded);
+      EXPECT_EQ(d.remaining, 1'000'000 - i);
+    }
+
+    auto refused = OpenRedisStore(wrong);
+    ASSERT_TRUE(refused.has_value());
+    ASSERT_TRUE(testing::WaitFor([&] {
+      std::lock_guard<std::mutex> lock(mu);
+      for (const std::string& m : events) {
+        if (m.find("no sentinel answered") != std::string::npos) return true;
+      }
+      return false;
+    }));
+    auto refused_limiter = (*refused)->MakeLimiter(kSpec, "pw", /*fail_open=*/false);
+    ASSERT_TRUE(refused_limiter.has_value());
+    const Decision d = (*refused_limiter)->Decide("k", {}, 1);
+    EXPECT_TRUE(d.degraded);
+    EXPECT_FALSE(d.allowed);
+    EXPECT_FALSE((*refused)->Ping());
+    std::lock_guard<std::mutex> lock(mu);
+    for (const std::string& m : events) {
+      EXPECT_EQ(m.find("-pw"), std::string::npos) << m;
+    }
+    refused->reset();
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 }  // namespace
