@@ -69,7 +69,10 @@ SentinelWatch::SentinelWatch(SentinelSettings settings,
                              std::function<void()> tidy)
     : settings_(std::move(settings)), found_(std::move(found)), tidy_(std::move(tidy)) {
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  thread_ = std::thread([this] { Run(); });
+}
+
+void SentinelWatch::Start() {
+  if (!thread_.joinable() && !stopping_.load()) thread_ = std::thread([this] { Run(); });
 }
 
 SentinelWatch::~SentinelWatch() {
@@ -80,7 +83,7 @@ SentinelWatch::~SentinelWatch() {
 void SentinelWatch::Stop() {
   if (stopping_.exchange(true)) return;
   Wake();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
   DropSubscription();
 }
 

@@ -56,12 +56,15 @@ class SentinelWatch {
   static constexpr std::chrono::milliseconds kMaxBackoff{1000};
 
   // `found` runs on the watch's thread after every resolution, `tidy` every time the thread
-  // wakes; neither may destroy the watch.
+  // wakes; neither may destroy the watch. Nothing runs before Start.
   SentinelWatch(SentinelSettings settings, std::function<void(const SentinelFinding&)> found,
                 std::function<void()> tidy);
   ~SentinelWatch();
   SentinelWatch(const SentinelWatch&) = delete;
   SentinelWatch& operator=(const SentinelWatch&) = delete;
+
+  // Starts the thread: it resolves the master at once, then watches.
+  void Start();
 
   // Ask the sentinels again soon. Thread-safe, never blocks.
   void Recheck();

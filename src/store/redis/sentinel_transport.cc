@@ -39,6 +39,8 @@ class SentinelTransport final : public RedisTransport {
                4 * (master_template_.connect_timeout + master_template_.command_timeout)) {
     watch_ = std::make_unique<SentinelWatch>(
         std::move(settings), [this](const SentinelFinding& f) { Found(f); }, [this] { Tidy(); });
+    // Started once watch_ is set: `found` uses it.
+    watch_->Start();
   }
 
   // The watch stops first: nothing replaces a transport after that. The transports go next,
