@@ -213,19 +213,13 @@ class Topology {
                   const std::vector<std::string>& extra) {
     for (int attempt = 0; attempt < 5; ++attempt) {
       const int port = testing::FreePort();
-      std::vector<std::string> argv = {"redis-server",
-                                       "--port",
-                                       std::to_string(port),
-                                       "--bind",
-                                       "127.0.0.1",
-                                       "--save",
-                                       "",
-                                       "--appendonly",
-                                       "no",
-                                       "--loglevel",
-                                       "warning",
-                                       "--logfile",
-                                       dir_ + "/" + name + ".log"};
+      std::vector<std::string> argv = {
+          "redis-server", "--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
+          "--appendonly", "no", "--loglevel", "warning", "--logfile", dir_ + "/" + name + ".log",
+          // A replica writes what it syncs to disk, and a server
+          // loads what it finds there at start: a directory of
+          // this test's own, never the current one.
+          "--dir", dir_, "--dbfilename", name + ".rdb"};
       argv.insert(argv.end(), extra.begin(), extra.end());
       p = std::make_unique<Process>(argv);
       if (Up(*p, port, master_password_)) return port;
