@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -57,6 +58,12 @@ struct HttpRequestView {
   // The connection's peer address, "127.0.0.1" or "::1" (IPv4-mapped IPv6 shown as IPv4);
   // empty when not known (unit tests).
   std::string_view peer = {};
+  // The connection is TLS (a listener with --tls-cert).
+  bool tls = false;
+  // The client sent a certificate that verified against --tls-client-ca (and matched
+  // --tls-client-san), and its DNS and URI SANs (tls/peer_sans.h); false and empty otherwise.
+  bool peer_verified = false;
+  std::span<const std::string> peer_sans = {};
 };
 
 // A reply {"error":"<message>"} with `status`.

@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <exception>
@@ -22,6 +23,7 @@
 
 #include "http/http_request_parser.h"
 #include "http/http_response.h"
+#include "tls/peer_sans.h"
 #include "util/listen_address.h"
 
 namespace sluice::server {
@@ -29,6 +31,10 @@ namespace {
 
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
+// The connection's socket, in one place (a listener on a Unix socket changes only this).
+using Socket = tcp::socket;
+// TLS over that socket, which the connection owns: the stream holds a reference to it.
+using TlsStream = net::ssl::stream<Socket&>;
 using error_code = boost::system::error_code;
 using SteadyClock = std::chrono::steady_clock;
 
@@ -64,7 +70,7 @@ std::string FormatEndpoint(const tcp::endpoint& e) {
 
 // The peer's IP address as text; an IPv4 client of a dual-stack listener ("::ffff:10.0.0.1")
 // as the IPv4 address it is, so that IPv4 CIDRs match it. Empty if the socket has none.
-std::string PeerAddress(const tcp::socket& socket) {
+std::string PeerAddress(const Socket& socket) {
   error_code ec;
   const tcp::endpoint peer = socket.remote_endpoint(ec);
   if (ec) return {};
@@ -106,22 +112,33 @@ struct HttpServer::Impl {
   std::chrono::milliseconds sweep_every{100};
 
   void Accept();
-  void OnAccept(const error_code& ec, tcp::socket socket, Worker* worker);
-  void PlaceAtCap(size_t home, std::shared_ptr<tcp::socket> socket, size_t step);
-  void Refuse(tcp::socket socket);
+  void OnAccept(const error_code& ec, Socket socket, Worker* worker);
+  void PlaceAtCap(size_t home, std::shared_ptr<Socket> socket, size_t step);
+  void Refuse(Socket socket);
   void Sweep(Worker& worker);
+  void ReportTlsFailure(tls::HandshakeFailure reason) const {
+    if (options.on_tls_failure) options.on_tls_failure(reason);
+  }
 };
 
 namespace {
 
 class Connection final : public std::enable_shared_from_this<Connection>, public HttpDeferral {
  public:
-  Connection(HttpServer::Impl& server, Worker& worker, tcp::socket socket)
+  Connection(HttpServer::Impl& server, Worker& worker, Socket socket)
       : server_(server),
         worker_(worker),
         socket_(std::move(socket)),
         parser_({server.options.max_header_bytes, server.options.max_body_bytes}) {
     server_.active.fetch_add(1, std::memory_order_relaxed);
+    if (server_.options.tls) {
+      // Asio's context wrapper takes a reference of its own and drops it when it goes, once
+      // the stream's SSL holds one: the connection keeps the context it started with.
+      const std::shared_ptr<SSL_CTX> ctx = server_.options.tls->Current();
+      SSL_CTX_up_ref(ctx.get());
+      net::ssl::context wrapper(ctx.get());
+      tls_.emplace(socket_, wrapper);
+    }
   }
   // May run on another thread than the worker's (the last owner can be a deferred reply's
   // callback): touches nothing but the atomic count. Close() took it out of the worker's set.
@@ -134,6 +151,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
     error_code ec;
     socket_.set_option(tcp::no_delay(true), ec);  // each response is one write: send it now
     peer_ = PeerAddress(socket_);
+    if (tls_) return Handshake();
     WaitForRequest();
   }
 
@@ -143,6 +161,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   // its time could outlast the shutdown grace (a shaper's max_delay may be long).
   void OnStop() {
     stopping_ = true;
+    if (handshaking_) return Close();
     if (holding_) {
       hold_->cancel();  // the timer's handler sends it
       return;
@@ -153,15 +172,23 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   // On the worker's thread, from the sweep.
   bool Expired(SteadyClock::time_point now) const { return now >= deadline_; }
 
+  // On the worker's thread, from the sweep: the deadline has passed.
+  void OnDeadline() {
+    if (handshaking_) server_.ReportTlsFailure(tls::HandshakeFailure::kTimeout);
+    Close();
+  }
+
   // On the worker's thread: how readily this connection gives its slot to a new client at the
   // connection bound. kBusy (a request in the handler, a response being written) never does.
   // A connection waiting for a request, idle or with part of one, competes by how long it has
   // waited: a client between two requests has waited a moment, a slowloris or a silent
   // connection since it came.
-  enum class Shed { kBusy, kWaiting, kClosing };
+  // A TLS handshake in progress gives its slot before any connection already in.
+  enum class Shed { kBusy, kWaiting, kHandshaking, kClosing };
   Shed ShedRank() const {
     if (closed_) return Shed::kBusy;
     if (lingering_) return Shed::kClosing;
+    if (handshaking_) return Shed::kHandshaking;
     return reading_ ? Shed::kWaiting : Shed::kBusy;
   }
   SteadyClock::time_point waiting_since() const { return waiting_since_; }
@@ -169,11 +196,12 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   void Close() {
     if (closed_) return;
     closed_ = true;
+    handshaking_ = false;  // a handshake cut here (deadline, shedding, stop) reports itself
     if (hold_) hold_->cancel();
     deadline_ = SteadyClock::time_point::max();
     worker_.connections.erase(this);
     error_code ec;
-    socket_.shutdown(tcp::socket::shutdown_both, ec);
+    socket_.shutdown(Socket::shutdown_both, ec);
     socket_.close(ec);
   }
 
@@ -193,6 +221,51 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   std::string_view Received() const { return {buffer_.data() + begin_, end_ - begin_}; }
 
   void Arm(std::chrono::milliseconds timeout) { deadline_ = SteadyClock::now() + timeout; }
+
+  void Handshake() {
+    handshaking_ = true;
+    Arm(server_.options.tls->settings().handshake_timeout);
+    waiting_since_ = SteadyClock::now();
+    tls_->async_handshake(net::ssl::stream_base::server,
+                          [self = shared_from_this()](const error_code& ec) {
+                            if (!self->handshaking_ || self->closed_) return;  // cut: counted
+                            self->handshaking_ = false;
+                            if (ec) {
+                              self->server_.ReportTlsFailure(self->Classify(ec));
+                              return self->Close();
+                            }
+                            self->Identify();
+                            self->WaitForRequest();
+                          });
+  }
+
+  tls::HandshakeFailure Classify(const error_code& ec) {
+    if (ec.category() == net::error::get_ssl_category()) {
+      const auto code = static_cast<unsigned long>(static_cast<unsigned int>(ec.value()));
+      return tls::ClassifyHandshakeError(code, tls_->native_handle());
+    }
+    // The client closed (or reset) before finishing: a TCP probe, a client that gave up.
+    return tls::HandshakeFailure::kClosed;
+  }
+
+  void Identify() {
+    SSL* ssl = tls_->native_handle();
+    peer_verified_ =
+        SSL_get0_peer_certificate(ssl) != nullptr && SSL_get_verify_result(ssl) == X509_V_OK;
+    peer_sans_ = tls::VerifiedPeerSans(ssl);
+  }
+
+  // A client CA is set and this request needs a verified client certificate it lacks.
+  bool NeedsClientCert(const ParsedRequest& req) const {
+    using ClientCert = HttpServerOptions::ClientCert;
+    const ClientCert policy = server_.options.client_cert;
+    if (!tls_ || policy == ClientCert::kNone || peer_verified_) return false;
+    if (policy == ClientCert::kEverywhere) return true;
+    const std::string_view path = req.target.substr(0, req.target.find('?'));
+    const bool probe = (req.method == "GET" || req.method == "HEAD") &&
+                       (path == "/healthz" || path == "/readyz" || path == "/metrics");
+    return !probe;
+  }
 
   // A new request's clock starts now; it may already be in the buffer (pipelined).
   void WaitForRequest() {
@@ -231,14 +304,15 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   void Read() {
     if (!MakeRoom()) return ReplyAndClose(BodyTooLarge());
     reading_ = true;
-    socket_.async_read_some(net::buffer(buffer_.data() + end_, buffer_.size() - end_),
-                            [self = shared_from_this()](const error_code& ec, size_t n) {
-                              self->reading_ = false;
-                              if (ec || self->closed_)
-                                return self->Close();  // end of stream, reset, deadline
-                              self->end_ += n;
-                              self->Process();
-                            });
+    auto done = [self = shared_from_this()](const error_code& ec, size_t n) {
+      self->reading_ = false;
+      if (ec || self->closed_) return self->Close();  // end of stream, reset, deadline
+      self->end_ += n;
+      self->Process();
+    };
+    const auto into = net::buffer(buffer_.data() + end_, buffer_.size() - end_);
+    if (tls_) return tls_->async_read_some(into, std::move(done));
+    socket_.async_read_some(into, std::move(done));
   }
 
   // Space after end_ to read into: moves the unconsumed bytes to the front, or grows the
@@ -267,8 +341,19 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
     version_ = req.version;
     keep_alive_ = req.keep_alive;
     head_request_ = req.method == "HEAD";
-    const HttpRequestView view{req.method,       req.target, req.authorization, req.body, this,
-                               req.header_lines, peer_};
+    if (NeedsClientCert(req)) {
+      return Respond(ErrorReply(403, "a verified TLS client certificate is required"));
+    }
+    const HttpRequestView view{.method = req.method,
+                               .target = req.target,
+                               .authorization = req.authorization,
+                               .body = req.body,
+                               .deferral = this,
+                               .header_lines = req.header_lines,
+                               .peer = peer_,
+                               .tls = tls_.has_value(),
+                               .peer_verified = peer_verified_,
+                               .peer_sans = peer_sans_};
     std::optional<HttpReply> handled = CallHandler(view);
     if (!handled) return ReplyAndClose(ErrorReply(500, "internal error"));
     if (handled->deferred) {
@@ -336,20 +421,19 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   // its next request early; a peek tells which. `hold` tells a watch of an earlier hold, whose
   // completion may still be queued, from the current one.
   void WatchWhileHeld(uint64_t hold) {
-    socket_.async_wait(tcp::socket::wait_read,
-                       [self = shared_from_this(), hold](const error_code& ec) {
-                         if (ec || self->closed_ || !self->holding_ || hold != self->hold_count_) {
-                           return;
-                         }
-                         self->PeekWhileHeld(hold);
-                       });
+    socket_.async_wait(Socket::wait_read, [self = shared_from_this(), hold](const error_code& ec) {
+      if (ec || self->closed_ || !self->holding_ || hold != self->hold_count_) {
+        return;
+      }
+      self->PeekWhileHeld(hold);
+    });
   }
 
   void PeekWhileHeld(uint64_t hold) {
     char byte = 0;
     error_code ec;
     socket_.non_blocking(true, ec);
-    const size_t n = socket_.receive(net::buffer(&byte, 1), tcp::socket::message_peek, ec);
+    const size_t n = socket_.receive(net::buffer(&byte, 1), Socket::message_peek, ec);
     error_code ignored;
     socket_.non_blocking(false, ignored);
     if (ec == net::error::would_block) return WatchWhileHeld(hold);  // a spurious wake-up
@@ -370,18 +454,20 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
 
   void Write(bool keep_alive) {
     Arm(server_.options.request_timeout);
-    net::async_write(socket_, net::buffer(out_),
-                     [self = shared_from_this(), keep_alive](const error_code& ec, size_t) {
-                       if (ec || self->closed_) return self->Close();
-                       if (!keep_alive || self->stopping_) return self->Linger();
-                       self->WaitForRequest();
-                     });
+    auto done = [self = shared_from_this(), keep_alive](const error_code& ec, size_t) {
+      if (ec || self->closed_) return self->Close();
+      if (!keep_alive || self->stopping_) return self->Linger();
+      self->WaitForRequest();
+    };
+    if (tls_) return net::async_write(*tls_, net::buffer(out_), std::move(done));
+    net::async_write(socket_, net::buffer(out_), std::move(done));
   }
 
   void Linger() {
     lingering_ = true;
+    if (tls_) return TlsLinger();
     error_code ec;
-    socket_.shutdown(tcp::socket::shutdown_send, ec);
+    socket_.shutdown(Socket::shutdown_send, ec);
     if (ec) return Close();
     Arm(kLingerTime);
     begin_ = end_ = 0;
@@ -397,9 +483,17 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
                             });
   }
 
+  // TLS: close_notify, then the client's close_notify (which reads past what it still sends),
+  // within the linger time; the sweep closes the socket if the client never answers.
+  void TlsLinger() {
+    Arm(kLingerTime);
+    tls_->async_shutdown([self = shared_from_this()](const error_code&) { self->Close(); });
+  }
+
   HttpServer::Impl& server_;
   Worker& worker_;
-  tcp::socket socket_;
+  Socket socket_;
+  std::optional<TlsStream> tls_;  // over socket_, on a TLS listener
   HttpRequestParser parser_;
   std::vector<char> buffer_;  // received bytes: [begin_, end_) not yet consumed
   size_t begin_ = 0;
@@ -407,7 +501,9 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   size_t consumed_ = 0;  // the request being answered, from begin_
   std::string out_;      // the response being written; reused
   std::string peer_;     // the peer's IP address, once per connection (HttpRequestView::peer)
-  HttpReply held_;       // the reply waiting for its send_at, while holding_
+  std::vector<std::string> peer_sans_;  // the verified client certificate's SANs
+  bool peer_verified_ = false;
+  HttpReply held_;                         // the reply waiting for its send_at, while holding_
   std::optional<net::steady_timer> hold_;  // made at the first hold
   uint64_t hold_count_ = 0;                // holds so far: tells a stale watch from the current
   SteadyClock::time_point deadline_ = SteadyClock::time_point::max();
@@ -417,7 +513,8 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   bool head_request_ = false;  // the request being answered is a HEAD: no body
   bool reading_ = false;
   bool lingering_ = false;
-  bool holding_ = false;  // a reply waits for its send_at (Hold)
+  bool holding_ = false;      // a reply waits for its send_at (Hold)
+  bool handshaking_ = false;  // the TLS handshake is in progress
   bool stopping_ = false;
   bool closed_ = false;
 };
@@ -427,7 +524,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
 // destroy the 503 before the client reads it.
 class RefusedConnection final : public std::enable_shared_from_this<RefusedConnection> {
  public:
-  RefusedConnection(tcp::socket socket, std::atomic<size_t>& count)
+  RefusedConnection(Socket socket, std::atomic<size_t>& count)
       : socket_(std::move(socket)), timer_(socket_.get_executor()), count_(count) {}
   ~RefusedConnection() { count_.fetch_sub(1, std::memory_order_relaxed); }
 
@@ -453,7 +550,7 @@ class RefusedConnection final : public std::enable_shared_from_this<RefusedConne
     socket_.close(ec);
   }
 
-  tcp::socket socket_;
+  Socket socket_;
   net::steady_timer timer_;
   std::atomic<size_t>& count_;
   std::array<char, 4096> buffer_{};
@@ -484,7 +581,7 @@ void HttpServer::Impl::Sweep(Worker& worker) {
     for (Connection* c : worker.connections) {
       if (c->Expired(now)) expired.push_back(c);
     }
-    for (Connection* c : expired) c->Close();
+    for (Connection* c : expired) c->OnDeadline();
     Sweep(worker);
   });
 }
@@ -492,12 +589,12 @@ void HttpServer::Impl::Sweep(Worker& worker) {
 void HttpServer::Impl::Accept() {
   Worker* worker = workers[next_worker].get();
   next_worker = (next_worker + 1) % workers.size();
-  acceptor->async_accept(worker->ioc, [this, worker](error_code ec, tcp::socket socket) {
+  acceptor->async_accept(worker->ioc, [this, worker](error_code ec, Socket socket) {
     OnAccept(ec, std::move(socket), worker);
   });
 }
 
-void HttpServer::Impl::OnAccept(const error_code& ec, tcp::socket socket, Worker* worker) {
+void HttpServer::Impl::OnAccept(const error_code& ec, Socket socket, Worker* worker) {
   if (ec == net::error::operation_aborted || !acceptor->is_open()) return;  // stopping
   if (ec) {
     // Out of file descriptors (or another transient failure): back off instead of spinning.
@@ -509,7 +606,7 @@ void HttpServer::Impl::OnAccept(const error_code& ec, tcp::socket socket, Worker
     return;
   }
   if (active.load(std::memory_order_relaxed) >= options.max_connections) {
-    PlaceAtCap(worker->index, std::make_shared<tcp::socket>(std::move(socket)), 0);
+    PlaceAtCap(worker->index, std::make_shared<Socket>(std::move(socket)), 0);
   } else {
     auto connection = std::make_shared<Connection>(*this, *worker, std::move(socket));
     net::post(worker->ioc, [connection] { connection->Start(); });
@@ -527,7 +624,7 @@ void HttpServer::Impl::OnAccept(const error_code& ec, tcp::socket socket, Worker
 // worker, on its own thread, looks at its own connections, in turn from the new connection's:
 // "longest" is within the first worker that has a candidate, which costs no cross-thread
 // coordination.
-void HttpServer::Impl::PlaceAtCap(size_t home, std::shared_ptr<tcp::socket> socket, size_t step) {
+void HttpServer::Impl::PlaceAtCap(size_t home, std::shared_ptr<Socket> socket, size_t step) {
   Worker& at = *workers[(home + step) % workers.size()];
   net::post(at.ioc, [this, &at, home, socket = std::move(socket), step]() mutable {
     Worker& own = *workers[home];
@@ -546,7 +643,7 @@ void HttpServer::Impl::PlaceAtCap(size_t home, std::shared_ptr<tcp::socket> sock
   });
 }
 
-void HttpServer::Impl::Refuse(tcp::socket socket) {
+void HttpServer::Impl::Refuse(Socket socket) {
   static const std::string kReply = [] {
     const std::string body = ErrorReply(503, "too many connections").body;
     return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
@@ -555,15 +652,20 @@ void HttpServer::Impl::Refuse(tcp::socket socket) {
   }();
   spdlog::debug("http: refused a connection: {} open", options.max_connections);
   error_code ec;
+  if (options.tls) {
+    // A 503 in plaintext is not TLS: the client would read it as a broken record. Closed.
+    socket.close(ec);
+    return;
+  }
   socket.non_blocking(true, ec);  // a fresh socket's send buffer takes it; never wait here
   net::write(socket, net::buffer(kReply.data(), kReply.size()), ec);
   if (ec || lingering_refusals.fetch_add(1, std::memory_order_relaxed) >= kMaxLingeringRefusals) {
     if (!ec) lingering_refusals.fetch_sub(1, std::memory_order_relaxed);
-    socket.shutdown(tcp::socket::shutdown_both, ec);
+    socket.shutdown(Socket::shutdown_both, ec);
     socket.close(ec);
     return;
   }
-  socket.shutdown(tcp::socket::shutdown_send, ec);
+  socket.shutdown(Socket::shutdown_send, ec);
   std::make_shared<RefusedConnection>(std::move(socket), lingering_refusals)->Start();
 }
 

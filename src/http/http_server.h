@@ -38,6 +38,22 @@
 //   most max_connections; a holding connection is busy, never shed for a new client. A client
 //   that closes (or half-closes) while its reply is held is closed at once. Stop() sends held
 //   replies at once (with Connection: close): their requests were admitted.
+// - TLS (options.tls): each connection takes the context current when it is accepted (a
+//   reload changes only later ones) and has the context's handshake_timeout to finish its
+//   handshake, or it is closed. A handshake in progress holds a connection slot; at the bound
+//   it is the first to give it up (before any connection that has finished its handshake), so
+//   a handshake flood competes with itself, not with clients already in. A client that sends
+//   no TLS (plaintext HTTP) is closed without a reply, and so is a client refused at the
+//   bound (a plaintext 503 would be no TLS either). A failed handshake is reported to
+//   on_tls_failure with its reason. A connection closed after its last response sends
+//   close_notify and waits for the client's (at most the linger second), on the I/O thread.
+//   While a reply is held the watch is on the TCP socket: a close_notify from the client is
+//   taken for its next request, and the close is seen when that is read.
+// - With a client CA (options.client_cert != kNone) a request from a client without a
+//   verified certificate is answered 403 {"error":"... client certificate is required"},
+//   except, with kExceptProbes, GET/HEAD /healthz, /readyz and /metrics (kubelet probes and
+//   Prometheus scrapes come without one). The handler sees the verified SANs
+//   (HttpRequestView::peer_sans).
 #ifndef SLUICE_HTTP_HTTP_SERVER_H_
 #define SLUICE_HTTP_HTTP_SERVER_H_
 
@@ -50,6 +66,8 @@
 
 #include "http/http_message.h"
 #include "sluice/status.h"
+#include "tls/handshake_failure.h"
+#include "tls/server_tls_context.h"
 
 namespace sluice::server {
 
@@ -64,6 +82,13 @@ struct HttpServerOptions {
   std::chrono::milliseconds request_timeout{10'000};
   // Stop() waits this long for requests in flight before closing everything.
   std::chrono::milliseconds shutdown_grace{10'000};
+  // TLS on this listener (null: plaintext). Shared: sluiced reloads it, the server reads it.
+  std::shared_ptr<tls::ServerTlsContext> tls = nullptr;
+  // Which requests need a verified client certificate (meaningful with a client CA).
+  enum class ClientCert { kNone, kExceptProbes, kEverywhere };
+  ClientCert client_cert = ClientCert::kNone;
+  // Called on an I/O thread for each failed handshake (the metric); may be empty.
+  std::function<void(tls::HandshakeFailure)> on_tls_failure = {};
 };
 
 // Called on an I/O thread for every complete request; must be thread-safe.

@@ -59,6 +59,7 @@ struct Flags {
   double near_limit_ratio = 0.9;
   std::string region;        // empty: none (limits of scope global are then refused)
   std::string global_store;  // empty: none (regions mode leased is then refused)
+  TlsFlags tls;
 };
 
 // What the config is, where sluiced listens, how it answers, how it logs.
@@ -458,6 +459,7 @@ std::expected<Settings, int> ParseFlags(int argc, char** argv) {
   AddServingFlags(app, flags);
   AddBoundsFlags(app, flags);
   CLI::Option* local_cache_bytes = AddMemoryFlags(app, flags);
+  AddTlsFlags(app, flags.tls);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -467,7 +469,11 @@ std::expected<Settings, int> ParseFlags(int argc, char** argv) {
   if (int code = CheckCombinations(flags, local_cache_bytes->count() > 0, cache); code != 0) {
     return std::unexpected(code);
   }
-  return SettingsFrom(flags, cache);
+  auto tls = TlsOptionsFrom(flags.tls);
+  if (!tls) return std::unexpected(tls.error());
+  Settings settings = SettingsFrom(flags, cache);
+  settings.tls = std::move(*tls);
+  return settings;
 }
 
 }  // namespace sluice::server

@@ -17,6 +17,7 @@
 #include "metrics/usage_views.h"
 #include "service/ratelimit_headers.h"
 #include "sluice/open_store.h"
+#include "sluiced/tls_flags.h"
 
 namespace sluice::server {
 
@@ -38,6 +39,7 @@ struct Settings {
   HeaderOptions headers;  // the HTTP API's and forward-auth's: --legacy-headers
   std::string admin_token;
   int threads = 1;
+  TlsOptions tls;  // --tls-*: which listeners are TLS, with what
 
   // The store: its address as given ("memory", "redis://...", "redis+cluster://..."), and its
   // settings with the memory budget already shared out (ComputeMemoryBudget in flags.cc). The

@@ -82,12 +82,15 @@ Result<std::unique_ptr<Server>> Server::Start(const Settings& settings) {
 
   std::unique_ptr<Server> server(new Server(settings));
   server->config_ = std::move(*config);
-  for (auto step :
-       {&Server::StartService, &Server::StartHttp, &Server::StartForwardAuth, &Server::StartGrpc}) {
+  for (auto step : {&Server::StartService, &Server::StartTls, &Server::StartHttp,
+                    &Server::StartForwardAuth, &Server::StartGrpc}) {
     if (auto started = (server.get()->*step)(); !started) return std::unexpected(started.error());
   }
   server->metrics_.SetStatsSource(
-      [&service = *server->service_](StatsSink& sink) { service.ReportStats(sink); });
+      [&service = *server->service_, &tls = *server->tls_](StatsSink& sink) {
+        service.ReportStats(sink);
+        tls.ReportStats(sink);
+      });
   if (settings.memory_store) server->WatchEvictions();
   return server;
 }
@@ -130,6 +133,16 @@ Result<void> Server::StartService() {
   return {};
 }
 
+// --tls-cert: the pair is loaded (a bad one stops the start) before any listener binds.
+Result<void> Server::StartTls() {
+  auto started =
+      TlsListeners::Start(settings_.tls, settings_.http.has_value(),
+                          settings_.forward_auth.has_value(), settings_.grpc.has_value(), clock_);
+  if (!started) return std::unexpected(started.error());
+  tls_ = std::move(*started);
+  return {};
+}
+
 Result<void> Server::StartHttp() {
   HttpApiOptions api_options;
   api_options.admin_token = settings_.admin_token;
@@ -140,6 +153,7 @@ Result<void> Server::StartHttp() {
   if (!settings_.http) return {};
   HttpServerOptions options = settings_.listener;
   options.address = *settings_.http;
+  tls_->Apply(TlsListener::kHttp, options);
   auto started = HttpServer::Start(
       options, [api = api_.get()](const HttpRequestView& r) { return api->Handle(r); });
   if (!started) return std::unexpected(started.error());
@@ -158,6 +172,7 @@ Result<void> Server::StartForwardAuth() {
   if (!settings_.forward_auth) return {};
   HttpServerOptions options = settings_.listener;
   options.address = *settings_.forward_auth;
+  tls_->Apply(TlsListener::kForwardAuth, options);
   auto started = HttpServer::Start(
       options, [api = forward_auth_.get()](const HttpRequestView& r) { return api->Handle(r); });
   if (!started) return MakeError("forward-auth: " + started.error().message);
@@ -198,6 +213,7 @@ Result<void> Server::StartGrpc() {
 }
 
 void Server::Reload() {
+  tls_->Reload();  // the certificate pair, whatever becomes of the config
   auto config = LoadConfig(settings_.config, settings_.load);
   if (!config) {
     spdlog::error("reload failed, keeping the running config: {}", config.error().message);

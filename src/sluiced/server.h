@@ -21,6 +21,7 @@
 #include "sluice/scheduler.h"
 #include "sluice/status.h"
 #include "sluiced/flags.h"
+#include "sluiced/tls_listeners.h"
 
 namespace sluice::server {
 
@@ -31,7 +32,7 @@ class Server {
   // started is stopped as the Server is destroyed.
   static Result<std::unique_ptr<Server>> Start(const Settings& settings);
 
-  // SIGHUP: loads the config again; anything wrong keeps the running one.
+  // SIGHUP: loads the config and the TLS pair again; anything wrong keeps the running one.
   void Reload();
 
   // SIGTERM/SIGINT: not ready from here on, the front ends drain their requests in flight side
@@ -41,6 +42,7 @@ class Server {
  private:
   explicit Server(const Settings& settings);
   Result<void> StartService();
+  Result<void> StartTls();
   Result<void> StartHttp();
   Result<void> StartForwardAuth();
   Result<void> StartGrpc();
@@ -55,6 +57,9 @@ class Server {
   // still answering a check on a hung Redis when the Server goes keeps its layers, and their
   // timer threads read this clock, until that answer comes (ProcessClock in server.cc).
   const Clock& clock_;
+  // The listeners' TLS (the contexts, their reload, the metrics): outlives the front ends,
+  // whose connections report into it.
+  std::unique_ptr<TlsListeners> tls_;
   std::unique_ptr<UsageViews> usage_;
   std::unique_ptr<RateLimitService> service_;
   std::unique_ptr<const HttpApi> api_;

@@ -248,6 +248,21 @@ class TrafficTime {
     return keep_up_ && Nanos(std::chrono::steady_clock::now() - previous_) > t_ns_ - previous_t_ns_;
   }
 
+  // For a test that follows keys one request at a time: the name `key` goes by now. After a
+  // request that outran, Renew() moves the test on to new names, fresh in the store and in the
+  // oracle alike, rather than comparing a state that may have expired with one that has not.
+  std::string Key(std::string_view key) const {
+    return epoch_ == 0 ? std::string(key) : std::string(key) + "~" + std::to_string(epoch_);
+  }
+  // After a request's calls returned: whether it outran (then it is not compared, and the keys
+  // are renewed).
+  bool Renew() {
+    if (!Outran()) return false;
+    ++epoch_;
+    return true;
+  }
+  int renewals() const { return epoch_; }
+
  private:
   static int64_t Nanos(std::chrono::steady_clock::duration d) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
@@ -259,6 +274,7 @@ class TrafficTime {
   const bool keep_up_;
   std::chrono::steady_clock::time_point last_;      // when the last Advance was called
   std::chrono::steady_clock::time_point previous_;  // ... and the one before it
+  int epoch_ = 0;
 };
 
 // The oracle: one limit's pure algorithm with a state per key, kept forever (a replenished state
@@ -723,17 +739,20 @@ void ExpectParity(StoreSuite& suite, Store& store, const LimitSpec& spec, const 
   for (size_t i = 0; i < traffic.size(); ++i) {
     const Hit& hit = traffic[i];
     const Timestamp now = time.Advance(hit.gap_ms * 1'000'000, store);
+    const std::string key = time.Key(hit.key);
     if (i % 150 == 149) {
-      limiter->Reset(hit.key);
-      oracle.Forget(hit.key);
+      limiter->Reset(key);
+      oracle.Forget(key);
     }
     if (param.drop_replenished && i % 100 == 0) param.drop_replenished(*limiter, now);
-    const Decision got = suite.Decide(*limiter, hit.key, now, hit.cost, async);
-    const Decision want = Follow(oracle, spec, hit.key, now, hit.cost, got);
+    const Decision got = suite.Decide(*limiter, key, now, hit.cost, async);
+    if (time.Renew()) continue;
+    const Decision want = Follow(oracle, spec, key, now, hit.cost, got);
     ASSERT_TRUE(suite.Within(store, got, want, spec))
         << DescribeLimitSpec(spec) << ", request " << i << (async ? " (async)" : "");
     (want.allowed ? admitted : refused)++;
   }
+  EXPECT_LT(time.renewals(), n / 10) << DescribeLimitSpec(spec) << ": requests that outran";
   EXPECT_GT(admitted, n / 10) << DescribeLimitSpec(spec);
   EXPECT_GT(refused, n / 50) << DescribeLimitSpec(spec);
 }
@@ -821,8 +840,9 @@ TEST_P(StoreSuite, WideRatesDecideAsThePureAlgorithm) {
       RunDue(*store, now);
       const int64_t costs[] = {1, capacity / 2 + 1, capacity, any_cost(rng)};
       const int64_t cost = costs[rng() % 4];
-      const std::string key = "client-" + std::to_string(rng() % 3);
+      const std::string key = time.Key("client-" + std::to_string(rng() % 3));
       const Decision got = Decide(*limiter, key, now, cost);
+      if (time.Renew()) continue;
       const Decision want = oracle.Decide(key, now, cost);
       ASSERT_TRUE(Same(got, want)) << DescribeLimitSpec(spec) << ", request " << i;
       (want.allowed ? admitted : refused)++;
@@ -852,26 +872,28 @@ TEST_P(StoreSuite, ChargesMatchThePureAlgorithm) {
       TrafficTime time(kStartMs * 1'000'000, 1'000'000);
       int in_debt = 0;
       for (size_t i = 0; i < traffic.size(); ++i) {
-        const Hit& hit = traffic[i];
-        const Timestamp now = time.Advance(hit.gap_ms * 1'000'000, *store);
+        const Timestamp now = time.Advance(traffic[i].gap_ms * 1'000'000, *store);
+        const std::string key = time.Key(traffic[i].key);
         const int kind = static_cast<int>(i % 6);  // 0, 1: charge; 2: big charge; else decide
-        const int64_t cost = kind == 2 ? 5 * spec.Capacity() : hit.cost;
+        const int64_t cost = kind == 2 ? 5 * spec.Capacity() : traffic[i].cost;
         Decision got;
         if (kind == 0 || kind == 2) {
-          got = limiter->Charge(hit.key, now, cost);
+          got = limiter->Charge(key, now, cost);
         } else if (kind == 1) {
-          const LimitCheck check{limiter.get(), hit.key, cost, /*charge=*/true};
+          const LimitCheck check{limiter.get(), key, cost, /*charge=*/true};
           got = DecideAll(*store, std::span(&check, 1), now, i % 4 == 1).front();
         } else {
-          got = Decide(*limiter, hit.key, now, cost);
+          got = Decide(*limiter, key, now, cost);
         }
+        if (time.Renew()) continue;
         // A charge is taken whatever the verdict: only its `allowed` may be stricter.
-        const Decision want = kind < 3 ? oracle.Charge(hit.key, now, cost)
-                                       : Follow(oracle, spec, hit.key, now, cost, got);
+        const Decision want =
+            kind < 3 ? oracle.Charge(key, now, cost) : Follow(oracle, spec, key, now, cost, got);
         ASSERT_TRUE(Within(*store, got, want, spec))
             << DescribeLimitSpec(spec) << ", request " << i;
-        in_debt += !oracle.Ask(hit.key, now, 0).allowed;
+        in_debt += !oracle.Ask(key, now, 0).allowed;
       }
+      EXPECT_LT(time.renewals(), 30) << DescribeLimitSpec(spec) << ": requests that outran";
       EXPECT_GT(in_debt, 10) << DescribeLimitSpec(spec) << ": the traffic should go into debt";
     }
   }
@@ -993,10 +1015,14 @@ TEST_P(StoreSuite, RefundAtTheRequestsOwnTimeIsAnExactUndo) {
       if (rng() % 40 == 0) gap += 3 * D;
       const Timestamp now = time.Advance(gap, *store);
       if (param.drop_replenished && i % 100 == 0) param.drop_replenished(*limiter, now);
-      const std::string key = "key-" + std::to_string(rng() % 20);
+      const std::string key = time.Key("key-" + std::to_string(rng() % 20));
       const int64_t cost = 1 + static_cast<int64_t>(rng() % 3);
       const Decision got = limiter->Decide(key, now, cost);
       const bool undo = got.allowed && rng() % 3 == 0;
+      if (time.Renew()) {
+        if (undo) limiter->Refund(key, now, now, cost);
+        continue;
+      }
       const Decision want =
           undo ? oracle.Ask(key, now, cost) : Follow(oracle, spec, key, now, cost, got);
       ASSERT_TRUE(Within(*store, got, want, spec)) << Name(a) << ", request " << i;
@@ -1052,13 +1078,14 @@ TEST_P(StoreSuite, LaterRefundsMatchThePureAlgorithm) {
         it = due.erase(it);
       }
       if (param.drop_replenished && i % 100 == 0) param.drop_replenished(*limiter, now);
-      const std::string key = "key-" + std::to_string(rng() % 20);
+      const std::string key = time.Key("key-" + std::to_string(rng() % 20));
       if (rng() % 200 == 0) {
         limiter->Reset(key);
         oracle.Forget(key);
       }
       const int64_t cost = 1 + static_cast<int64_t>(rng() % 3);
       const Decision got = limiter->Decide(key, now, cost);
+      if (time.Renew()) continue;  // a refund due for a key left behind still runs, unread
       const Decision want = Follow(oracle, spec, key, now, cost, got);
       ASSERT_TRUE(Within(*store, got, want, spec)) << Name(a) << ", request " << i;
       if (got.allowed && rng() % 3 == 0) {
