@@ -57,6 +57,18 @@ struct RedisEvent {
 // and must not call into the store.
 using RedisEventHook = std::function<void(const RedisEvent&)>;
 
+// TLS to Redis (rediss://, rediss+cluster://): docs/redis.md, docs/security.md.
+struct RedisTlsOptions {
+  bool enabled = false;      // set by ParseRedisAddress for the rediss schemes
+  std::string ca_file = {};  // PEM CAs the server's certificate must chain to; empty: the system's
+  std::string cert_file = {};  // client certificate (PEM, chain after it), for servers that ask
+  std::string key_file = {};   // its private key; with cert_file
+  // The name the server's certificate is verified against (and sent as SNI); empty: the
+  // address's host, and for a cluster's nodes named by IP, the first seed's host.
+  std::string server_name = {};
+  bool insecure_skip_verify = false;  // accept any certificate: encryption without identity
+};
+
 struct RedisStoreOptions {
   std::string host = "127.0.0.1";
   int port = 6379;
@@ -69,11 +81,10 @@ struct RedisStoreOptions {
   std::vector<std::string> sentinels;
   std::string sentinel_master;
   std::string sentinel_password;
-  // rediss+sentinel://: TLS to the sentinels and the master.
-  bool tls = false;
   std::string user;  // ACL user (AUTH user password); empty: AUTH password, or no AUTH
   std::string password;
   int db = 0;
+  RedisTlsOptions tls;
   int connections = 2;  // pipelined connections per Redis server
   std::chrono::milliseconds connect_timeout{200};
   std::chrono::milliseconds command_timeout{50};

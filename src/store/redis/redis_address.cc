@@ -110,7 +110,7 @@ Result<RedisStoreOptions> ParseRedisAddress(std::string_view address) {
                                          : sentinel     ? kSentinelScheme.size()
                                                         : kScheme.size());
   RedisStoreOptions o;
-  o.tls = tls_sentinel;
+  o.tls.enabled = tls_sentinel;
   if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
     const std::string_view cred = rest.substr(0, at);
     const size_t colon = cred.find(':');

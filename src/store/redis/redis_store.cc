@@ -133,7 +133,7 @@ Result<std::shared_ptr<RedisStore>> OpenRedisStore(const RedisStoreOptions& opti
   if (!options.sentinels.empty() && options.sentinel_master.empty()) {
     return MakeError("redis sentinel: the master's name is missing");
   }
-  if (options.tls) {
+  if (!options.sentinels.empty() && options.tls.enabled) {
     // Never plaintext where TLS was asked for.
     return MakeError(
         "rediss+sentinel://: TLS to Redis is not supported yet (use redis+sentinel://)");

@@ -28,7 +28,7 @@ TEST(SentinelAddress, ParsesSentinelsMasterDatabaseAndCredentials) {
   EXPECT_EQ(a->user, "alice");
   EXPECT_EQ(a->password, "s3cr:et");  // the master's; the sentinels' is a flag of its own
   EXPECT_TRUE(a->sentinel_password.empty());
-  EXPECT_FALSE(a->tls);
+  EXPECT_FALSE(a->tls.enabled);
   EXPECT_TRUE(a->cluster_seeds.empty());
 
   auto b = ParseRedisAddress("redis+sentinel://127.0.0.1:26379/mymaster");
@@ -38,7 +38,7 @@ TEST(SentinelAddress, ParsesSentinelsMasterDatabaseAndCredentials) {
 
   auto tls = ParseRedisAddress("rediss+sentinel://127.0.0.1:26379/mymaster");
   ASSERT_TRUE(tls.has_value());
-  EXPECT_TRUE(tls->tls);
+  EXPECT_TRUE(tls->tls.enabled);
 }
 
 TEST(SentinelAddress, RefusesMalformedOnes) {
