@@ -87,9 +87,10 @@ void SentinelWatch::Stop() {
   DropSubscription();
 }
 
+// One wake per request: calls failing by the thousand while the master is away write to the
+// eventfd once, not once each, until the thread has asked the sentinels.
 void SentinelWatch::Recheck() {
-  recheck_.store(true);
-  Wake();
+  if (!recheck_.exchange(true)) Wake();
 }
 
 void SentinelWatch::Wake() {
@@ -203,7 +204,9 @@ void SentinelWatch::Run() {
         next_subscribe = now + backoff;
       }
     }
+    if (recheck_.load()) resolve = true;
     if (resolve && now >= next_resolve) {
+      recheck_.store(false);  // what fails from here on asks again
       SentinelFinding finding = Resolve();
       resolve = !finding.address.has_value();
       found_(finding);
@@ -230,7 +233,7 @@ void SentinelWatch::Run() {
       uint64_t count = 0;
       [[maybe_unused]] const ssize_t n = read(wake_fd_, &count, sizeof(count));
     }
-    if (recheck_.exchange(false)) resolve = true;
+    if (recheck_.load()) resolve = true;
     if (fds[1].revents != 0 && !ReadSubscription(resolve)) {
       DropSubscription();
       next_subscribe = Clock::now();
