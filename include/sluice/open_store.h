@@ -39,6 +39,8 @@ struct OpenStoreOptions {
   std::chrono::milliseconds redis_command_timeout{50};
   int redis_breaker_failures = 5;
   std::chrono::milliseconds redis_breaker_open_for{1000};
+  // redis+sentinel://: the sentinels' own password (RedisStoreOptions::sentinel_password).
+  std::string redis_sentinel_password;
   RedisEventHook redis_events;  // the Redis store's state changes, rate-limited (for logs)
   // false: Redis decides at the `now` passed in, not its own TIME (replays, the store suite).
   bool redis_server_time = true;

@@ -77,6 +77,13 @@ struct RedisStoreOptions {
   // Non-empty: a Redis reached through this Unix socket (host and port unused); not with
   // cluster_seeds (a cluster's nodes name each other by host and port).
   std::string unix_path;
+  // Non-empty: Redis Sentinel. These "host:port" sentinels are asked where the master named
+  // sentinel_master is (host and port unused) and watched for its failovers (docs/redis.md,
+  // "Sentinel"). user and password are the master's; sentinel_password the sentinels' own
+  // (empty: no AUTH to the sentinels).
+  std::vector<std::string> sentinels;
+  std::string sentinel_master;
+  std::string sentinel_password;
   std::string user;  // ACL user (AUTH user password); empty: AUTH password, or no AUTH
   std::string password;
   int db = 0;
@@ -163,9 +170,11 @@ class RedisStore : public Store {
 
 // Parses "redis://[user:password@]host:port[/db]",
 // "redis+cluster://[user:password@]host:port[,host:port...]" and
-// "redis+unix://[user:password@]/path/to/redis.sock[?db=N]" into options (others default);
+// "redis+unix://[user:password@]/path/to/redis.sock[?db=N]"
 // "rediss://" and "rediss+cluster://" are the same over TLS (tls.enabled; the files are the
 // caller's to set).
+// "redis+sentinel://[user:password@]host:port[,host:port...]/MASTER[/db]" (or rediss+sentinel://)
+// into options (others default).
 Result<RedisStoreOptions> ParseRedisAddress(std::string_view address);
 
 // The address as logs and error messages may show it: a user and password replaced by "***"

@@ -57,6 +57,7 @@ struct Flags {
   int64_t redis_command_timeout_ms = 50;
   int redis_breaker_failures = 5;
   int64_t redis_breaker_open_ms = 1000;
+  std::string redis_sentinel_password;
   std::string memory_max_bytes = "512Mi";
   std::string local_cache_bytes = "64Mi";
   std::string usage_tracking = "on";
@@ -104,7 +105,8 @@ void AddServingFlags(CLI::App& app, Flags& flags) {
                  "group of the listeners' Unix socket files (default: the process's own)")
       ->envname("SLUICE_UNIX_SOCKET_GROUP");
   app.add_option("--store", flags.store,
-                 "memory, redis://host:port, redis+cluster://host:port or redis+unix:///path "
+                 "memory, redis://host:port, redis+cluster://host:port, "
+                 "redis+sentinel://host:port[,host:port...]/MASTER or redis+unix:///path "
                  "(rediss: over TLS)")
       ->envname("SLUICE_STORE")
       ->capture_default_str();
@@ -245,6 +247,10 @@ void AddBoundsFlags(CLI::App& app, Flags& flags) {
       ->envname("SLUICE_REDIS_BREAKER_OPEN_MS")
       ->check(CLI::Range(int64_t{1}, int64_t{3'600'000}))
       ->capture_default_str();
+  app.add_option("--redis-sentinel-password", flags.redis_sentinel_password,
+                 "Redis: the sentinels' own password, for redis+sentinel:// (the address's "
+                 "password is the master's)")
+      ->envname("SLUICE_REDIS_SENTINEL_PASSWORD");
 }
 
 // Memory, usage views and regions; returns --local-cache-bytes, whose presence counts.
@@ -505,6 +511,7 @@ void SetStore(const Flags& flags, const MemoryBudget& budget, Settings& s) {
   o.redis_command_timeout = std::chrono::milliseconds(flags.redis_command_timeout_ms);
   o.redis_breaker_failures = flags.redis_breaker_failures;
   o.redis_breaker_open_for = std::chrono::milliseconds(flags.redis_breaker_open_ms);
+  o.redis_sentinel_password = flags.redis_sentinel_password;
   o.region = flags.region;
   o.global_store = flags.global_store;
   o.redis_tls.ca_file = flags.redis_tls_ca;

@@ -47,6 +47,7 @@ Result<std::shared_ptr<Store>> OpenRegionalStore(std::string_view address,
   redis->command_timeout = options.redis_command_timeout;
   redis->breaker_failures = options.redis_breaker_failures;
   redis->breaker_open_for = options.redis_breaker_open_for;
+  redis->sentinel_password = options.redis_sentinel_password;
   redis->max_key_bytes = options.max_key_bytes;
   redis->on_event = options.redis_events;
   redis->use_server_time = options.redis_server_time;

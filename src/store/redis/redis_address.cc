@@ -1,8 +1,10 @@
-// Store addresses: redis://[user:password@]host:port[/db], redis+cluster://..., their TLS
-// twins rediss:// and rediss+cluster://, and redis+unix://[user:password@]/path[?db=N], parsed
-// into options and shown without their credentials.
+// Store addresses: redis://[user:password@]host:port[/db], redis+cluster://...,
+// redis+sentinel://.../MASTER[/db], their TLS twins rediss://, rediss+cluster:// and
+// rediss+sentinel://, and redis+unix://[user:password@]/path[?db=N], parsed into options and
+// shown without their credentials.
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "sluice/redis_store.h"
 
@@ -75,12 +77,12 @@ struct Scheme {
   std::string_view prefix;
   bool cluster;
   bool tls;
+  bool sentinel;
 };
 constexpr Scheme kSchemes[] = {
-    {"redis://", false, false},
-    {"rediss://", false, true},
-    {"redis+cluster://", true, false},
-    {"rediss+cluster://", true, true},
+    {"redis://", false, false, false},         {"rediss://", false, true, false},
+    {"redis+cluster://", true, false, false},  {"rediss+cluster://", true, true, false},
+    {"redis+sentinel://", false, false, true}, {"rediss+sentinel://", false, true, true},
 };
 
 const Scheme* FindScheme(std::string_view address) {
@@ -112,6 +114,59 @@ std::string RedactRedisAddress(std::string_view address) {
   return std::string(address.substr(0, authority)) + "***" + std::string(address.substr(at));
 }
 
+namespace {
+
+// "host:port[,host:port...]" into "host:port" strings, each checked.
+Result<std::vector<std::string>> ParseHostList(std::string_view rest, const std::string& shown) {
+  std::vector<std::string> out;
+  for (;;) {
+    const size_t comma = rest.find(',');
+    auto hp = ParseHostPort(rest.substr(0, comma), shown);
+    if (!hp) return std::unexpected(hp.error());
+    out.push_back(hp->first + ":" + std::to_string(hp->second));
+    if (comma == std::string_view::npos) return out;
+    rest.remove_prefix(comma + 1);
+  }
+}
+
+Result<int> ParseDb(std::string_view db, const std::string& shown) {
+  if (db.empty() || db.size() > 4 || db.find_first_not_of("0123456789") != std::string_view::npos) {
+    return MakeError("store address '" + shown + "': database must be a number");
+  }
+  return std::stoi(std::string(db));
+}
+
+// After "redis+sentinel://" and the credentials: "host:port[,host:port...]/MASTER[/db]".
+Result<void> ParseSentinel(std::string_view rest, const std::string& shown, RedisStoreOptions& o) {
+  const size_t slash = rest.find('/');
+  if (slash == std::string_view::npos) {
+    return MakeError("store address '" + shown +
+                     "': expected redis+sentinel://host:port[,host:port...]/MASTER[/db]");
+  }
+  auto sentinels = ParseHostList(rest.substr(0, slash), shown);
+  if (!sentinels) return std::unexpected(sentinels.error());
+  o.sentinels = std::move(*sentinels);
+  std::string_view name = rest.substr(slash + 1);
+  if (const size_t db_slash = name.find('/'); db_slash != std::string_view::npos) {
+    auto db = ParseDb(name.substr(db_slash + 1), shown);
+    if (!db) return std::unexpected(db.error());
+    o.db = *db;
+    name = name.substr(0, db_slash);
+  }
+  // A master's name goes into a command and is matched in +switch-master messages, whose
+  // fields are separated by spaces.
+  if (name.empty() || name.size() > 256 ||
+      name.find_first_of(" \t\r\n") != std::string_view::npos) {
+    return MakeError("store address '" + shown +
+                     "': the master's name must be 1-256 bytes without spaces");
+  }
+  o.sentinel_master = std::string(name);
+  o.host = o.sentinels.front().substr(0, o.sentinels.front().rfind(':'));
+  return {};
+}
+
+}  // namespace
+
 Result<RedisStoreOptions> ParseRedisAddress(std::string_view address) {
   // Error messages show the address without its credentials: they end up in logs.
   const std::string shown = RedactRedisAddress(address);
@@ -122,13 +177,16 @@ Result<RedisStoreOptions> ParseRedisAddress(std::string_view address) {
   if (scheme == nullptr) {
     return MakeError("store address '" + shown +
                      "' must look like redis://[user:password@]host:port[/db], "
-                     "redis+cluster://[user:password@]host:port[,host:port...] (rediss:// and "
-                     "rediss+cluster:// over TLS) or redis+unix://[user:password@]/path[?db=N]");
+                     "redis+cluster://[user:password@]host:port[,host:port...], "
+                     "redis+sentinel://[user:password@]host:port[,host:port...]/MASTER[/db] "
+                     "(rediss:// and the others over TLS) or "
+                     "redis+unix://[user:password@]/path[?db=N]");
   }
   const bool cluster = scheme->cluster;
   std::string_view rest = address.substr(scheme->prefix.size());
   RedisStoreOptions o;
   o.tls.enabled = scheme->tls;
+  const bool sentinel = scheme->sentinel;
   if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
     const std::string_view cred = rest.substr(0, at);
     const size_t colon = cred.find(':');
@@ -140,14 +198,15 @@ Result<RedisStoreOptions> ParseRedisAddress(std::string_view address) {
     }
     rest.remove_prefix(at + 1);
   }
+  if (sentinel) {
+    if (auto ok = ParseSentinel(rest, shown, o); !ok) return std::unexpected(ok.error());
+    return o;
+  }
   if (const size_t slash = rest.find('/'); slash != std::string_view::npos) {
     if (cluster) return MakeError("store address '" + shown + "': a cluster has only database 0");
-    const std::string_view db = rest.substr(slash + 1);
-    if (db.empty() || db.size() > 4 ||
-        db.find_first_not_of("0123456789") != std::string_view::npos) {
-      return MakeError("store address '" + shown + "': database must be a number");
-    }
-    o.db = std::stoi(std::string(db));
+    auto db = ParseDb(rest.substr(slash + 1), shown);
+    if (!db) return std::unexpected(db.error());
+    o.db = *db;
     rest = rest.substr(0, slash);
   }
   if (!cluster) {
@@ -157,18 +216,9 @@ Result<RedisStoreOptions> ParseRedisAddress(std::string_view address) {
     o.port = hp->second;
     return o;
   }
-  for (;;) {
-    const size_t comma = rest.find(',');
-    const std::string_view one = rest.substr(0, comma);
-    auto hp = ParseHostPort(one, shown);
-    if (!hp) return std::unexpected(hp.error());
-    o.cluster_seeds.push_back(hp->first + ":" + std::to_string(hp->second));
-    if (comma == std::string_view::npos) break;
-    rest.remove_prefix(comma + 1);
-  }
-  if (o.cluster_seeds.empty()) {
-    return MakeError("store address '" + shown + "': expected host:port[,host:port...]");
-  }
+  auto seeds = ParseHostList(rest, shown);
+  if (!seeds) return std::unexpected(seeds.error());
+  o.cluster_seeds = std::move(*seeds);
   o.host = o.cluster_seeds.front().substr(0, o.cluster_seeds.front().rfind(':'));
   return o;
 }

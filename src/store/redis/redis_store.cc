@@ -101,6 +101,23 @@ void RedisStoreImpl::DecideAllAsync(std::span<const LimitCheck> checks, Timestam
   }
 }
 
+SentinelSettings SentinelFor(const RedisStoreOptions& options, const RedisEndpoint& master) {
+  SentinelSettings s;
+  s.master = options.sentinel_master;
+  s.master_template = master;
+  for (const std::string& sentinel : options.sentinels) {
+    RedisEndpoint e;
+    const size_t colon = sentinel.rfind(':');
+    e.host = sentinel.substr(0, colon);
+    e.port = std::stoi(sentinel.substr(colon + 1));
+    e.password = options.sentinel_password;
+    e.connect_timeout = options.connect_timeout;
+    e.command_timeout = options.connect_timeout;
+    s.sentinels.push_back(std::move(e));
+  }
+  return s;
+}
+
 }  // namespace internal
 
 Result<std::shared_ptr<RedisStore>> OpenRedisStore(const RedisStoreOptions& options) {
@@ -113,6 +130,14 @@ Result<std::shared_ptr<RedisStore>> OpenRedisStore(const RedisStoreOptions& opti
   if (options.breaker_failures < 1) return MakeError("breaker_failures must be at least 1");
   if (options.monitor_interval.count() < 0)
     return MakeError("monitor_interval must not be negative");
+  if (!options.sentinels.empty() && options.sentinel_master.empty()) {
+    return MakeError("redis sentinel: the master's name is missing");
+  }
+  if (!options.sentinels.empty() && options.tls.enabled) {
+    // Never plaintext where TLS was asked for.
+    return MakeError(
+        "rediss+sentinel://: TLS to Redis is not supported yet (use redis+sentinel://)");
+  }
   if (!options.unix_path.empty() && !options.cluster_seeds.empty()) {
     return MakeError(
         "a Redis Cluster cannot be reached through a Unix socket: its nodes name "

@@ -19,6 +19,7 @@
 #include "store/redis/redis_reply.h"
 #include "store/redis/redis_slots.h"
 #include "store/redis/redis_transport.h"
+#include "store/redis/sentinel_transport.h"
 
 namespace sluice::internal {
 
@@ -33,14 +34,21 @@ class RedisStoreImpl final : public RedisStore,
                                                : &own_clock_),
         scheduler_(options_.scheduler != nullptr ? options_.scheduler
                                                  : std::make_shared<ThreadScheduler>(*clock_)),
-        server_(seeds.empty() ? endpoint.Name() : seeds.front().Name()),
+        server_(!options_.sentinels.empty() ? "sentinel:" + options_.sentinel_master
+                : seeds.empty()             ? endpoint.Name()
+                                            : seeds.front().Name()),
         throttle_(options_.on_event, *clock_, options_.event_interval),
         events_([this](RedisEvent e) { throttle_.Emit(std::move(e)); }) {
     const NodeSettings settings{
         {options_.breaker_failures, options_.breaker_open_for}, clock_, &events_};
-    transport_ = seeds.empty()
-                     ? MakeStandaloneTransport(endpoint, options_.connections, settings)
-                     : MakeClusterTransport(std::move(seeds), options_.connections, settings);
+    if (!options_.sentinels.empty()) {
+      transport_ =
+          MakeSentinelTransport(SentinelFor(options_, endpoint), options_.connections, settings);
+    } else {
+      transport_ = seeds.empty()
+                       ? MakeStandaloneTransport(endpoint, options_.connections, settings)
+                       : MakeClusterTransport(std::move(seeds), options_.connections, settings);
+    }
     // A round at once (a wrong password is reported at start, not at the first request), then
     // one every monitor_interval until the store closes.
     if (options_.monitor_interval.count() > 0) {

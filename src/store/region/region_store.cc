@@ -428,6 +428,12 @@ Result<std::shared_ptr<RegionStore>> OpenRegionStore(std::shared_ptr<Store> inne
         "--global-store: a Redis Cluster is not supported yet (each limit's data is one hash: "
         "name one node, redis://host:port)");
   }
+  if (!global->sentinels.empty()) {
+    // Its client connects to one address: it would ask a sentinel's host, not the master.
+    return MakeError(
+        "--global-store: Redis Sentinel is not supported yet (name the master, "
+        "redis://host:port)");
+  }
   if (options.region.empty()) return MakeError("the region layer needs this node's region");
   const bool tls = global->tls.enabled;
   global->tls = options.tls;
