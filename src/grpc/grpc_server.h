@@ -64,7 +64,7 @@ struct GrpcServerOptions {
   // TLS (and mTLS) on the listener: set, every connection is a TLS one, terminated by sluice
   // (tls_relay.h) and handed to gRPC as plaintext, so every bound above still holds. Each
   // accepted connection counts toward max_connections from its handshake on.
-  std::optional<TlsRelayOptions> tls;
+  std::optional<TlsRelayOptions> tls{};
 };
 
 class GrpcServer {

@@ -30,9 +30,8 @@ Result<void> ValidateSanPattern(std::string_view pattern) {
     return MakeError("client SAN pattern " + quoted +
                      ": '*' is allowed only as a whole leftmost DNS label (\"*.example.com\")");
   }
-  if (pattern.starts_with("*.") && (rest.empty() || rest.find('.') == std::string_view::npos)) {
-    return MakeError("client SAN pattern " + quoted +
-                     ": a wildcard needs at least two labels after \"*.\"");
+  if (pattern.starts_with("*.") && (rest.empty() || rest.starts_with('.'))) {
+    return MakeError("client SAN pattern " + quoted + ": a wildcard needs a name after \"*.\"");
   }
   return {};
 }

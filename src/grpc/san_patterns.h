@@ -21,8 +21,8 @@ namespace sluice::server {
 
 // The names a verified client certificate carries (its subjectAltName extension).
 struct PeerIdentity {
-  std::vector<std::string> dns;
-  std::vector<std::string> uris;
+  std::vector<std::string> dns{};
+  std::vector<std::string> uris{};
 
   bool operator==(const PeerIdentity&) const = default;
 };

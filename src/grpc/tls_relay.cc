@@ -13,6 +13,7 @@
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <csignal>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -598,7 +600,18 @@ Result<std::unique_ptr<TlsRelay>> TlsRelay::Start(TlsRelayOptions options, Hando
     if (auto ok = worker->Open(); !ok) return std::unexpected(ok.error());
     impl->workers.push_back(std::move(worker));
   }
-  for (auto& w : impl->workers) w->thread = std::thread([w = w.get()] { w->Run(); });
+  for (auto& w : impl->workers) {
+    w->thread = std::thread([w = w.get()] {
+      // OpenSSL writes with write(), not send(MSG_NOSIGNAL): a client gone mid-write must be an
+      // error code on this thread, not a SIGPIPE for the process (sluiced ignores it; a library
+      // cannot count on that).
+      sigset_t pipe;
+      sigemptyset(&pipe);
+      sigaddset(&pipe, SIGPIPE);
+      pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+      w->Run();
+    });
+  }
   return std::unique_ptr<TlsRelay>(new TlsRelay(std::move(impl)));
 }
 

@@ -49,9 +49,9 @@ struct TlsRelayOptions {
   // each new connection, so a reloaded one serves new connections while open ones keep theirs.
   // Its ALPN selection must pick "h2" (UseAlpnH2 installs that); a connection that did not
   // negotiate h2 is closed. Null: the connection is closed.
-  std::function<std::shared_ptr<ssl_ctx_st>()> context;
+  std::function<std::shared_ptr<ssl_ctx_st>()> context{};
   bool require_client_cert = false;
-  std::vector<std::string> client_sans;  // patterns; empty: any verified certificate
+  std::vector<std::string> client_sans{};  // patterns; empty: any verified certificate
   std::chrono::milliseconds handshake_timeout{5000};
   int min_version = 12;  // 12: TLS 1.2, 13: TLS 1.3
   int threads = 1;
@@ -59,7 +59,7 @@ struct TlsRelayOptions {
   // Told of each failed handshake, with why: "timeout", "not_tls", "version",
   // "client_certificate", "client_san", "alpn", "no_context", "protocol", "closed". For the
   // handshake error metric; called on a relay thread.
-  std::function<void(std::string_view reason)> on_handshake_error;
+  std::function<void(std::string_view reason)> on_handshake_error{};
   const Clock* clock = nullptr;  // null: a MonotonicClock of the relay's own
 };
 
