@@ -58,6 +58,8 @@ SSL* NewServerSsl(SSL_CTX* ctx, int fd, int min_version, HandshakePolicy* policy
                            SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_CIPHER_SERVER_PREFERENCE);
   SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                         SSL_MODE_RELEASE_BUFFERS);
+  // Read what the socket holds in one read() rather than a record header and its body apart.
+  SSL_set_read_ahead(ssl, 1);
   SSL_set_app_data(ssl, policy);
   if (policy->require_client_cert) {
     SSL_set_verify(ssl, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, VerifyClient);

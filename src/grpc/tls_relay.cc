@@ -22,9 +22,9 @@
 #include <unistd.h>
 
 #include <array>
-#include <csignal>
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -67,6 +67,9 @@ struct Conn {
   bool dead = false;
   std::atomic<bool> cut{false};
   uint32_t want_tcp = 0, want_plain = 0;  // readiness the last steps wait for
+  // Whether a read of that side may find bytes, in this Pump: not after one found none (the next
+  // event says when there are more), so a busy connection costs no read that must fail.
+  bool try_tls_read = true, try_plain_read = true;
   uint32_t tcp_mask = 0, plain_mask = 0;  // readiness asked of epoll
   Side tcp_side{this}, plain_side{this};
 };
@@ -110,7 +113,7 @@ class Worker {
 
  private:
   bool TakeInbox();
-  void Pump(Conn& c);
+  void Pump(Conn& c, uint32_t tcp_events, uint32_t plain_events);
   void Sniff(Conn& c);
   void Handshake(Conn& c);
   void Established(Conn& c);
@@ -218,8 +221,10 @@ void Worker::Run() {
         if (!TakeInbox()) return;
         continue;
       }
-      Conn* c = static_cast<Side*>(events[i].data.ptr)->conn;
-      if (!c->dead) Pump(*c);
+      const Side* side = static_cast<Side*>(events[i].data.ptr);
+      Conn* c = side->conn;
+      const bool tcp = side == &c->tcp_side;
+      if (!c->dead) Pump(*c, tcp ? events[i].events : 0, tcp ? 0 : events[i].events);
     }
     Expire();
     for (const uint64_t id : dead_) conns_.erase(id);
@@ -258,8 +263,11 @@ bool Worker::TakeInbox() {
   return true;
 }
 
-void Worker::Pump(Conn& c) {
+void Worker::Pump(Conn& c, uint32_t tcp_events, uint32_t plain_events) {
   if (c.cut.load(std::memory_order_acquire)) return Close(c);
+  // A side epoll was not asked to watch for bytes may have some: try it.
+  c.try_tls_read = tcp_events != 0 || (c.tcp_mask & EPOLLIN) == 0;
+  c.try_plain_read = plain_events != 0 || (c.plain_mask & EPOLLIN) == 0;
   switch (c.phase) {
     case Phase::kSniff:
       Sniff(c);
@@ -330,6 +338,7 @@ void Worker::Established(Conn& c) {
   c.to_grpc.Allocate(relay_->options.buffer_bytes);
   c.to_client.Allocate(relay_->options.buffer_bytes);
   c.phase = Phase::kRelay;
+  c.try_tls_read = c.try_plain_read = true;
   ++c.deadline_seq;  // no deadline while relaying
   {
     const std::lock_guard<std::mutex> lock(relay_->handover_mu);
@@ -366,6 +375,10 @@ void Worker::Relay(Conn& c) {
 // 1: progress; 0: waits (want_* says for what) or has nothing to do; -1: the connection failed.
 int Worker::TlsToBuffer(Conn& c) {
   if (c.tls_eof || c.plain_eof || c.to_grpc.room() == 0) return 0;
+  if (!c.try_tls_read && SSL_has_pending(c.ssl) == 0) {
+    c.want_tcp |= EPOLLIN;
+    return 0;
+  }
   size_t n = 0;
   ERR_clear_error();
   const int r = SSL_read_ex(c.ssl, c.to_grpc.tail(), c.to_grpc.room(), &n);
@@ -376,6 +389,7 @@ int Worker::TlsToBuffer(Conn& c) {
   switch (SSL_get_error(c.ssl, r)) {
     case SSL_ERROR_WANT_READ:
       c.want_tcp |= EPOLLIN;
+      c.try_tls_read = false;
       return 0;
     case SSL_ERROR_WANT_WRITE:
       c.want_tcp |= EPOLLOUT;
@@ -415,6 +429,10 @@ int Worker::BufferToGrpc(Conn& c) {
 
 int Worker::GrpcToBuffer(Conn& c) {
   if (c.plain_eof || c.to_client.room() == 0) return 0;
+  if (!c.try_plain_read) {
+    c.want_plain |= EPOLLIN;
+    return 0;
+  }
   const ssize_t n = recv(c.plain, c.to_client.tail(), c.to_client.room(), 0);
   if (n > 0) {
     c.to_client.Commit(static_cast<size_t>(n));
@@ -422,6 +440,7 @@ int Worker::GrpcToBuffer(Conn& c) {
   }
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
     c.want_plain |= EPOLLIN;
+    c.try_plain_read = false;
     return 0;
   }
   c.plain_eof = true;  // gRPC closed the connection (it never half-closes)
