@@ -46,8 +46,10 @@ void UseAlpnH2(ssl_ctx_st* ctx) { SSL_CTX_set_alpn_select_cb(ctx, SelectH2, null
 SSL* NewServerSsl(SSL_CTX* ctx, int fd, int min_version, HandshakePolicy* policy) {
   SSL* ssl = SSL_new(ctx);
   if (ssl == nullptr) return nullptr;
-  if (SSL_set_fd(ssl, fd) != 1 ||
-      SSL_set_min_proto_version(ssl, min_version == 13 ? TLS1_3_VERSION : TLS1_2_VERSION) != 1) {
+  // The relay's minimum raises the context's, never lowers it (0 there: the lowest built in).
+  const int wanted = min_version == 13 ? TLS1_3_VERSION : TLS1_2_VERSION;
+  if (SSL_set_fd(ssl, fd) != 1 || (SSL_CTX_get_min_proto_version(ctx) < wanted &&
+                                   SSL_set_min_proto_version(ssl, wanted) != 1)) {
     SSL_free(ssl);
     return nullptr;
   }

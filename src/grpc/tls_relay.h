@@ -53,7 +53,7 @@ struct TlsRelayOptions {
   bool require_client_cert = false;
   std::vector<std::string> client_sans{};  // patterns; empty: any verified certificate
   std::chrono::milliseconds handshake_timeout{5000};
-  int min_version = 12;  // 12: TLS 1.2, 13: TLS 1.3
+  int min_version = 12;  // 12: TLS 1.2, 13: TLS 1.3; a context's higher minimum is kept
   int threads = 1;
   size_t buffer_bytes = 32 * 1024;  // per direction and connection
   // Told of each failed handshake, with why: "timeout", "not_tls", "version",

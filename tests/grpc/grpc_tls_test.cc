@@ -159,6 +159,14 @@ TEST_F(GrpcTlsTest, ATls13MinimumRefusesTls12) {
   EXPECT_TRUE(CallOn(TlsChannel(port())).ok());
 }
 
+TEST_F(GrpcTlsTest, AContextsHigherMinimumIsNotLowered) {
+  std::shared_ptr<ssl_ctx_st> ctx = ServerContext();
+  SSL_CTX_set_min_proto_version(ctx.get(), TLS1_3_VERSION);
+  Start({.context = [ctx] { return ctx; }, .min_version = 12});
+  EXPECT_FALSE(TlsClient(port(), {.max_version = TLS1_2_VERSION}).connected());
+  EXPECT_TRUE(reasons_.Saw("version"));
+}
+
 TEST_F(GrpcTlsTest, WithClientCertificatesRequiredNoCertificateIsRefused) {
   Start(Mtls());
   EXPECT_EQ(CallOn(TlsChannel(port())).error_code(), grpc::StatusCode::UNAVAILABLE);
