@@ -123,6 +123,7 @@ class Worker {
   int GrpcToBuffer(Conn& c);
   int BufferToTls(Conn& c);
   void EndRelay(Conn& c);
+  void GrpcGone(Conn& c);
   void Drain(Conn& c);
   void Fail(Conn& c, std::string_view reason);
   void Close(Conn& c);
@@ -265,6 +266,9 @@ bool Worker::TakeInbox() {
 
 void Worker::Pump(Conn& c, uint32_t tcp_events, uint32_t plain_events) {
   if (c.cut.load(std::memory_order_acquire)) return Close(c);
+  // The client's connection is gone both ways (a reset, or its FIN after ours): nothing more can
+  // be sent, and epoll would report it again at once for as long as it stays open.
+  if (c.phase == Phase::kRelay && (tcp_events & (EPOLLHUP | EPOLLERR)) != 0) return Close(c);
   // A side epoll was not asked to watch for bytes may have some: try it.
   c.try_tls_read = tcp_events != 0 || (c.tcp_mask & EPOLLIN) == 0;
   c.try_plain_read = plain_events != 0 || (c.plain_mask & EPOLLIN) == 0;
@@ -409,10 +413,6 @@ int Worker::BufferToGrpc(Conn& c) {
     c.plain_wr_shut = true;
     return 1;
   }
-  if (c.plain_eof) {  // gRPC has gone: nobody to give these to
-    c.to_grpc.Clear();
-    return 1;
-  }
   const ssize_t n = send(c.plain, c.to_grpc.head(), c.to_grpc.size(), MSG_NOSIGNAL);
   if (n > 0) {
     c.to_grpc.Consume(static_cast<size_t>(n));
@@ -422,8 +422,7 @@ int Worker::BufferToGrpc(Conn& c) {
     c.want_plain |= EPOLLOUT;
     return 0;
   }
-  c.plain_eof = true;
-  c.to_grpc.Clear();
+  GrpcGone(c);
   return 1;
 }
 
@@ -443,8 +442,18 @@ int Worker::GrpcToBuffer(Conn& c) {
     c.try_plain_read = false;
     return 0;
   }
-  c.plain_eof = true;  // gRPC closed the connection (it never half-closes)
+  GrpcGone(c);  // gRPC closed the connection (it never half-closes)
   return 1;
+}
+
+// gRPC's end is closed: ours goes too (a closed peer would be reported by epoll at once, again
+// and again, while the client's side is still flushed), and what was meant for gRPC is dropped.
+void Worker::GrpcGone(Conn& c) {
+  c.plain_eof = true;
+  c.to_grpc.Clear();
+  Unregister(c);
+  close(c.plain);
+  c.plain = -1;
 }
 
 int Worker::BufferToTls(Conn& c) {
@@ -479,9 +488,6 @@ int Worker::BufferToTls(Conn& c) {
 // gRPC's direction is over and close_notify sent: done if the client's is too, else drain.
 void Worker::EndRelay(Conn& c) {
   if (c.tls_eof) return Close(c);
-  Unregister(c);
-  close(c.plain);  // gRPC has gone
-  c.plain = -1;
   c.phase = Phase::kDrain;
   c.want_tcp = EPOLLIN;
   SetDeadline(c);

@@ -284,6 +284,21 @@ TEST_F(GrpcTlsTest, GarbageBeforeOrAfterTheHandshakeEndsOnlyThatConnection) {
   EXPECT_TRUE(CallOn(TlsChannel(port())).ok());
 }
 
+TEST_F(GrpcTlsTest, AClientResetMidCallEndsItsConnectionOnly) {
+  Start({});
+  {
+    TlsClient client(port(), {});
+    ASSERT_TRUE(client.connected());
+    const rls::RateLimitRequest request = OneDescriptor("api", "k", "v");
+    client.Send(kClientPreface + Settings({}) + CallFrames(1, request.SerializeAsString()));
+    ASSERT_TRUE(WaitFor([&] { return service_.requests().size() == 1; }));
+    const linger reset{.l_onoff = 1, .l_linger = 0};  // close() sends RST
+    setsockopt(client.fd(), SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+  }
+  EXPECT_TRUE(WaitFor([&] { return server_->connections() == 0; }));
+  EXPECT_TRUE(CallOn(TlsChannel(port())).ok());
+}
+
 // --- settings ----------------------------------------------------------------------------------
 
 TEST_F(GrpcTlsTest, SettingsThatCannotBeHonouredAreRefused) {
