@@ -388,6 +388,9 @@ int Worker::TlsToBuffer(Conn& c) {
   const int r = SSL_read_ex(c.ssl, c.to_grpc.tail(), c.to_grpc.room(), &n);
   if (r == 1) {
     c.to_grpc.Commit(n);
+    // Read-ahead took what the socket held: with nothing left in OpenSSL, another read would
+    // fail; epoll (level-triggered) says if more has come.
+    if (SSL_has_pending(c.ssl) == 0) c.try_tls_read = false;
     return 1;
   }
   switch (SSL_get_error(c.ssl, r)) {
@@ -434,6 +437,8 @@ int Worker::GrpcToBuffer(Conn& c) {
   }
   const ssize_t n = recv(c.plain, c.to_client.tail(), c.to_client.room(), 0);
   if (n > 0) {
+    // A short read emptied the socket: as above, epoll says when there is more.
+    if (static_cast<size_t>(n) < c.to_client.room()) c.try_plain_read = false;
     c.to_client.Commit(static_cast<size_t>(n));
     return 1;
   }
@@ -634,6 +639,7 @@ Result<std::unique_ptr<TlsRelay>> TlsRelay::Start(TlsRelayOptions options, Hando
       sigemptyset(&pipe);
       sigaddset(&pipe, SIGPIPE);
       pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+      pthread_setname_np(pthread_self(), "grpc-tls-relay");  // top -H, perf
       w->Run();
     });
   }
