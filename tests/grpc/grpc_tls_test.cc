@@ -247,6 +247,22 @@ TEST_F(GrpcTlsTest, TheConnectionCapHoldsForEstablishedTlsConnections) {
   EXPECT_TRUE(CallOn(TlsChannel(port())).ok());
 }
 
+TEST_F(GrpcTlsTest, AnIdleConnectionIsClosedOverTlsToo) {
+  // gRPC closes its end of the pair at the idle timeout; the client sees the close (GOAWAY, then
+  // close_notify and a FIN), and the gate counts the connection gone.
+  Start({.handshake_timeout = 60s}, {.idle_timeout = 300ms});
+  TlsClient idle(port(), {});
+  ASSERT_TRUE(idle.connected());
+  idle.Send(kClientPreface + Settings({}));
+  ASSERT_TRUE(WaitFor([&] { return server_->connections() == 1; }));
+  EXPECT_TRUE(idle.ReadToEnd());
+  EXPECT_EQ(SSL_get_shutdown(idle.ssl()) & SSL_RECEIVED_SHUTDOWN, SSL_RECEIVED_SHUTDOWN);
+  // The relay reads what the client still sends until its FIN (or the drain deadline, here
+  // longer than WaitFor's): the FIN ends it.
+  shutdown(idle.fd(), SHUT_WR);
+  EXPECT_TRUE(WaitFor([&] { return server_->connections() == 0; }));
+}
+
 TEST_F(GrpcTlsTest, AClientIgnoringTheStreamCapIsCutOverTls) {
   // As AClientIgnoringTheStreamCapIsCut (grpc_limits_test.cc), inside TLS: the cut must end the
   // client's TLS connection, not only gRPC's end of the pair.
