@@ -3,7 +3,10 @@
 // client generated from proto/, with a fixed number of calls in flight for a fixed time.
 //
 //   grpc_load --target 127.0.0.1:8081 --inflight 64 --seconds 10 [--warmup 2] [--threads 1]
-//             [--channels 1] [--seed 1]
+//             [--channels 1] [--seed 1] [--tls-ca ca.pem [--tls-name localhost]]
+//
+// With --tls-ca, the channels are TLS (grpc::SslCredentials trusting that CA, the server's
+// name checked as --tls-name), for the gRPC-over-TLS figures (scripts/run-grpc-tls-bench).
 //
 // Each of --threads threads owns a completion queue and its share of the in-flight calls (the
 // async API: a thread starts a call, and starts the next one from the completion of the
@@ -23,8 +26,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,12 +50,15 @@ struct Options {
   int channels = 1;
   unsigned seed = 1;
   int pool = 16384;
+  std::string tls_ca;  // a PEM file: TLS channels trusting it
+  std::string tls_name = "localhost";
 };
 
 [[noreturn]] void Usage() {
   std::fprintf(stderr,
                "usage: grpc_load [--target HOST:PORT] [--inflight N] [--seconds S] "
-               "[--warmup S] [--threads N] [--channels N] [--seed N] [--pool N]\n");
+               "[--warmup S] [--threads N] [--channels N] [--seed N] [--pool N] "
+               "[--tls-ca FILE [--tls-name NAME]]\n");
   std::exit(2);
 }
 
@@ -76,6 +84,10 @@ Options Parse(int argc, char** argv) {
       o.seed = static_cast<unsigned>(std::atoi(v));
     else if (a == "--pool")
       o.pool = std::atoi(v);
+    else if (a == "--tls-ca")
+      o.tls_ca = v;
+    else if (a == "--tls-name")
+      o.tls_name = v;
     else
       Usage();
   }
@@ -222,6 +234,22 @@ double Percentile(const std::vector<uint32_t>& sorted, double p) {
   return sorted[i] / 1000.0;
 }
 
+std::shared_ptr<grpc::ChannelCredentials> Credentials(const Options& o,
+                                                      grpc::ChannelArguments* args) {
+  if (o.tls_ca.empty()) return grpc::InsecureChannelCredentials();
+  std::ifstream in(o.tls_ca);
+  std::stringstream pem;
+  pem << in.rdbuf();
+  if (!in || pem.str().empty()) {
+    std::fprintf(stderr, "grpc_load: cannot read %s\n", o.tls_ca.c_str());
+    std::exit(2);
+  }
+  args->SetSslTargetNameOverride(o.tls_name);
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = pem.str();
+  return grpc::SslCredentials(ssl);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -238,7 +266,7 @@ int main(int argc, char** argv) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt("sluice.bench.channel", i);
-    auto channel = grpc::CreateCustomChannel(o.target, grpc::InsecureChannelCredentials(), args);
+    auto channel = grpc::CreateCustomChannel(o.target, Credentials(o, &args), args);
     if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(5))) {
       std::fprintf(stderr, "grpc_load: cannot connect to %s\n", o.target.c_str());
       return 1;

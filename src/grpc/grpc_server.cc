@@ -65,6 +65,7 @@ struct Shared {
   std::atomic<bool> stopping{false};
   std::unique_ptr<CallsPerConnection> calls;
   ConnectionGate* gate = nullptr;
+  TlsRelay* relay = nullptr;  // with TLS: gRPC's descriptors are the relay's pairs
   std::atomic<uint64_t> cuts{0};
   std::atomic<int64_t> last_cut_log{0};  // steady_clock ticks
   // The calls holding an answer (a shaper's delay), which Shutdown releases at once; from then
@@ -72,6 +73,11 @@ struct Shared {
   std::mutex held_mu;
   std::unordered_set<Call*> held;
   bool release_holds = false;
+
+  // Ends connection `fd` (gRPC's descriptor; with TLS the client's connection too), logging it.
+  void Cut(int fd) {
+    if (relay != nullptr ? relay->Cut(fd) : gate->Cut(fd)) LogCut();
+  }
 
   // One line per 10 s at most: an attacker reconnecting must not flood the log.
   void LogCut() {
@@ -149,7 +155,7 @@ class Call {
       // More streams than the cap allows: the client ignores SETTINGS. Answer without a message
       // (trailers are not flow-controlled, so this ends even on a zero window) and cut the
       // connection, which ends its other calls.
-      if (shared_->gate->Cut(connection_)) shared_->LogCut();
+      shared_->Cut(connection_);
       return Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                                  "too many concurrent streams on this connection"));
     }
@@ -165,7 +171,14 @@ class Call {
     std::vector<std::string> sans;
     CallerCredentials credentials;
     if (table != nullptr) {
-      if (shared_->peer_sans) sans = shared_->peer_sans(ctx_.peer());
+      if (shared_->peer_sans) {
+        sans = shared_->peer_sans(ctx_.peer());
+      } else if (shared_->relay != nullptr) {  // TLS: the relayed connection's certificate
+        if (auto identity = shared_->relay->Identity(ctx_.peer())) {
+          sans = std::move(identity->dns);
+          sans.insert(sans.end(), identity->uris.begin(), identity->uris.end());
+        }
+      }
       credentials = {BearerOf(ctx_), sans};
       if (auto who = Identify(*table, credentials); !who) return Refuse(who.error());
     }
@@ -277,6 +290,7 @@ struct GrpcServer::Impl {
   ReflectionCalls reflection_calls;
   std::unique_ptr<grpc::Server> server;
   std::vector<std::thread> threads;
+  std::unique_ptr<TlsRelay> relay;  // with TLS: between the gate and the server
   std::unique_ptr<ConnectionGate> gate;
   std::chrono::milliseconds shutdown_grace{0};
   std::mutex shutdown_mu;
@@ -290,6 +304,11 @@ GrpcServer::~GrpcServer() { Shutdown(); }
 int GrpcServer::port() const { return impl_->gate->port(); }
 
 size_t GrpcServer::connections() const { return impl_->gate->open(); }
+
+std::optional<PeerIdentity> GrpcServer::Identity(std::string_view peer) const {
+  if (impl_->relay == nullptr) return std::nullopt;
+  return impl_->relay->Identity(peer);
+}
 
 size_t GrpcServer::health_watchers() const { return impl_->health->watchers(); }
 
@@ -316,13 +335,20 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& o
   if (!gate) return std::unexpected(std::move(gate.error()));
   impl->gate = std::move(*gate);
   impl->shared.gate = impl->gate.get();
+  if (options.tls) {
+    // Started (and its options checked) before the server: it hands connections over only
+    // once the gate takes them, after the server is built.
+    auto relay = TlsRelay::Start(*options.tls, [impl = impl.get()](int fd) {
+      grpc::AddInsecureChannelFromFd(impl->server.get(), fd);
+    });
+    if (!relay) return std::unexpected(std::move(relay.error()));
+    impl->relay = std::move(*relay);
+    impl->shared.relay = impl->relay.get();
+  }
   impl->health = std::make_unique<HealthService>(HealthServiceOptions{
       .ready = [&service] { return service.Ready(); },
       .calls = impl->shared.calls.get(),
-      .cut =
-          [shared = &impl->shared](int fd) {
-            if (shared->gate->Cut(fd)) shared->LogCut();
-          },
+      .cut = [shared = &impl->shared](int fd) { shared->Cut(fd); },
       .poll_interval = options.health_poll_interval,
   });
 
@@ -353,8 +379,12 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& o
     new Call(&impl->shared, q.get());
     impl->threads.emplace_back(Serve, q.get());
   }
-  impl->gate->Start(
-      [server = impl->server.get()](int fd) { grpc::AddInsecureChannelFromFd(server, fd); });
+  if (impl->relay) {
+    impl->gate->Start([relay = impl->relay.get()](int fd) { relay->Adopt(fd); });
+  } else {
+    impl->gate->Start(
+        [server = impl->server.get()](int fd) { grpc::AddInsecureChannelFromFd(server, fd); });
+  }
   return std::unique_ptr<GrpcServer>(new GrpcServer(std::move(impl)));
 }
 
@@ -362,7 +392,8 @@ void GrpcServer::Shutdown() {
   const std::lock_guard<std::mutex> lock(impl_->shutdown_mu);
   if (impl_->shut_down) return;
   impl_->shut_down = true;
-  impl_->gate->Stop();  // no connection is handed over from here on
+  impl_->gate->Stop();                             // no connection is handed over from here on
+  if (impl_->relay) impl_->relay->StopHandover();  // nor a TLS one still in its handshake
   impl_->shared.stopping.store(true, std::memory_order_release);
   {
     // Held answers go out now, so that the calls end before the grace does.
@@ -380,6 +411,7 @@ void GrpcServer::Shutdown() {
   impl_->server->Shutdown(std::chrono::system_clock::now() + impl_->shutdown_grace);
   for (auto& q : impl_->queues) q->Shutdown();
   for (auto& t : impl_->threads) t.join();
+  if (impl_->relay) impl_->relay->Stop();  // the TLS side of connections gRPC has closed
 }
 
 }  // namespace sluice::server

@@ -13,8 +13,8 @@
 //   (*server)->Shutdown();  // stops accepting, finishes the calls in flight
 //
 // The limits an operator can rely on (GrpcServerOptions; docs/server.md):
-// - At most max_connections connections are open; one more gets GOAWAY(REFUSED_STREAM) and is
-//   closed (connection_gate.h), and a new one is taken once one closes.
+// - At most max_connections connections are open (with TLS, handshakes included); one more is
+//   closed at once (connection_gate.h), and a new one is taken once one closes.
 // - At most max_concurrent_streams calls per connection (HTTP/2 SETTINGS): a gRPC client queues
 //   the next call until one ends.
 // - A connection with no call for idle_timeout is closed; one older than max_connection_age is
@@ -29,11 +29,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "grpc/grpc_limits.h"
+#include "grpc/tls_relay.h"
 #include "service/caller_auth.h"
 #include "service/rate_limit_service.h"
 #include "service/ratelimit_headers.h"
@@ -76,12 +78,16 @@ struct GrpcServerOptions {
   // `san`: set by the listener's TLS layer. Unset (no TLS): no SANs. Asked only with
   // --api-tokens, once per call.
   std::function<std::vector<std::string>(std::string_view peer)> peer_sans = nullptr;
+  // TLS (and mTLS) on the listener: set, every connection is a TLS one, terminated by sluice
+  // (tls_relay.h) and handed to gRPC as plaintext, so every bound above still holds. Each
+  // accepted connection counts toward max_connections from its handshake on.
+  std::optional<TlsRelayOptions> tls{};
 };
 
 class GrpcServer {
  public:
-  // Listens on options.address without TLS and serves. `service` must outlive the server.
-  // Fails if an option is out of range or the address cannot be bound.
+  // Listens on options.address (with TLS if options.tls is set) and serves. `service` must outlive
+  // the server. Fails if an option is out of range or the address cannot be bound.
   static Result<std::unique_ptr<GrpcServer>> Start(const GrpcServerOptions& options,
                                                    RateLimitService& service);
 
@@ -96,6 +102,10 @@ class GrpcServer {
 
   // Connections open now (checks each: for tests and logs).
   size_t connections() const;
+
+  // The verified client certificate's names of the connection a call's ServerContext::peer()
+  // names, with TLS and a client certificate; nullopt otherwise. Thread-safe.
+  std::optional<PeerIdentity> Identity(std::string_view peer) const;
 
   // grpc.health.v1.Health Watch calls open now (for tests).
   size_t health_watchers() const;

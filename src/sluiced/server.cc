@@ -22,6 +22,34 @@
 namespace sluice::server {
 namespace {
 
+// The gRPC listener's TLS: sluice terminates it (grpc/tls_relay.h) with the listener's context
+// from TlsListeners, which already asks for h2, checks the client certificate and its SANs, and
+// reloads; the relay's own SAN check is left empty so that the rule lives in one place.
+TlsRelayOptions GrpcRelayOptions(std::shared_ptr<tls::ServerTlsContext> context,
+                                 std::function<void(tls::HandshakeFailure)> record,
+                                 const Clock& clock) {
+  const tls::TlsServerSettings& settings = context->settings();
+  TlsRelayOptions relay;
+  relay.require_client_cert = !settings.client_ca_file.empty();
+  relay.handshake_timeout = settings.handshake_timeout;
+  relay.min_version = settings.min_version == tls::TlsVersion::k1_3 ? 13 : 12;
+  relay.clock = &clock;
+  relay.context = [context] { return context->Current(); };
+  relay.on_handshake_error = [record = std::move(record)](std::string_view reason) {
+    using tls::HandshakeFailure;
+    const HandshakeFailure failure = reason == "timeout"   ? HandshakeFailure::kTimeout
+                                     : reason == "not_tls" ? HandshakeFailure::kPlaintext
+                                     : reason == "version" ? HandshakeFailure::kProtocolVersion
+                                     : reason == "client_certificate"
+                                         ? HandshakeFailure::kBadCertificate
+                                     : reason == "client_san" ? HandshakeFailure::kSanNotAllowed
+                                     : reason == "closed"     ? HandshakeFailure::kClosed
+                                                              : HandshakeFailure::kOther;
+    if (record) record(failure);
+  };
+  return relay;
+}
+
 // The store --store names, as the service needs it: keys as long as its counter keys, the
 // service's clock (nullptr: the store's own), the Redis store's state changes to `events`.
 Result<std::shared_ptr<Store>> OpenTheStore(const Settings& settings, const Clock* clock,
@@ -231,6 +259,10 @@ Result<void> Server::StartGrpc() {
   GrpcServerOptions options = settings_.grpc_options;
   options.address = *settings_.grpc;
   options.callers = callers_.get();
+  if (std::shared_ptr<tls::ServerTlsContext> context = tls_->TakeGrpc()) {
+    options.tls =
+        GrpcRelayOptions(std::move(context), tls_->FailureRecorder(TlsListener::kGrpc), clock_);
+  }
   auto started = GrpcServer::Start(options, *service_);
   if (!started) return std::unexpected(started.error());
   grpc_ = std::move(*started);

@@ -1,0 +1,40 @@
+// The OpenSSL side of the gRPC listener's TLS relay (tls_relay.h): setting up a server
+// connection, the names of a client certificate, and why a handshake failed. Internal to
+// src/grpc.
+#ifndef SLUICE_GRPC_TLS_HANDSHAKE_H_
+#define SLUICE_GRPC_TLS_HANDSHAKE_H_
+
+#include <openssl/ssl.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "grpc/san_patterns.h"
+
+namespace sluice::server {
+
+// What the handshake of one connection checks; outlives its SSL object.
+struct HandshakePolicy {
+  bool require_client_cert = false;
+  const std::vector<std::string>* client_sans = nullptr;  // empty: any verified certificate
+  bool san_refused = false;                               // set by the verification
+};
+
+// A server-side SSL on `fd` from `ctx`, with the relay's rules (minimum version, no
+// renegotiation or compression, client certificates per `policy`). Null on failure.
+SSL* NewServerSsl(SSL_CTX* ctx, int fd, int min_version, HandshakePolicy* policy);
+
+// The DNS and URI names of `cert`'s subjectAltName.
+PeerIdentity IdentityOf(X509* cert);
+
+// Why the handshake on `ssl` failed (SSL_get_error gave `error`), as a metric label: "version",
+// "client_certificate", "client_san", "alpn", "closed" or "protocol".
+std::string_view HandshakeFailure(SSL* ssl, int error, const HandshakePolicy& policy);
+
+// The connection's negotiated ALPN protocol is h2.
+bool NegotiatedH2(SSL* ssl);
+
+}  // namespace sluice::server
+
+#endif  // SLUICE_GRPC_TLS_HANDSHAKE_H_
