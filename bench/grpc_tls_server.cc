@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
 
   auto config = LoadConfig(o.config);
   if (!config) Fail(config.error().message);
-  auto store = OpenStore("memory", {});
+  auto store = OpenStore("memory");
   if (!store) Fail(store.error().message);
   MonotonicClock clock;
   Metrics metrics;

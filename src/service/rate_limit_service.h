@@ -3,7 +3,7 @@
 // no quota from the others), applies the limit's mode (enforce, shadow, soft) and failure mode,
 // and records metrics. Both front ends (HTTP JSON and Envoy gRPC) call CheckAsync().
 //
-//   auto store = OpenStore("memory", {});                  // sluice/open_store.h
+//   auto store = OpenStore("memory");                  // sluice/open_store.h
 //   auto service = RateLimitService::Create(config, *store, options, &metrics);
 //   Result<CheckResponse> r = (*service)->Check(request);  // error: a bad request (400)
 //

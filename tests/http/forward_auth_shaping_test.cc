@@ -60,7 +60,7 @@ class ForwardAuthShaping : public ::testing::Test {
   void SetUp() override {
     auto config = LoadConfig(dir_.Write("api.yaml", kConfig));
     ASSERT_TRUE(config.has_value()) << config.error().message;
-    auto opened = OpenStore("memory", {});
+    auto opened = OpenStore("memory");
     ASSERT_TRUE(opened.has_value()) << opened.error().message;
     auto service = RateLimitService::Create(*config, *opened, ServiceOptions{}, &metrics_);
     ASSERT_TRUE(service.has_value()) << service.error().message;

@@ -54,7 +54,7 @@ TEST(ShapingDelay, DelayMsIsTheLimitReqScheduleAndRefusalsTakeNothing) {
   ManualClock clock(FromNanos(int64_t{5'000'000} * 1'000'000'000));
   ServiceOptions options;
   options.clock = &clock;
-  auto opened = OpenStore("memory", {});
+  auto opened = OpenStore("memory");
   ASSERT_TRUE(opened.has_value()) << opened.error().message;
   auto service = RateLimitService::Create(*config, *opened, options, nullptr);
   ASSERT_TRUE(service.has_value()) << service.error().message;

@@ -51,7 +51,7 @@ class UsageApiTest : public ::testing::Test {
     options.clock = &clock_;
     options.usage = &views_;
     metrics_.SetUsageViews(&views_);
-    auto opened = OpenStore("memory", {});
+    auto opened = OpenStore("memory");
     ASSERT_TRUE(opened.has_value()) << opened.error().message;
     auto service = RateLimitService::Create(*config, *opened, options, &metrics_);
     ASSERT_TRUE(service.has_value()) << service.error().message;

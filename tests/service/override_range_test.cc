@@ -9,7 +9,7 @@ namespace sluice::server {
 namespace {
 
 TEST(OverrideRange, EveryUnitAndRateUpTo2To32Minus1IsServedAndCounts) {
-  auto store = OpenStore("memory", {});
+  auto store = OpenStore("memory");
   ASSERT_TRUE(store.has_value()) << store.error().message;
   test::ExpectEveryOverrideRateServedAndCounted(*store);
 }

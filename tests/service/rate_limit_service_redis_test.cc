@@ -43,7 +43,7 @@ class AsyncRedisService : public ::testing::Test {
     auto config = LoadConfig(dir_.Write("api.yaml", kConfig));
     ASSERT_TRUE(config.has_value()) << config.error().message;
     ServiceOptions options;
-    auto opened = OpenStore("redis://127.0.0.1:" + std::to_string(redis_.port()), {});
+    auto opened = OpenStore("redis://127.0.0.1:" + std::to_string(redis_.port()));
     ASSERT_TRUE(opened.has_value()) << opened.error().message;
     auto service = RateLimitService::Create(*config, *opened, options, &metrics_);
     ASSERT_TRUE(service.has_value()) << service.error().message;

@@ -52,7 +52,7 @@ class Service : public ::testing::Test {
     ASSERT_TRUE(config.has_value()) << config.error().message;
     ServiceOptions options;
     options.clock = &clock_;
-    auto opened = OpenStore("memory", {});
+    auto opened = OpenStore("memory");
     ASSERT_TRUE(opened.has_value()) << opened.error().message;
     auto service = RateLimitService::Create(*config, *opened, options, &metrics_);
     ASSERT_TRUE(service.has_value()) << service.error().message;
@@ -338,7 +338,7 @@ TEST(ServiceStats, ANewLayersFamiliesReachMetrics) {
   test::TempConfigDir dir{"widgets"};
   auto config = LoadConfig(dir.Write("api.yaml", kConfig));
   ASSERT_TRUE(config.has_value()) << config.error().message;
-  auto memory = OpenStore("memory", {});
+  auto memory = OpenStore("memory");
   ASSERT_TRUE(memory.has_value());
   Metrics metrics;
   auto service =

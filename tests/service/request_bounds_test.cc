@@ -32,7 +32,7 @@ class RequestBounds : public ::testing::Test {
     ServiceOptions options;
     options.clock = &clock_;
     options.unchecked_warning = [this](const std::string& m) { warnings_.push_back(m); };
-    auto opened = OpenStore("memory", {});
+    auto opened = OpenStore("memory");
     ASSERT_TRUE(opened.has_value()) << opened.error().message;
     auto service = RateLimitService::Create(*config, *opened, options, &metrics_);
     ASSERT_TRUE(service.has_value()) << service.error().message;

@@ -578,12 +578,19 @@ struct Region {
   // Never advanced: the test refreshes itself (RefreshDue).
   std::shared_ptr<ManualScheduler> scheduler = std::make_shared<ManualScheduler>(clock);
   // Nothing listens on port 1: every exchange with the global store fails at once.
-  std::shared_ptr<RegionStore> store =
-      *OpenRegionStore(inner, {.region = "a",
-                               .global_store = "redis://127.0.0.1:1",
-                               .node = "n1",
-                               .global_timeout = milliseconds(500),
-                               .scheduler = scheduler});
+  std::shared_ptr<RegionStore> store = *OpenRegionStore(inner, Options(scheduler));
+
+  // Built field by field: GCC 12 at -O3 takes a designated-initializer temporary's string
+  // members for uninitialized (-Wmaybe-uninitialized).
+  static RegionStoreOptions Options(std::shared_ptr<ManualScheduler> scheduler) {
+    RegionStoreOptions o;
+    o.region = "a";
+    o.global_store = "redis://127.0.0.1:1";
+    o.node = "n1";
+    o.global_timeout = milliseconds(500);
+    o.scheduler = std::move(scheduler);
+    return o;
+  }
 };
 
 TEST(ForwardingConformance, RegionLayerPassesOtherLimitsThrough) {

@@ -90,6 +90,11 @@ std::shared_ptr<Scheduler> OwnScheduler(const Clock* clock) {
 }  // namespace
 
 // The region's own store, behind the region layer when regions lease from a global store.
+Result<std::shared_ptr<Store>> OpenStore(std::string_view address) {
+  const OpenStoreOptions defaults;
+  return OpenStore(address, defaults);
+}
+
 Result<std::shared_ptr<Store>> OpenStore(std::string_view address,
                                          const OpenStoreOptions& options) {
   // One scheduler for every layer's background work: the options', or one on the caller's clock
