@@ -107,5 +107,5 @@ install(FILES packaging/sluiced.service DESTINATION /lib/systemd/system
   COMPONENT service EXCLUDE_FROM_ALL)
 
 # The manuals the unit's Documentation= points at.
-install(FILES docs/server.md docs/configuration.md docs/install.md
+install(FILES docs/server.md docs/configuration.md docs/install.md docs/security.md
   DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)

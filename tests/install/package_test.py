@@ -39,6 +39,7 @@ EXPECTED_FILES = {
     "./usr/share/doc/sluice/server.md": 0o644,
     "./usr/share/doc/sluice/configuration.md": 0o644,
     "./usr/share/doc/sluice/install.md": 0o644,
+    "./usr/share/doc/sluice/security.md": 0o644,
 }
 CONFFILES = {"/etc/sluice/sluice.yaml", "/etc/default/sluiced"}
 
