@@ -128,7 +128,7 @@ Result<void> ConfigureClientVerification(SSL_CTX* ctx, const TlsServerSettings& 
 
 }  // namespace
 
-ServerTlsContext::ServerTlsContext(TlsServerSettings settings, std::vector<std::string> alpn,
+ServerTlsContext::ServerTlsContext(TlsServerSettings settings, const std::vector<std::string>& alpn,
                                    const Clock& clock)
     : settings_(std::move(settings)), alpn_wire_(AlpnWire(alpn)), clock_(clock) {}
 

@@ -60,7 +60,8 @@ class ServerTlsContext {
     std::shared_ptr<SSL_CTX> ctx;
     int64_t not_after = 0;
   };
-  ServerTlsContext(TlsServerSettings settings, std::vector<std::string> alpn, const Clock& clock);
+  ServerTlsContext(TlsServerSettings settings, const std::vector<std::string>& alpn,
+                   const Clock& clock);
   Result<Loaded> Load() const;
 
   const TlsServerSettings settings_;

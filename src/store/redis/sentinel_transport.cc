@@ -30,7 +30,7 @@ bool SaysReadOnly(const Result<RedisReply>& reply) {
 
 class SentinelTransport final : public RedisTransport {
  public:
-  SentinelTransport(SentinelSettings settings, int connections, NodeSettings node)
+  SentinelTransport(SentinelSettings settings, int connections, const NodeSettings& node)
       : name_("sentinel:" + settings.master),
         master_template_(settings.master_template),
         connections_(connections),
