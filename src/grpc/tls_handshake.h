@@ -1,6 +1,6 @@
 // The OpenSSL side of the gRPC listener's TLS relay (tls_relay.h): setting up a server
-// connection, the names of a client certificate, and why a handshake failed. Internal to
-// src/grpc.
+// connection and why a handshake failed; the SAN rule, the certificate's names and the failure
+// reasons are src/tls's, shared with the HTTP listeners. Internal to src/grpc.
 #ifndef SLUICE_GRPC_TLS_HANDSHAKE_H_
 #define SLUICE_GRPC_TLS_HANDSHAKE_H_
 

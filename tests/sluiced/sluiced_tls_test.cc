@@ -146,6 +146,16 @@ TEST_F(SluicedTlsTest, BadPairsStopTheStart) {
   EXPECT_EQ(no_key.WaitExit(), 2);
   EXPECT_NE(no_key.Log().find("--tls-cert (SLUICE_TLS_CERT) needs --tls-key"), std::string::npos)
       << no_key.Log();
+
+  // A SAN pattern with a '*' that is not a whole leftmost label (tls::ValidateSanPattern).
+  SluicedProcess bad_san(
+      {"--config", config_, "--tls-cert", certs_["server.pem"], "--tls-key", certs_["server.key"],
+       "--tls-client-ca", certs_["ca.pem"], "--tls-client-san", "a*.edge.test"},
+      false);
+  EXPECT_EQ(bad_san.WaitExit(), 2);
+  EXPECT_NE(bad_san.Log().find("--tls-client-san: client SAN pattern 'a*.edge.test'"),
+            std::string::npos)
+      << bad_san.Log();
 }
 
 TEST_F(SluicedTlsTest, RotationUnderAKeepAliveClientFailsNothing) {
