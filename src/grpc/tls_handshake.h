@@ -7,7 +7,6 @@
 #include <openssl/ssl.h>
 
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "tls/handshake_failure.h"
