@@ -175,8 +175,7 @@ class Call {
         sans = shared_->peer_sans(ctx_.peer());
       } else if (shared_->relay != nullptr) {  // TLS: the relayed connection's certificate
         if (auto identity = shared_->relay->Identity(ctx_.peer())) {
-          sans = std::move(identity->dns);
-          sans.insert(sans.end(), identity->uris.begin(), identity->uris.end());
+          sans = std::move(*identity);
         }
       }
       credentials = {BearerOf(ctx_), sans};

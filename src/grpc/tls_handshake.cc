@@ -4,6 +4,8 @@
 #include <openssl/x509v3.h>
 
 #include "grpc/tls_relay.h"
+#include "tls/san_match.h"
+#include "tls/x509_names.h"
 
 namespace sluice::server {
 namespace {
@@ -31,7 +33,8 @@ int VerifyClient(int preverify_ok, X509_STORE_CTX* store) {
   if (policy == nullptr || policy->client_sans == nullptr || policy->client_sans->empty()) {
     return 1;
   }
-  if (SanAllowed(*policy->client_sans, IdentityOf(X509_STORE_CTX_get_current_cert(store)))) {
+  if (tls::SanAllowed(*policy->client_sans,
+                      tls::DnsAndUriSans(X509_STORE_CTX_get_current_cert(store)))) {
     return 1;
   }
   policy->san_refused = true;
@@ -71,48 +74,17 @@ SSL* NewServerSsl(SSL_CTX* ctx, int fd, int min_version, HandshakePolicy* policy
   return ssl;
 }
 
-PeerIdentity IdentityOf(X509* cert) {
-  PeerIdentity identity;
-  auto* names =
-      static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
-  if (names == nullptr) return identity;
-  for (int i = 0; i < sk_GENERAL_NAME_num(names); ++i) {
-    const GENERAL_NAME* name = sk_GENERAL_NAME_value(names, i);
-    if (name->type != GEN_DNS && name->type != GEN_URI) continue;
-    const ASN1_IA5STRING* s =
-        name->type == GEN_DNS ? name->d.dNSName : name->d.uniformResourceIdentifier;
-    std::string value(reinterpret_cast<const char*>(ASN1_STRING_get0_data(s)),
-                      static_cast<size_t>(ASN1_STRING_length(s)));
-    if (value.find('\0') != std::string::npos) continue;  // not a name: never matches one
-    (name->type == GEN_DNS ? identity.dns : identity.uris).push_back(std::move(value));
-  }
-  GENERAL_NAMES_free(names);
-  return identity;
-}
-
-std::string_view HandshakeFailure(SSL* ssl, int error, const HandshakePolicy& policy) {
-  if (policy.san_refused) return "client_san";
-  const unsigned long e = ERR_peek_error();
-  if (ERR_GET_LIB(e) == ERR_LIB_SSL) {
-    switch (ERR_GET_REASON(e)) {
-      case SSL_R_UNSUPPORTED_PROTOCOL:
-      case SSL_R_WRONG_VERSION_NUMBER:
-      case SSL_R_VERSION_TOO_LOW:
-        return "version";
-      case SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE:
-      case SSL_R_CERTIFICATE_VERIFY_FAILED:
-        return "client_certificate";
-      case SSL_R_NO_APPLICATION_PROTOCOL:
-        return "alpn";
-      default:
-        break;
-    }
-  }
+tls::HandshakeFailure FailureOf(SSL* ssl, int error, const HandshakePolicy& policy) {
+  using tls::HandshakeFailure;
+  if (policy.san_refused) return HandshakeFailure::kSanNotAllowed;
+  const HandshakeFailure classified = tls::ClassifyHandshakeError(ERR_peek_error(), ssl);
+  if (classified != HandshakeFailure::kOther) return classified;
   if (policy.require_client_cert && SSL_get_verify_result(ssl) != X509_V_OK) {
-    return "client_certificate";
+    return HandshakeFailure::kBadCertificate;
   }
-  if (error == SSL_ERROR_SYSCALL || error == SSL_ERROR_ZERO_RETURN) return "closed";
-  return "protocol";
+  if (error == SSL_ERROR_SYSCALL || error == SSL_ERROR_ZERO_RETURN)
+    return HandshakeFailure::kClosed;
+  return HandshakeFailure::kOther;
 }
 
 bool NegotiatedH2(SSL* ssl) {

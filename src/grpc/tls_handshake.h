@@ -1,16 +1,15 @@
 // The OpenSSL side of the gRPC listener's TLS relay (tls_relay.h): setting up a server
-// connection, the names of a client certificate, and why a handshake failed. Internal to
-// src/grpc.
+// connection and why a handshake failed; the SAN rule, the certificate's names and the failure
+// reasons are src/tls's, shared with the HTTP listeners. Internal to src/grpc.
 #ifndef SLUICE_GRPC_TLS_HANDSHAKE_H_
 #define SLUICE_GRPC_TLS_HANDSHAKE_H_
 
 #include <openssl/ssl.h>
 
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "grpc/san_patterns.h"
+#include "tls/handshake_failure.h"
 
 namespace sluice::server {
 
@@ -25,12 +24,9 @@ struct HandshakePolicy {
 // renegotiation or compression, client certificates per `policy`). Null on failure.
 SSL* NewServerSsl(SSL_CTX* ctx, int fd, int min_version, HandshakePolicy* policy);
 
-// The DNS and URI names of `cert`'s subjectAltName.
-PeerIdentity IdentityOf(X509* cert);
-
-// Why the handshake on `ssl` failed (SSL_get_error gave `error`), as a metric label: "version",
-// "client_certificate", "client_san", "alpn", "closed" or "protocol".
-std::string_view HandshakeFailure(SSL* ssl, int error, const HandshakePolicy& policy);
+// Why the handshake on `ssl` failed (SSL_get_error gave `error`): OpenSSL's error as
+// tls::ClassifyHandshakeError reads it for every listener, or what the relay saw itself.
+tls::HandshakeFailure FailureOf(SSL* ssl, int error, const HandshakePolicy& policy);
 
 // The connection's negotiated ALPN protocol is h2.
 bool NegotiatedH2(SSL* ssl);

@@ -35,6 +35,8 @@
 #include "grpc/calls_per_connection.h"
 #include "grpc/relay_buffer.h"
 #include "grpc/tls_handshake.h"
+#include "tls/peer_sans.h"
+#include "tls/san_match.h"
 
 namespace sluice::server {
 namespace {
@@ -125,7 +127,7 @@ class Worker {
   void EndRelay(Conn& c);
   void GrpcGone(Conn& c);
   void Drain(Conn& c);
-  void Fail(Conn& c, std::string_view reason);
+  void Fail(Conn& c, tls::HandshakeFailure reason);
   void Close(Conn& c);
   void Unregister(Conn& c);
   void SetDeadline(Conn& c);
@@ -293,12 +295,12 @@ void Worker::Sniff(Conn& c) {
   unsigned char first = 0;
   const ssize_t n = recv(c.tcp, &first, 1, MSG_PEEK);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-  if (n <= 0) return Fail(c, "closed");
-  if (first != kTlsHandshakeRecord) return Fail(c, "not_tls");
+  if (n <= 0) return Fail(c, tls::HandshakeFailure::kClosed);
+  if (first != kTlsHandshakeRecord) return Fail(c, tls::HandshakeFailure::kPlaintext);
   std::shared_ptr<ssl_ctx_st> ctx = relay_->options.context();
-  if (!ctx) return Fail(c, "no_context");
+  if (!ctx) return Fail(c, tls::HandshakeFailure::kOther);
   c.ssl = NewServerSsl(ctx.get(), c.tcp, relay_->options.min_version, &c.policy);
-  if (c.ssl == nullptr) return Fail(c, "no_context");
+  if (c.ssl == nullptr) return Fail(c, tls::HandshakeFailure::kOther);
   c.phase = Phase::kHandshake;
   Handshake(c);
 }
@@ -313,20 +315,24 @@ void Worker::Handshake(Conn& c) {
   } else if (error == SSL_ERROR_WANT_WRITE) {
     c.want_tcp = EPOLLOUT;
   } else {
-    Fail(c, HandshakeFailure(c.ssl, error, c.policy));
+    Fail(c, FailureOf(c.ssl, error, c.policy));
   }
 }
 
 void Worker::Established(Conn& c) {
-  if (!NegotiatedH2(c.ssl)) return Fail(c, "alpn");
-  PeerIdentity identity;
-  X509* peer = SSL_get0_peer_certificate(c.ssl);
-  const bool verified = peer != nullptr && SSL_get_verify_result(c.ssl) == X509_V_OK;
-  if (verified) identity = IdentityOf(peer);
+  using tls::HandshakeFailure;
+  if (!NegotiatedH2(c.ssl)) return Fail(c, HandshakeFailure::kOther);  // no h2: not gRPC
+  const bool sent = SSL_get0_peer_certificate(c.ssl) != nullptr;
+  const bool verified = sent && SSL_get_verify_result(c.ssl) == X509_V_OK;
+  PeerIdentity identity = tls::VerifiedPeerSans(c.ssl);
   // Checked again here: a resumed session skips the verification callback.
-  if (c.policy.require_client_cert && !verified) return Fail(c, "client_certificate");
+  if (c.policy.require_client_cert && !verified) {
+    return Fail(c, sent ? HandshakeFailure::kBadCertificate : HandshakeFailure::kNoCertificate);
+  }
   const auto& patterns = relay_->options.client_sans;
-  if (!patterns.empty() && !SanAllowed(patterns, identity)) return Fail(c, "client_san");
+  if (!patterns.empty() && !tls::SanAllowed(patterns, identity)) {
+    return Fail(c, HandshakeFailure::kSanNotAllowed);
+  }
   int pair[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair) != 0) {
     spdlog::warn("grpc tls: socketpair failed: {}; connection closed", std::strerror(errno));
@@ -514,8 +520,8 @@ void Worker::Drain(Conn& c) {
   }
 }
 
-void Worker::Fail(Conn& c, std::string_view reason) {
-  spdlog::debug("grpc tls: handshake failed: {}", reason);
+void Worker::Fail(Conn& c, tls::HandshakeFailure reason) {
+  spdlog::debug("grpc tls: handshake failed: {}", tls::HandshakeFailureName(reason));
   if (relay_->options.on_handshake_error) relay_->options.on_handshake_error(reason);
   if (c.ssl != nullptr) {
     SSL_free(c.ssl);  // OpenSSL has sent its alert, if any
@@ -584,7 +590,7 @@ void Worker::Expire() {
     if (c.phase == Phase::kDrain) {
       Close(c);
     } else {
-      Fail(c, "timeout");
+      Fail(c, tls::HandshakeFailure::kTimeout);
     }
   }
 }
@@ -624,7 +630,8 @@ Result<std::unique_ptr<TlsRelay>> TlsRelay::Start(TlsRelayOptions options, Hando
         "grpc tls: client SAN patterns need client certificates (a client CA) to check");
   }
   for (const std::string& p : options.client_sans) {
-    if (auto ok = ValidateSanPattern(p); !ok) return MakeError("grpc tls: " + ok.error().message);
+    if (auto ok = tls::ValidateSanPattern(p); !ok)
+      return MakeError("grpc tls: " + ok.error().message);
   }
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);

@@ -15,7 +15,7 @@
 // - A connection whose first byte is not a TLS handshake record (a plaintext client) is closed
 //   without a byte of reply; a handshake not done within handshake_timeout is cut.
 // - Client certificates: with require_client_cert, one is required and verified against the
-//   context's trust store, and with client_sans its names must match a pattern (san_patterns.h),
+//   context's trust store, and with client_sans its names must match a pattern (tls/san_match.h),
 //   all at the handshake. The verified names stay retrievable per call: gRPC names a handed-over
 //   connection's peer "fd:N" (N: gRPC's end of the pair), and Identity(peer) looks them up.
 //
@@ -36,13 +36,17 @@
 #include <string_view>
 #include <vector>
 
-#include "grpc/san_patterns.h"
 #include "sluice/clock.h"
 #include "sluice/status.h"
+#include "tls/handshake_failure.h"
 
 struct ssl_ctx_st;  // OpenSSL's SSL_CTX: no OpenSSL header here
 
 namespace sluice::server {
+
+// The DNS and URI SANs of a connection's verified client certificate (tls::VerifiedPeerSans),
+// in the certificate's order; empty without one.
+using PeerIdentity = std::vector<std::string>;
 
 struct TlsRelayOptions {
   // The server's context (certificate, key, trust store for client certificates), asked for
@@ -56,10 +60,9 @@ struct TlsRelayOptions {
   int min_version = 12;  // 12: TLS 1.2, 13: TLS 1.3; a context's higher minimum is kept
   int threads = 1;
   size_t buffer_bytes = 32 * 1024;  // per direction and connection
-  // Told of each failed handshake, with why: "timeout", "not_tls", "version",
-  // "client_certificate", "client_san", "alpn", "no_context", "protocol", "closed". For the
-  // handshake error metric; called on a relay thread.
-  std::function<void(std::string_view reason)> on_handshake_error{};
+  // Told of each failed handshake, with why, in the reasons every listener's handshake error
+  // metric has (no h2 or no context: kOther). Called on a relay thread.
+  std::function<void(tls::HandshakeFailure)> on_handshake_error{};
   const Clock* clock = nullptr;  // null: a MonotonicClock of the relay's own
 };
 

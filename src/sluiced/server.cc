@@ -24,29 +24,21 @@ namespace {
 
 // The gRPC listener's TLS: sluice terminates it (grpc/tls_relay.h) with the listener's context
 // from TlsListeners, which already asks for h2, checks the client certificate and its SANs, and
-// reloads; the relay's own SAN check is left empty so that the rule lives in one place.
+// reloads. The relay installs its own verify callback on each connection (replacing the
+// context's), so it is given the same --tls-client-san patterns: the rule (tls/san_match.h)
+// is one, and it must be applied on this listener too.
 TlsRelayOptions GrpcRelayOptions(std::shared_ptr<tls::ServerTlsContext> context,
                                  std::function<void(tls::HandshakeFailure)> record,
                                  const Clock& clock) {
   const tls::TlsServerSettings& settings = context->settings();
   TlsRelayOptions relay;
   relay.require_client_cert = !settings.client_ca_file.empty();
+  relay.client_sans = settings.client_sans;
   relay.handshake_timeout = settings.handshake_timeout;
   relay.min_version = settings.min_version == tls::TlsVersion::k1_3 ? 13 : 12;
   relay.clock = &clock;
   relay.context = [context] { return context->Current(); };
-  relay.on_handshake_error = [record = std::move(record)](std::string_view reason) {
-    using tls::HandshakeFailure;
-    const HandshakeFailure failure = reason == "timeout"   ? HandshakeFailure::kTimeout
-                                     : reason == "not_tls" ? HandshakeFailure::kPlaintext
-                                     : reason == "version" ? HandshakeFailure::kProtocolVersion
-                                     : reason == "client_certificate"
-                                         ? HandshakeFailure::kBadCertificate
-                                     : reason == "client_san" ? HandshakeFailure::kSanNotAllowed
-                                     : reason == "closed"     ? HandshakeFailure::kClosed
-                                                              : HandshakeFailure::kOther;
-    if (record) record(failure);
-  };
+  relay.on_handshake_error = std::move(record);
   return relay;
 }
 

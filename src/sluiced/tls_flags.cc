@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include "tls/san_match.h"
+
 namespace sluice::server {
 namespace {
 
@@ -86,6 +88,11 @@ std::expected<TlsOptions, int> TlsOptionsFrom(const TlsFlags& flags) {
     return std::unexpected(
         Refuse("--tls-client-san and --tls-client-cert-everywhere need --tls-client-ca: only "
                "a verified client certificate names a client"));
+  }
+  for (const std::string& pattern : flags.client_sans) {
+    if (auto ok = tls::ValidateSanPattern(pattern); !ok) {
+      return std::unexpected(Refuse(("--tls-client-san: " + ok.error().message).c_str()));
+    }
   }
   tls::TlsServerSettings s;
   s.cert_file = flags.cert;

@@ -1,5 +1,7 @@
 #include "tls/san_match.h"
 
+#include <string>
+
 #include "util/ascii.h"
 
 namespace sluice::tls {
@@ -8,6 +10,20 @@ namespace {
 bool IsUri(std::string_view s) { return s.find(':') != std::string_view::npos; }
 
 }  // namespace
+
+Result<void> ValidateSanPattern(std::string_view pattern) {
+  const std::string quoted = "'" + std::string(pattern) + "'";
+  if (pattern.empty()) return MakeError("a client SAN pattern is empty");
+  const std::string_view rest = pattern.starts_with("*.") ? pattern.substr(2) : pattern;
+  if (rest.find('*') != std::string_view::npos) {
+    return MakeError("client SAN pattern " + quoted +
+                     ": '*' is allowed only as a whole leftmost DNS label (\"*.example.com\")");
+  }
+  if (pattern.starts_with("*.") && (rest.empty() || rest.starts_with('.'))) {
+    return MakeError("client SAN pattern " + quoted + ": a wildcard needs a name after \"*.\"");
+  }
+  return {};
+}
 
 bool SanMatches(std::string_view pattern, std::string_view san) {
   if (pattern.empty() || san.empty()) return false;

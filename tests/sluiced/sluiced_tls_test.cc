@@ -1,16 +1,22 @@
 // TLS on sluiced's HTTP listeners, end to end: the real binary with the certificates
 // tests/support/make-test-certs makes. mTLS with a SAN list (probes without a certificate,
 // /v1/check refused without one, other CA and unlisted SAN refused at the handshake), bad
-// startup pairs, and rotation by file change and SIGHUP under a keep-alive client.
+// startup pairs, rotation by file change and SIGHUP under a keep-alive client, and gRPC health
+// over mTLS through grpc++'s own TLS client.
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "support/sluiced_process.h"
 #include "support/temp_config_dir.h"
 #include "support/test_certs.h"
@@ -49,6 +55,31 @@ class SluicedTlsTest : public ::testing::Test {
     const auto over = std::filesystem::copy_options::overwrite_existing;
     std::filesystem::copy_file(certs_[cert], certs_["live.pem"], over);
     std::filesystem::copy_file(certs_[key], certs_["live.key"], over);
+  }
+
+  std::string Read(const std::string& name) const {
+    std::ifstream in(certs_[name]);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+  // gRPC health's Check("") on 127.0.0.1:port over TLS trusting the test CA, presenting the
+  // certificate `name` (none if empty), on a channel of its own.
+  grpc::Status GrpcHealth(int port, const std::string& name,
+                          grpc::health::v1::HealthCheckResponse& response) const {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = Read("ca.pem");
+    if (!name.empty()) {
+      ssl.pem_cert_chain = Read(name + ".pem");
+      ssl.pem_private_key = Read(name + ".key");
+    }
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto channel = grpc::CreateCustomChannel("localhost:" + std::to_string(port),
+                                             grpc::SslCredentials(ssl), args);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    return grpc::health::v1::Health::NewStub(channel)->Check(&ctx, {}, &response);
   }
 
   TempConfigDir dir_{"sluiced-tls"};
@@ -115,6 +146,16 @@ TEST_F(SluicedTlsTest, BadPairsStopTheStart) {
   EXPECT_EQ(no_key.WaitExit(), 2);
   EXPECT_NE(no_key.Log().find("--tls-cert (SLUICE_TLS_CERT) needs --tls-key"), std::string::npos)
       << no_key.Log();
+
+  // A SAN pattern with a '*' that is not a whole leftmost label (tls::ValidateSanPattern).
+  SluicedProcess bad_san(
+      {"--config", config_, "--tls-cert", certs_["server.pem"], "--tls-key", certs_["server.key"],
+       "--tls-client-ca", certs_["ca.pem"], "--tls-client-san", "a*.edge.test"},
+      false);
+  EXPECT_EQ(bad_san.WaitExit(), 2);
+  EXPECT_NE(bad_san.Log().find("--tls-client-san: client SAN pattern 'a*.edge.test'"),
+            std::string::npos)
+      << bad_san.Log();
 }
 
 TEST_F(SluicedTlsTest, RotationUnderAKeepAliveClientFailsNothing) {
@@ -211,6 +252,36 @@ TEST_F(SluicedTlsTest, HttpTlsOffKeepsThatListenerPlain) {
   while ((n = ::recv(fd, chunk, sizeof chunk, 0)) > 0) got.append(chunk, size_t(n));
   ::close(fd);
   EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+}
+
+TEST_F(SluicedTlsTest, GrpcHealthOverMutualTlsWithASanList) {
+  auto sluiced = StartSluiced(config_, {"--grpc", "127.0.0.1:0", "--tls-cert", certs_["chain.pem"],
+                                        "--tls-key", certs_["server.key"], "--tls-client-ca",
+                                        certs_["ca.pem"], "--tls-client-san", kEnvoy});
+  const int port = sluiced->GrpcPort();
+  ASSERT_GT(port, 0) << sluiced->Log();
+
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status ok = GrpcHealth(port, "client", response);
+  ASSERT_TRUE(ok.ok()) << ok.error_code() << " " << ok.error_message();
+  EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+
+  EXPECT_EQ(GrpcHealth(port, "", response).error_code(), grpc::StatusCode::UNAVAILABLE);
+  // --tls-client-san holds on the gRPC listener too, not only on HTTP.
+  EXPECT_EQ(GrpcHealth(port, "other-client", response).error_code(), grpc::StatusCode::UNAVAILABLE);
+
+  TlsTestClient probe(sluiced->port(), Client("client"));
+  for (const char* series :
+       {"sluice_tls_handshake_errors_total{listener=\"grpc\",reason=\"no_certificate\"} ",
+        "sluice_tls_handshake_errors_total{listener=\"grpc\",reason=\"san_not_allowed\"} "}) {
+    // A count of at least one (grpc++ may retry a failed connection).
+    EXPECT_TRUE(WaitFor([&] {
+      auto metrics = probe.Request("GET", "/metrics");
+      if (!metrics) return false;
+      const size_t at = metrics->body.find(series);
+      return at != std::string::npos && metrics->body[at + std::string_view(series).size()] != '0';
+    })) << series;
+  }
 }
 
 }  // namespace

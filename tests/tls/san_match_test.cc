@@ -45,5 +45,23 @@ TEST(SanMatch, AllowedWhenAnySanMatchesAnyPattern) {
   EXPECT_TRUE(SanAllowed({}, std::vector<std::string>{}));  // no patterns: any verified client
 }
 
+TEST(SanMatch, AWildcardPatternNeverMatchesAUri) {
+  const std::vector<std::string> patterns = {"*.local/ns/edge/sa/envoy"};
+  EXPECT_FALSE(
+      SanAllowed(patterns, std::vector<std::string>{"spiffe://cluster.local/ns/edge/sa/envoy"}));
+}
+
+TEST(SanMatch, ValidPatternsAreExactNamesOrOneLeadingWildcardLabel) {
+  EXPECT_TRUE(ValidateSanPattern("client.test").has_value());
+  EXPECT_TRUE(ValidateSanPattern("*.edge.test").has_value());
+  EXPECT_TRUE(ValidateSanPattern("spiffe://cluster.local/ns/edge/sa/envoy").has_value());
+  EXPECT_FALSE(ValidateSanPattern("").has_value());
+  EXPECT_FALSE(ValidateSanPattern("a*.edge.test").has_value());
+  EXPECT_FALSE(ValidateSanPattern("*.*.test").has_value());
+  EXPECT_FALSE(ValidateSanPattern("*.").has_value());
+  EXPECT_FALSE(ValidateSanPattern("*..test").has_value());
+  EXPECT_FALSE(ValidateSanPattern("*").has_value());
+}
+
 }  // namespace
 }  // namespace sluice::tls
