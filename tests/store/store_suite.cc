@@ -13,6 +13,7 @@
 #include <future>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -739,20 +740,33 @@ void ExpectParity(StoreSuite& suite, Store& store, const LimitSpec& spec, const 
   for (size_t i = 0; i < traffic.size(); ++i) {
     const Hit& hit = traffic[i];
     const Timestamp now = time.Advance(hit.gap_ms * 1'000'000, store);
-    const std::string key = time.Key(hit.key);
+    const std::string& key = hit.key;
     if (i % 150 == 149) {
       limiter->Reset(key);
       oracle.Forget(key);
     }
     if (param.drop_replenished && i % 100 == 0) param.drop_replenished(*limiter, now);
     const Decision got = suite.Decide(*limiter, key, now, hit.cost, async);
-    if (time.Renew()) continue;
+    // After a request that outran (TrafficTime), the key may have expired in real time: the
+    // store's answer is then right for a fresh state, and the oracle takes that state.
+    std::optional<PureLimit> fresh;
+    if (time.Outran()) {
+      fresh.emplace(oracle);
+      fresh->Forget(key);
+    }
     const Decision want = Follow(oracle, spec, key, now, hit.cost, got);
+    if (fresh && !suite.Within(store, got, want, spec)) {
+      const Decision fresh_want = Follow(*fresh, spec, key, now, hit.cost, got);
+      if (suite.Within(store, got, fresh_want, spec)) {
+        oracle = std::move(*fresh);
+        (fresh_want.allowed ? admitted : refused)++;
+        continue;
+      }
+    }
     ASSERT_TRUE(suite.Within(store, got, want, spec))
         << DescribeLimitSpec(spec) << ", request " << i << (async ? " (async)" : "");
     (want.allowed ? admitted : refused)++;
   }
-  EXPECT_LT(time.renewals(), n / 10) << DescribeLimitSpec(spec) << ": requests that outran";
   EXPECT_GT(admitted, n / 10) << DescribeLimitSpec(spec);
   EXPECT_GT(refused, n / 50) << DescribeLimitSpec(spec);
 }
@@ -840,10 +854,23 @@ TEST_P(StoreSuite, WideRatesDecideAsThePureAlgorithm) {
       RunDue(*store, now);
       const int64_t costs[] = {1, capacity / 2 + 1, capacity, any_cost(rng)};
       const int64_t cost = costs[rng() % 4];
-      const std::string key = time.Key("client-" + std::to_string(rng() % 3));
+      const std::string key = "client-" + std::to_string(rng() % 3);
       const Decision got = Decide(*limiter, key, now, cost);
-      if (time.Renew()) continue;
+      // As in ExpectParity: after a request that outran, a fresh state may be the store's.
+      std::optional<PureLimit> fresh;
+      if (time.Outran()) {
+        fresh.emplace(oracle);
+        fresh->Forget(key);
+      }
       const Decision want = oracle.Decide(key, now, cost);
+      if (fresh && !Same(got, want)) {
+        const Decision fresh_want = fresh->Decide(key, now, cost);
+        if (Same(got, fresh_want)) {
+          oracle = std::move(*fresh);
+          (fresh_want.allowed ? admitted : refused)++;
+          continue;
+        }
+      }
       ASSERT_TRUE(Same(got, want)) << DescribeLimitSpec(spec) << ", request " << i;
       (want.allowed ? admitted : refused)++;
     }
