@@ -41,15 +41,7 @@ class SluicedTlsTest : public ::testing::Test {
     ASSERT_TRUE(certs_.ok());
     config_ = dir_.Write("tls.yaml", kConfig).string();
   }
-  TlsClientOptions Client(const std::string& name = {}) const {
-    TlsClientOptions o;
-    o.ca_file = certs_["ca.pem"];
-    if (!name.empty()) {
-      o.cert_file = certs_[name + ".pem"];
-      o.key_file = certs_[name + ".key"];
-    }
-    return o;
-  }
+  TlsClientOptions Client(const std::string& name = {}) const { return ClientOf(certs_, name); }
   // Copies the pair `name` to live.pem/live.key, which sluiced is given.
   void Install(const std::string& cert, const std::string& key) const {
     const auto over = std::filesystem::copy_options::overwrite_existing;

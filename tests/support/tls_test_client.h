@@ -17,6 +17,8 @@
 #include <optional>
 #include <string>
 
+#include "support/test_certs.h"
+
 namespace sluice::testing {
 
 struct TlsClientOptions {
@@ -26,6 +28,18 @@ struct TlsClientOptions {
   int max_version = 0;            // e.g. TLS1_1_VERSION; 0: OpenSSL's default
   std::string alpn = "http/1.1";  // offered; empty: none
 };
+
+// A client that trusts the test CA and, given a name ("client", "other-client", ...), presents
+// that certificate of `certs`.
+inline TlsClientOptions ClientOf(const TestCerts& certs, const std::string& name = {}) {
+  TlsClientOptions o;
+  o.ca_file = certs["ca.pem"];
+  if (!name.empty()) {
+    o.cert_file = certs[name + ".pem"];
+    o.key_file = certs[name + ".key"];
+  }
+  return o;
+}
 
 struct TlsResponse {
   int status = 0;

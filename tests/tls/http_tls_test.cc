@@ -85,15 +85,7 @@ class HttpTlsTest : public ::testing::Test {
     if (mtls) s.client_ca_file = certs_["ca.pem"];
     return s;
   }
-  TlsClientOptions Client(const std::string& name = {}) const {
-    TlsClientOptions o;
-    o.ca_file = certs_["ca.pem"];
-    if (!name.empty()) {
-      o.cert_file = certs_[name + ".pem"];
-      o.key_file = certs_[name + ".key"];
-    }
-    return o;
-  }
+  TlsClientOptions Client(const std::string& name = {}) const { return ClientOf(certs_, name); }
   int port() const { return server_->port(); }
 
   TestCerts certs_;

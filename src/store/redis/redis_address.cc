@@ -11,6 +11,17 @@
 namespace sluice {
 namespace {
 
+// "user:password" or "password" (a password may hold ':'), as an address carries them.
+void SetCredentials(std::string_view cred, RedisStoreOptions& o) {
+  const size_t colon = cred.find(':');
+  if (colon == std::string_view::npos) {
+    o.password = std::string(cred);
+  } else {
+    o.user = std::string(cred.substr(0, colon));
+    o.password = std::string(cred.substr(colon + 1));
+  }
+}
+
 Result<std::pair<std::string, int>> ParseHostPort(std::string_view hp, const std::string& shown) {
   const size_t colon = hp.rfind(':');
   if (colon == std::string_view::npos || colon == 0) {
@@ -44,14 +55,7 @@ Result<RedisStoreOptions> ParseUnixAddress(std::string_view rest, const std::str
     if (at == std::string_view::npos) {
       return MakeError(form + "redis+unix://[user:password@]/absolute/path[?db=N]");
     }
-    const std::string_view cred = rest.substr(0, at);
-    const size_t colon = cred.find(':');
-    if (colon == std::string_view::npos) {
-      o.password = std::string(cred);
-    } else {
-      o.user = std::string(cred.substr(0, colon));
-      o.password = std::string(cred.substr(colon + 1));
-    }
+    SetCredentials(rest.substr(0, at), o);
     rest.remove_prefix(at + 1);
   }
   if (const size_t q = rest.rfind('?'); q != std::string_view::npos) {
@@ -188,14 +192,7 @@ Result<RedisStoreOptions> ParseRedisAddress(std::string_view address) {
   o.tls.enabled = scheme->tls;
   const bool sentinel = scheme->sentinel;
   if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
-    const std::string_view cred = rest.substr(0, at);
-    const size_t colon = cred.find(':');
-    if (colon == std::string_view::npos) {
-      o.password = std::string(cred);
-    } else {
-      o.user = std::string(cred.substr(0, colon));
-      o.password = std::string(cred.substr(colon + 1));
-    }
+    SetCredentials(rest.substr(0, at), o);
     rest.remove_prefix(at + 1);
   }
   if (sentinel) {

@@ -392,7 +392,10 @@ TEST(RedisTls, ATlsClusterDecidesExactlyOnEveryNode) {
   o.cluster_seeds = {"localhost:" + std::to_string(nodes[0]->port())};
   auto store = OpenRedisStore(o);
   ASSERT_TRUE(store.has_value()) << store.error().message;
-  auto limiter = (*store)->MakeLimiter(kSpec, "cluster", false);
+  // A period of an hour: a key keeps its TTL (the time to refill one unit, 36 s) until DBSIZE
+  // below has looked, where 100/s would let it expire in 10 ms.
+  const LimitSpec hourly{Algorithm::kTokenBucket, 100, std::chrono::hours(1), 100, false};
+  auto limiter = (*store)->MakeLimiter(hourly, "cluster", false);
   ASSERT_TRUE(limiter.has_value());
   for (int k = 0; k < 200; ++k) {
     const Decision d = (*limiter)->Decide("user-" + std::to_string(k), {}, 1);
