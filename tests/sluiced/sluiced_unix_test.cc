@@ -66,9 +66,8 @@ std::string ForwardAuthConfig(const std::string& trusted) {
          "    rate_limit: {name: per_client, unit: hour, requests_per_unit: 1}\n";
 }
 
-// Sends `request` (which asks for Connection: close) to the Unix socket at `path` and returns
-// everything the server sends until it closes; "" if the connection fails.
-std::string UnixExchange(const std::string& path, const std::string& request) {
+// Connects to the Unix socket at `path`; -1 on failure. Reads time out after 10 s.
+int UnixConnect(const std::string& path) {
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -77,8 +76,16 @@ std::string UnixExchange(const std::string& path, const std::string& request) {
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
     close(fd);
-    return {};
+    return -1;
   }
+  return fd;
+}
+
+// Sends `request` (which asks for Connection: close) to the Unix socket at `path` and returns
+// everything the server sends until it closes; "" if the connection fails.
+std::string UnixExchange(const std::string& path, const std::string& request) {
+  const int fd = UnixConnect(path);
+  if (fd < 0) return {};
   std::string out;
   if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
       static_cast<ssize_t>(request.size())) {
@@ -243,21 +250,6 @@ TEST_F(SluicedUnix, AStaleSocketIsReplacedAndAFileThatIsNotASocketIsKept) {
   EXPECT_NE(refused.WaitExit(), 0);
   EXPECT_NE(refused.Log().find("exists and is not a socket"), std::string::npos) << refused.Log();
   EXPECT_TRUE(fs::is_regular_file(plain));
-}
-
-// Connects to the Unix socket at `path`; -1 on failure. Reads time out after 10 s.
-int UnixConnect(const std::string& path) {
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.data(), path.size());
-  timeval tv{.tv_sec = 10, .tv_usec = 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
 }
 
 // The listeners' bounds hold on a socket as on a port: a silent client is closed at the request
