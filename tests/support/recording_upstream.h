@@ -18,24 +18,15 @@
 #include <thread>
 #include <vector>
 
+#include "support/loopback_listener.h"
+
 namespace sluice::testing {
 
 class RecordingUpstream {
  public:
   RecordingUpstream() {
-    listener_ = socket(AF_INET, SOCK_STREAM, 0);
-    const int one = 1;
-    setsockopt(listener_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        listen(listener_, 64) != 0 ||
-        getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      return;
-    }
-    port_ = ntohs(addr.sin_port);
+    port_ = ListenOnLoopback(&listener_);
+    if (port_ == 0) return;
     thread_ = std::thread([this] { Serve(); });
   }
   ~RecordingUpstream() {
