@@ -61,7 +61,8 @@ struct Limit {
   std::string name;         // rate_limit.name; may be empty
   std::string metric_name;  // name, or ratelimit's dotted key "api.path_/v1/pay.method_POST"
   LimitKind kind = LimitKind::kLimited;
-  Unit unit = Unit::kSecond;      // as configured (kSecond for unlimited)
+  // `unit` or `period` as configured (a second for unlimited); spec.period is its length.
+  LimitPeriod period = LimitPeriod::Of(Unit::kSecond);
   int64_t requests_per_unit = 0;  // as configured (0 for unlimited and blocked)
   LimitSpec spec;                 // validated by ValidateLimitSpec when kind == kLimited
   Mode mode = Mode::kEnforce;

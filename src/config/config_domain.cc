@@ -214,9 +214,9 @@ class DomainParser {
 
   Result<Limit> ParseRateLimit(const YAML::Node& node, bool shadow_mode) {
     auto fields = Fields::Of(file_, node, "rate_limit",
-                             {"unit", "requests_per_unit", "name", "replaces", "unlimited",
-                              "algorithm", "burst", "shaper", "max_delay", "mode", "failure_mode",
-                              "over_limit_hits", "sync", "scope", "regions"},
+                             {"unit", "period", "requests_per_unit", "name", "replaces",
+                              "unlimited", "algorithm", "burst", "shaper", "max_delay", "mode",
+                              "failure_mode", "over_limit_hits", "sync", "scope", "regions"},
                              &warnings_);
     if (!fields) return std::unexpected(fields.error());
     Limit limit;
@@ -250,20 +250,9 @@ class DomainParser {
     }
     if (unlimited) return ParseUnlimited(*fields, std::move(limit));
 
-    const auto unit_node = fields->Get("unit");
-    if (!unit_node) {
-      const YAML::Node at = fields->Present("unit") ? fields->KeyOf("unit") : node;
-      return ErrorAt(file_, at, "rate_limit needs a 'unit' (or 'unlimited: true')");
-    }
-    auto unit_text = ReadString(file_, *unit_node, "unit", kMaxNameBytes);
-    if (!unit_text) return std::unexpected(unit_text.error());
-    const auto unit = ParseUnit(*unit_text);
-    if (!unit) {
-      return ErrorAt(file_, *unit_node,
-                     "unknown unit '" + *unit_text +
-                         "' (expected second, minute, hour, day, week, month or year)");
-    }
-    limit.unit = *unit;
+    auto period = ParseWindow(*fields, node);
+    if (!period) return std::unexpected(period.error());
+    limit.period = *period;
 
     if (!rpu) {
       WarnAt(warnings_, file_, node,
@@ -286,12 +275,43 @@ class DomainParser {
     return ParseSpec(*fields, node, std::move(limit));
   }
 
+  // `unit` (ratelimit's names) or `period` (any length): exactly one of them.
+  Result<LimitPeriod> ParseWindow(const Fields& fields, const YAML::Node& node) {
+    const auto unit_node = fields.Get("unit");
+    const auto period_node = fields.Get("period");
+    if (unit_node && period_node) {
+      return ErrorAt(file_, fields.KeyOf("period"),
+                     "a rate_limit takes 'unit' or 'period', not both");
+    }
+    if (period_node) {
+      auto text = ReadString(file_, *period_node, "period", kMaxNameBytes);
+      if (!text) return std::unexpected(text.error());
+      auto period = ParsePeriod(*text);
+      if (!period) return ErrorAt(file_, *period_node, period.error().message);
+      return *period;
+    }
+    if (!unit_node) {
+      const char* key = fields.Present("period") ? "period" : "unit";
+      const YAML::Node at = fields.Present(key) ? fields.KeyOf(key) : node;
+      return ErrorAt(file_, at, "rate_limit needs a 'unit' or a 'period' (or 'unlimited: true')");
+    }
+    auto unit_text = ReadString(file_, *unit_node, "unit", kMaxNameBytes);
+    if (!unit_text) return std::unexpected(unit_text.error());
+    const auto unit = ParseUnit(*unit_text);
+    if (!unit) {
+      return ErrorAt(file_, *unit_node,
+                     "unknown unit '" + *unit_text +
+                         "' (expected second, minute, hour, day, week, month or year)");
+    }
+    return LimitPeriod::Of(*unit);
+  }
+
   // ratelimit refuses `unlimited: true` only together with a valid unit; requests_per_unit and
   // a unit it does not know are ignored there, so they load here with a warning. sluice's own
   // algorithm parameters mean nothing without a limit and stay errors.
   Result<Limit> ParseUnlimited(const Fields& fields, Limit limit) {
     for (std::string_view f :
-         {"algorithm", "burst", "shaper", "max_delay", "sync", "scope", "regions"}) {
+         {"period", "algorithm", "burst", "shaper", "max_delay", "sync", "scope", "regions"}) {
       if (fields.Present(f)) {
         return ErrorAt(file_, fields.KeyOf(f),
                        "an unlimited rate_limit takes no '" + std::string(f) + "'");
@@ -321,7 +341,7 @@ class DomainParser {
     LimitSpec spec;
     spec.algorithm = default_algorithm_;
     spec.limit = limit.requests_per_unit;
-    spec.period = UnitDuration(limit.unit);
+    spec.period = limit.period.length;
     if (const auto a = fields.Get("algorithm")) {
       auto name = ReadString(file_, *a, "algorithm", kMaxNameBytes);
       if (!name) return std::unexpected(name.error());

@@ -35,11 +35,11 @@ Result<std::shared_ptr<const Limit>> OverrideLimit(std::string_view domain,
   }
   auto limit = std::make_shared<Limit>();
   limit->domain = std::string(domain);
-  limit->unit = o.unit;
+  limit->period = o.period;
   limit->requests_per_unit = o.requests_per_unit;
   // Different override rates keep different counters: their algorithm states do not mix.
   limit->id = Escaped(domain) + "|@override=" + std::to_string(o.requests_per_unit) + "/" +
-              std::string(UnitName(o.unit));
+              PeriodName(o.period);
   limit->metric_name = std::string(domain) + ".override";
   limit->origin = "descriptor limit override";
   if (o.requests_per_unit == 0) {
@@ -48,7 +48,7 @@ Result<std::shared_ptr<const Limit>> OverrideLimit(std::string_view domain,
   }
   LimitSpec spec;
   spec.limit = o.requests_per_unit;
-  spec.period = UnitDuration(o.unit);
+  spec.period = o.period.length;
   auto valid = ValidateLimitSpec(spec);
   if (!valid) return MakeError("limit override: " + valid.error().message);
   limit->spec = *valid;

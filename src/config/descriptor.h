@@ -25,7 +25,7 @@ namespace sluice::server {
 // sets the rate itself. As in ratelimit, it bypasses the descriptor tree.
 struct LimitOverride {
   int64_t requests_per_unit = 0;
-  Unit unit = Unit::kSecond;
+  LimitPeriod period = LimitPeriod::Of(Unit::kSecond);
 };
 
 struct MatchResult {

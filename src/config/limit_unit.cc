@@ -1,7 +1,9 @@
 #include "config/limit_unit.h"
 
 #include <chrono>
+#include <string>
 
+#include "sluice/duration.h"
 #include "util/ascii.h"
 
 namespace sluice::server {
@@ -52,6 +54,30 @@ Duration UnitDuration(Unit unit) {
       return hours(24 * 365);
   }
   return Duration(0);
+}
+
+std::optional<Unit> UnitOfLength(Duration length) {
+  for (Unit u : kAllUnits) {
+    if (UnitDuration(u) == length) return u;
+  }
+  return std::nullopt;
+}
+
+Result<LimitPeriod> ParsePeriod(std::string_view text) {
+  auto d = ParseDuration(text);
+  if (!d) return std::unexpected(d.error());
+  if (*d < kMinPeriod || *d > kMaxPeriod) {
+    return MakeError("period must be from 1s to 366d (got " + std::string(text) + ")");
+  }
+  if (*d % std::chrono::microseconds(1) != Duration(0)) {
+    return MakeError("period must be a whole number of microseconds (got " + std::string(text) +
+                     ")");
+  }
+  return LimitPeriod{*d, std::nullopt};
+}
+
+std::string PeriodName(const LimitPeriod& period) {
+  return period.unit ? std::string(UnitName(*period.unit)) : FormatDuration(period.length);
 }
 
 }  // namespace sluice::server

@@ -86,7 +86,7 @@ Result<CheckDescriptor> FromEnvoyDescriptor(const EnvoyDescriptor& in, int index
       return MakeError(Where(index) + ".limit.unit must be one of SECOND, MINUTE, HOUR, DAY, " +
                        "MONTH, YEAR (got " + std::to_string(in.limit().unit()) + ")");
     }
-    out.limit_override = LimitOverride{in.limit().requests_per_unit(), *unit};
+    out.limit_override = LimitOverride{in.limit().requests_per_unit(), LimitPeriod::Of(*unit)};
   }
   return out;
 }
@@ -125,7 +125,10 @@ void ToEnvoyResponse(const CheckResponse& in, const HeaderOptions& headers,
     rls::RateLimitResponse::RateLimit* limit = status->mutable_current_limit();
     limit->set_name(s.limit->name);
     limit->set_requests_per_unit(ClampU32(s.limit->requests_per_unit));
-    limit->set_unit(ToEnvoyUnit(s.limit->unit));
+    // A `period` no Envoy unit names goes as UNKNOWN: Envoy's X-RateLimit headers then give its
+    // limit without a window rather than a wrong one (docs/envoy.md).
+    const std::optional<Unit> unit = UnitOfLength(s.limit->period.length);
+    limit->set_unit(unit ? ToEnvoyUnit(*unit) : rls::RateLimitResponse::RateLimit::UNKNOWN);
     status->set_limit_remaining(ClampU32(s.remaining));
     const int64_t ns = std::max<int64_t>(s.reset_after.count(), 0);
     status->mutable_duration_until_reset()->set_seconds(ns / 1'000'000'000);

@@ -43,7 +43,12 @@ void AppendConfigLimit(std::string& out, const Limit& limit) {
   out += ',';
   AppendField(out, "kind", KindName(limit.kind));
   out += ',';
-  AppendField(out, "unit", UnitName(limit.unit));
+  if (limit.period.unit) {
+    AppendField(out, "unit", UnitName(*limit.period.unit));
+    out += ',';
+  }
+  out += "\"period_s\":";
+  util::AppendJsonSecondsOfMicros(out, limit.period.length / std::chrono::microseconds(1));
   out += ",\"requests_per_unit\":";
   util::AppendJsonInt(out, limit.requests_per_unit);
   if (limit.kind == LimitKind::kLimited) {

@@ -46,13 +46,14 @@ Result<int64_t> ParseHits(const Node& v, const std::string& where) {
 
 Result<LimitOverride> ParseOverride(const FlatJson& doc, const Node& v, const std::string& where) {
   if (v.kind != Kind::kObject) return MakeError(where + ": must be an object");
-  if (auto f = UnknownField(doc, v, {"requests_per_unit", "unit"}); !f.empty()) {
+  if (auto f = UnknownField(doc, v, {"requests_per_unit", "unit", "period"}); !f.empty()) {
     return MakeError(where + ": unknown field '" + f + "'");
   }
   const Node* rpu = doc.Find(v, "requests_per_unit");
   const Node* unit = doc.Find(v, "unit");
-  if (rpu == nullptr || unit == nullptr) {
-    return MakeError(where + ": needs requests_per_unit and unit");
+  const Node* period = doc.Find(v, "period");
+  if (rpu == nullptr || (unit == nullptr) == (period == nullptr)) {
+    return MakeError(where + ": needs requests_per_unit and either unit or period");
   }
   // The field's type: a uint32, as in Envoy's API (whose wire type bounds it the same way).
   if (!rpu->is_number_integer() || (rpu->kind == Kind::kInteger && rpu->integer < 0) ||
@@ -60,15 +61,21 @@ Result<LimitOverride> ParseOverride(const FlatJson& doc, const Node& v, const st
           UINT32_MAX) {
     return MakeError(where + ".requests_per_unit: must be an integer in [0, 4294967295]");
   }
+  const int64_t requests =
+      rpu->kind == Kind::kUnsigned ? static_cast<int64_t>(rpu->unsigned_integer) : rpu->integer;
+  if (period != nullptr) {
+    if (period->kind != Kind::kString) return MakeError(where + ".period: must be a string");
+    auto parsed = ParsePeriod(period->text);
+    if (!parsed) return MakeError(where + ".period: " + parsed.error().message);
+    return LimitOverride{requests, *parsed};
+  }
   if (unit->kind != Kind::kString) return MakeError(where + ".unit: must be a string");
   const auto parsed = ParseUnit(unit->text);
   if (!parsed) {
     return MakeError(where + ".unit: unknown unit '" + unit->text +
                      "' (second, minute, hour, day, week, month or year)");
   }
-  const int64_t requests =
-      rpu->kind == Kind::kUnsigned ? static_cast<int64_t>(rpu->unsigned_integer) : rpu->integer;
-  return LimitOverride{requests, *parsed};
+  return LimitOverride{requests, LimitPeriod::Of(*parsed)};
 }
 
 // The body was bounded before parsing (its bytes by HttpApiOptions::max_body_bytes, its values
@@ -151,6 +158,9 @@ std::string ParseFailure(FlatJson::Error error, const CheckLimits& limits) {
 
 }  // namespace
 
+// The longest `period` a client needs to write: 366 days in nanoseconds, "31622400000000000ns".
+constexpr size_t kLongestPeriodText = 19;
+
 size_t MaxCheckBodyBytes(const CheckLimits& limits) {
   const size_t hits = Digits(UINT64_MAX);  // the longest integer a client may write
   size_t longest_unit = 0;
@@ -163,7 +173,8 @@ size_t MaxCheckBodyBytes(const CheckLimits& limits) {
                          value_bytes + Length(R"("})");
     return Length(R"({"entries":[)") + limits.max_entries * entry + (limits.max_entries - 1) +
            Length(R"(],"hits":)") + hits + Length(R"(,"limit":{"requests_per_unit":)") +
-           Digits(UINT32_MAX) + Length(R"(,"unit":")") + longest_unit + Length(R"("}})");
+           Digits(UINT32_MAX) + Length(R"(,"period":")") +
+           std::max(longest_unit, kLongestPeriodText) + Length(R"("}})");
   };
   // Every count at its bound with one-byte strings, and one more descriptor with every size at
   // its bound.
@@ -222,8 +233,12 @@ void AppendLimitJson(std::string& out, const Limit* limit) {
   util::AppendJsonStringOfBytes(out, limit->name);
   out += ",\"requests_per_unit\":";
   util::AppendJsonInt(out, limit->requests_per_unit);
-  out += ",\"unit\":";
-  util::AppendJsonStringOfBytes(out, UnitName(limit->unit));
+  if (limit->period.unit) {
+    out += ",\"unit\":";
+    util::AppendJsonStringOfBytes(out, UnitName(*limit->period.unit));
+  }
+  out += ",\"period_s\":";
+  util::AppendJsonSecondsOfMicros(out, limit->period.length / std::chrono::microseconds(1));
   if (limit->kind == LimitKind::kLimited) {
     out += ",\"algorithm\":";
     util::AppendJsonStringOfBytes(out, AlgorithmName(limit->spec.algorithm));

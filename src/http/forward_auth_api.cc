@@ -48,8 +48,8 @@ std::string RejectionText(const CheckResponse& response,
   for (const DescriptorStatus& s : response.statuses) {
     if (s.code != Code::kOverLimit || s.limit == nullptr) continue;
     text += ": over the rate limit '" + LimitLabel(*s.limit) + "' (" +
-            std::to_string(s.limit->requests_per_unit) + " per " +
-            std::string(UnitName(s.limit->unit)) + ")";
+            std::to_string(s.limit->requests_per_unit) + " per " + PeriodName(s.limit->period) +
+            ")";
     break;
   }
   for (const auto& [name, value] : headers) {

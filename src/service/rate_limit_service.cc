@@ -221,7 +221,7 @@ void Apply(DescriptorStatus& s, const Decision& d) {
   // to a full reset is 0, which a client (Envoy's duration_until_reset, RateLimit's t=) reads
   // as "retry now". Such an answer carries the wait Retry-After gives it: one unit.
   if (!d.allowed && d.retry_after == kNever && s.reset_after <= Duration(0) && s.limit != nullptr) {
-    s.reset_after = UnitDuration(s.limit->unit);
+    s.reset_after = s.limit->period.length;
   }
   s.delay = d.allowed && s.mode == Mode::kEnforce ? d.delay : Duration(0);
   s.degraded = d.degraded;
@@ -311,7 +311,7 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c) {
       blocked.retry_after = kNever;
       // Nothing replenishes a block; like envoyproxy/ratelimit, report the end of the current
       // unit window (epoch-aligned) rather than 0, which reads as "retry now" to a client.
-      const int64_t unit_ns = UnitDuration(m.limit->unit).count();
+      const int64_t unit_ns = m.limit->period.length.count();
       blocked.reset_after = Duration(unit_ns - c.started.time_since_epoch().count() % unit_ns);
       Apply(s, blocked);
       c.rejected = c.rejected || s.code == Code::kOverLimit;

@@ -109,7 +109,7 @@ std::vector<std::pair<std::string, std::string>> RateLimitHeaders(const CheckRes
     if (s.limit == nullptr || s.replaced || s.limit->kind == LimitKind::kUnlimited) continue;
     const Limit& limit = *s.limit;
     const std::string name = SfString(PolicyName(limit));
-    const int64_t window = CeilSeconds(UnitDuration(limit.unit));
+    const int64_t window = CeilSeconds(limit.period.length);
     if (!policy.empty()) policy += ", ";
     policy += name + ";q=" + SfInteger(limit.requests_per_unit) + ";w=" + SfInteger(window);
     if (!current.empty()) current += ", ";
@@ -120,7 +120,7 @@ std::vector<std::pair<std::string, std::string>> RateLimitHeaders(const CheckRes
       // A request that can never pass this limit (its hits exceed the capacity, or a blocking
       // rule) is told to wait one window: retrying sooner cannot help, and a 429 always says
       // when to come back. The JSON body says retry_after_ms null for it.
-      retry = std::max(retry, s.retry_after == kNever ? UnitDuration(limit.unit) : s.retry_after);
+      retry = std::max(retry, s.retry_after == kNever ? limit.period.length : s.retry_after);
     }
   }
   std::vector<std::pair<std::string, std::string>> headers;

@@ -37,6 +37,24 @@ inline void AppendJsonInt(std::string& out, int64_t v) {
   out.append(buf, r.ptr);
 }
 
+// Appends a non-negative count of microseconds as seconds, exactly: 300000000 -> 300,
+// 1500000 -> 1.5 (a `period` is whole microseconds).
+inline void AppendJsonSecondsOfMicros(std::string& out, int64_t micros) {
+  AppendJsonInt(out, micros / 1'000'000);
+  int64_t fraction = micros % 1'000'000;
+  if (fraction == 0) return;
+  int digits = 6;
+  while (fraction % 10 == 0) {
+    fraction /= 10;
+    --digits;
+  }
+  char buf[8];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), fraction);
+  out += '.';
+  out.append(static_cast<size_t>(digits - (r.ptr - buf)), '0');
+  out.append(buf, r.ptr);
+}
+
 }  // namespace sluice::util
 
 #endif  // SLUICE_UTIL_JSON_STRING_H_

@@ -137,7 +137,7 @@ TEST(ConfigFiles, MergeDomainConfigJoinsTheRulesOfOneDomainAcrossFiles) {
   const Limit* nested = test::MustMatch(**merged, "shared", {{"path", "/a"}, {"user", "u"}}).limit;
   ASSERT_NE(nested, nullptr);
   EXPECT_EQ(nested->requests_per_unit, 7);
-  EXPECT_EQ(nested->unit, Unit::kHour);
+  EXPECT_EQ(nested->period.unit, Unit::kHour);
 
   // The same top-level rule in two files is still an error, naming both.
   dir.Write("c.yaml",

@@ -119,7 +119,7 @@ TEST(ConfigRange, TheSameRatesAreServedAsDescriptorOverrides) {
   ASSERT_NE(config, nullptr);
   for (Unit u : kAllUnits) {
     for (int64_t rate : kRates) {
-      const LimitOverride o{rate, u};
+      const LimitOverride o{rate, LimitPeriod::Of(u)};
       const MatchResult m = test::MustMatch(*config, "o", {{"k", "v"}}, &o);
       ASSERT_NE(m.limit, nullptr);
       EXPECT_EQ(m.limit->spec.limit, rate);

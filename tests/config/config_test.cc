@@ -126,7 +126,7 @@ TEST(LimitMetadata, ReadmeExample1) {
   EXPECT_EQ(users.id, "db_qps|database=users");
   EXPECT_EQ(users.metric_name, "db_qps.database_users");
   EXPECT_EQ(users.domain, "db_qps");
-  EXPECT_EQ(users.unit, Unit::kSecond);
+  EXPECT_EQ(users.period.unit, Unit::kSecond);
   EXPECT_EQ(users.requests_per_unit, 400);
   EXPECT_EQ(users.spec.algorithm, Algorithm::kTokenBucket);  // sluice's default
   EXPECT_EQ(users.spec.limit, 400);
@@ -176,7 +176,7 @@ TEST(Extensions, EveryAlgorithmUnitAndMode) {
 
   EXPECT_EQ(l[0].spec.algorithm, Algorithm::kTokenBucket);
 
-  EXPECT_EQ(l[1].unit, Unit::kMinute);  // "MINUTE": ratelimit upper-cases units
+  EXPECT_EQ(l[1].period.unit, Unit::kMinute);  // "MINUTE": ratelimit upper-cases units
   EXPECT_EQ(l[1].spec.period, minutes(1));
   EXPECT_EQ(l[1].spec.burst, 90);
 
@@ -237,7 +237,7 @@ TEST(ReadmeExamples, Example5Unlimited) {
   EXPECT_EQ(d->limits[0].kind, LimitKind::kUnlimited);
   EXPECT_EQ(d->limits[1].kind, LimitKind::kLimited);
   EXPECT_EQ(d->limits[1].requests_per_unit, 90);
-  EXPECT_EQ(d->limits[1].unit, Unit::kMinute);
+  EXPECT_EQ(d->limits[1].period.unit, Unit::kMinute);
 }
 
 TEST(ReadmeExamples, Example6ShadowModeIsPerDescriptor) {
@@ -547,19 +547,19 @@ TEST(MergeKeys, ResolvedAsYamlV2Does) {
   const Limit* b = LimitFor(*config, "merged", {{"b", "x"}});
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(b->name, "per_b");  // the explicit name wins over the merged one
-  EXPECT_EQ(b->unit, Unit::kMinute);
+  EXPECT_EQ(b->period.unit, Unit::kMinute);
   EXPECT_EQ(b->requests_per_unit, 5);
   EXPECT_EQ(b->spec.period, minutes(1));
   // In a list of mappings the earlier one wins: unit hour, not second.
   const Limit* c = LimitFor(*config, "merged", {{"c", "x"}});
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->name, "per_c");
-  EXPECT_EQ(c->unit, Unit::kHour);
+  EXPECT_EQ(c->period.unit, Unit::kHour);
   EXPECT_EQ(c->requests_per_unit, 7);
   // A whole descriptor merged, its value replaced.
   const Limit* d_two = LimitFor(*config, "merged", {{"d", "two"}});
   ASSERT_NE(d_two, nullptr);
-  EXPECT_EQ(d_two->unit, Unit::kDay);
+  EXPECT_EQ(d_two->period.unit, Unit::kDay);
   EXPECT_EQ(d_two->requests_per_unit, 3);
   EXPECT_EQ(d_two->id, "merged|d=two");
   ASSERT_NE(LimitFor(*config, "merged", {{"d", "one"}}), nullptr);
@@ -603,7 +603,7 @@ TEST(Upstream, LenientFormsLoadWithRatelimitsMeaning) {
   const Limit* missing = limit({{"missing_requests_per_unit", "x"}});
   ASSERT_NE(missing, nullptr);
   EXPECT_EQ(missing->kind, LimitKind::kBlocked);
-  EXPECT_EQ(missing->unit, Unit::kMinute);
+  EXPECT_EQ(missing->period.unit, Unit::kMinute);
   // replaces naming nothing loads.
   const Limit* replaces = limit({{"replaces_nothing", "x"}});
   ASSERT_NE(replaces, nullptr);

@@ -55,7 +55,7 @@ TEST_F(MatchTest, Example2NestedKeyOnlyCountsEachValue) {
   ASSERT_NE(b.limit, nullptr);
   EXPECT_EQ(a.limit, b.limit);  // one rule ...
   EXPECT_EQ(a.limit->requests_per_unit, 3);
-  EXPECT_EQ(a.limit->unit, Unit::kDay);
+  EXPECT_EQ(a.limit->period.unit, Unit::kDay);
   EXPECT_NE(a.counter_key, b.counter_key);  // ... a counter per phone number
   EXPECT_EQ(a.counter_key,
             "sms|message_type=promo|to_number#message_type=promo|to_number=2065550101");
@@ -210,7 +210,7 @@ TEST_F(MatchTest, UnknownDomainIsAnErrorEmptyDescriptorIsNoLimit) {
 
 TEST_F(MatchTest, LimitOverrideBypassesTheTree) {
   Use("readme_example1.yaml", "db_qps");
-  const LimitOverride o{42, Unit::kMinute};
+  const LimitOverride o{42, LimitPeriod::Of(Unit::kMinute)};
   // Even a descriptor no rule matches gets the override.
   const MatchResult m = M({{"table", "t1"}}, &o);
   ASSERT_NE(m.limit, nullptr);
@@ -224,10 +224,10 @@ TEST_F(MatchTest, LimitOverrideBypassesTheTree) {
   MatchResult copy = m;
   EXPECT_EQ(copy.limit->requests_per_unit, 42);
 
-  const LimitOverride zero{0, Unit::kSecond};
+  const LimitOverride zero{0, LimitPeriod::Of(Unit::kSecond)};
   EXPECT_EQ(M({{"database", "users"}}, &zero).limit->kind, LimitKind::kBlocked);
 
-  const LimitOverride negative{-1, Unit::kSecond};
+  const LimitOverride negative{-1, LimitPeriod::Of(Unit::kSecond)};
   const std::vector<DescriptorEntry> d = {{"database", "users"}};
   EXPECT_FALSE(Match(*config_, "db_qps", d, &negative).has_value());
 }
@@ -259,7 +259,7 @@ TEST_F(MatchTest, PlansByIdentity) {
   ASSERT_NE(export_gold.limit, nullptr);
   EXPECT_EQ(export_gold.plan, "gold");
   EXPECT_EQ(export_gold.limit->requests_per_unit, 50);
-  EXPECT_EQ(export_gold.limit->unit, Unit::kHour);
+  EXPECT_EQ(export_gold.limit->period.unit, Unit::kHour);
 
   // The plan has no rule for this descriptor: the domain's descriptors decide.
   const MatchResult import_gold = M({{"tenant", "t-gold-1"}, {"op", "import"}});

@@ -94,8 +94,13 @@ std::string Render(const CheckRequest& r) {
     }
     if (d.hits) desc["hits"] = *d.hits;
     if (d.limit_override) {
-      desc["limit"] = {{"requests_per_unit", d.limit_override->requests_per_unit},
-                       {"unit", std::string(sluice::server::UnitName(d.limit_override->unit))}};
+      const sluice::server::LimitPeriod& p = d.limit_override->period;
+      desc["limit"] = {{"requests_per_unit", d.limit_override->requests_per_unit}};
+      if (p.unit) {
+        desc["limit"]["unit"] = std::string(sluice::server::UnitName(*p.unit));
+      } else {
+        desc["limit"]["period"] = sluice::server::PeriodName(p);
+      }
     }
     out["descriptors"].push_back(desc);
   }
@@ -116,7 +121,7 @@ bool Same(const CheckRequest& a, const CheckRequest& b) {
     }
     if (x.limit_override &&
         (x.limit_override->requests_per_unit != y.limit_override->requests_per_unit ||
-         x.limit_override->unit != y.limit_override->unit)) {
+         x.limit_override->period != y.limit_override->period)) {
       return false;
     }
   }

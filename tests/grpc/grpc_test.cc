@@ -120,7 +120,7 @@ TEST_F(GrpcServerTest, LimitOverrideEveryUnit) {
   for (size_t i = 0; i < units.size(); ++i) {
     ASSERT_TRUE(got.descriptors[i].limit_override.has_value()) << i;
     EXPECT_EQ(got.descriptors[i].limit_override->requests_per_unit, int64_t(10 + i));
-    EXPECT_EQ(got.descriptors[i].limit_override->unit, units[i].second);
+    EXPECT_EQ(got.descriptors[i].limit_override->period.unit, units[i].second);
   }
 }
 
@@ -232,6 +232,29 @@ TEST_F(GrpcServerTest, ResponseFieldByField) {
   EXPECT_EQ(weekly.current_limit().unit(), rls::RateLimitResponse::RateLimit::WEEK);
   EXPECT_EQ(weekly.duration_until_reset().seconds(), 7 * 24 * 3600);
   EXPECT_EQ(weekly.duration_until_reset().nanos(), 0);
+}
+
+// Envoy's RateLimit.Unit has no 5-minute value: such a limit goes as UNKNOWN, which Envoy's
+// X-RateLimit headers leave without a window rather than give a wrong one; a period as long as
+// a unit goes as that unit.
+TEST_F(GrpcServerTest, APeriodNoUnitNamesGoesAsUnknown) {
+  auto five = std::make_shared<Limit>(*MakeLimit("per_5m", 600, Unit::kSecond));
+  five->period = *ParsePeriod("5m");
+  auto sixty = std::make_shared<Limit>(*MakeLimit("per_60s", 10, Unit::kSecond));
+  sixty->period = *ParsePeriod("60s");
+  CheckResponse decision;
+  decision.statuses.push_back(StatusOf(five, Code::kOk, 599, seconds(300)));
+  decision.statuses.push_back(StatusOf(sixty, Code::kOk, 9, seconds(60)));
+  service_.Answer(decision);
+  rls::RateLimitRequest r = OneDescriptor("api", "k", "v");
+  *r.add_descriptors() = r.descriptors(0);
+  rls::RateLimitResponse got;
+  ASSERT_TRUE(Call(r, &got).ok());
+  ASSERT_EQ(got.statuses_size(), 2);
+  EXPECT_EQ(got.statuses(0).current_limit().unit(), rls::RateLimitResponse::RateLimit::UNKNOWN);
+  EXPECT_EQ(got.statuses(0).current_limit().requests_per_unit(), 600u);
+  EXPECT_EQ(got.statuses(0).duration_until_reset().seconds(), 300);
+  EXPECT_EQ(got.statuses(1).current_limit().unit(), rls::RateLimitResponse::RateLimit::MINUTE);
 }
 
 TEST_F(GrpcServerTest, OverallOkAndRemainingClampedToUint32) {

@@ -113,7 +113,7 @@ inline std::shared_ptr<const Limit> MakeLimit(std::string name, int64_t requests
   limit->domain = "test";
   limit->name = std::move(name);
   limit->kind = kind;
-  limit->unit = unit;
+  limit->period = LimitPeriod::Of(unit);
   limit->requests_per_unit = requests_per_unit;
   return limit;
 }

@@ -143,7 +143,7 @@ TEST_F(GrpcWireTest, RequestFieldNumbers) {
   EXPECT_EQ(got.descriptors[0].hits, 9);
   ASSERT_TRUE(got.descriptors[0].limit_override.has_value());
   EXPECT_EQ(got.descriptors[0].limit_override->requests_per_unit, 30);
-  EXPECT_EQ(got.descriptors[0].limit_override->unit, Unit::kMinute);
+  EXPECT_EQ(got.descriptors[0].limit_override->period.unit, Unit::kMinute);
   EXPECT_EQ(got.descriptors[1].entries, (Entries{{"ip", "10.0.0.1"}}));
   EXPECT_FALSE(got.descriptors[1].hits.has_value());
   EXPECT_FALSE(got.descriptors[1].limit_override.has_value());

@@ -56,7 +56,49 @@ TEST(CheckJson, ParsesALimitOverride) {
   ASSERT_TRUE(r.has_value()) << r.error().message;
   ASSERT_TRUE(r->descriptors[0].limit_override.has_value());
   EXPECT_EQ(r->descriptors[0].limit_override->requests_per_unit, 5);
-  EXPECT_EQ(r->descriptors[0].limit_override->unit, Unit::kMinute);
+  EXPECT_EQ(r->descriptors[0].limit_override->period.unit, Unit::kMinute);
+}
+
+TEST(CheckJson, ParsesAPeriodOverride) {
+  auto r = ParseCheckRequest(
+      R"({"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}],
+          "limit":{"requests_per_unit":600,"period":"5m"}}]})");
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  ASSERT_TRUE(r->descriptors[0].limit_override.has_value());
+  EXPECT_EQ(r->descriptors[0].limit_override->requests_per_unit, 600);
+  EXPECT_EQ(r->descriptors[0].limit_override->period.length, std::chrono::minutes(5));
+  EXPECT_FALSE(r->descriptors[0].limit_override->period.unit.has_value());
+
+  const std::string head = R"({"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}],)";
+  EXPECT_EQ(
+      ParseError(head + R"("limit":{"requests_per_unit":1,"unit":"second","period":"5m"}}]})"),
+      "descriptors[0].limit: needs requests_per_unit and either unit or period");
+  EXPECT_EQ(ParseError(head + R"("limit":{"requests_per_unit":1}}]})"),
+            "descriptors[0].limit: needs requests_per_unit and either unit or period");
+  EXPECT_EQ(ParseError(head + R"("limit":{"requests_per_unit":1,"period":300}}]})"),
+            "descriptors[0].limit.period: must be a string");
+  EXPECT_EQ(ParseError(head + R"("limit":{"requests_per_unit":1,"period":"400d"}}]})"),
+            "descriptors[0].limit.period: period must be from 1s to 366d (got 400d)");
+}
+
+TEST(CheckJson, RendersAPeriodInSeconds) {
+  Limit limit;
+  limit.name = "burst";
+  limit.kind = LimitKind::kLimited;
+  limit.period = *ParsePeriod("1500ms");
+  limit.requests_per_unit = 3;
+  limit.spec.algorithm = Algorithm::kFixedWindow;
+  limit.spec.limit = 3;
+  limit.spec.period = limit.period.length;
+  std::string out;
+  AppendLimitJson(out, &limit);
+  // No unit names it: the unit is left out, the period given in seconds, exactly.
+  EXPECT_EQ(out, R"({"name":"burst","requests_per_unit":3,"period_s":1.5,)"
+                 R"("algorithm":"fixed_window","burst":3})");
+  limit.period = *ParsePeriod("300s");
+  out.clear();
+  AppendLimitJson(out, &limit);
+  EXPECT_NE(out.find(R"("requests_per_unit":3,"period_s":300,)"), std::string::npos) << out;
 }
 
 TEST(CheckJson, RejectsMalformedAndWrongTypes) {
@@ -140,7 +182,7 @@ TEST(CheckJson, RendersEveryStatusField) {
   Limit limit;
   limit.name = "per_key";
   limit.requests_per_unit = 10;
-  limit.unit = Unit::kMinute;
+  limit.period = LimitPeriod::Of(Unit::kMinute);
   limit.spec.algorithm = Algorithm::kGcra;
   limit.spec.limit = 10;
   limit.spec.burst = 20;
@@ -159,6 +201,7 @@ TEST(CheckJson, RendersEveryStatusField) {
       RenderCheckResponse(response),
       R"({"overall":"OVER_LIMIT","delay_ms":0,"statuses":[)"
       R"({"code":"OVER_LIMIT","limit":{"name":"per_key","requests_per_unit":10,"unit":"minute",)"
+      R"("period_s":60,)"
       R"("algorithm":"gcra","burst":20},"remaining":0,"reset_after_ms":1500,)"
       R"("retry_after_ms":3,"mode":"enforce","soft_over_limit":false,)"
       R"("shadow_over_limit":false,"degraded":false,"replaced":false},)"
@@ -170,8 +213,8 @@ TEST(CheckJson, RendersEveryStatusField) {
 
 // The largest bounded request (check_json.h), built by nlohmann::json (an independent writer),
 // compact: max_descriptors descriptors of max_entries one-byte entries, one more with every
-// size at its bound, the longest hits and a limit override on every descriptor, the longest
-// configurable domain.
+// size at its bound, the longest hits and a limit override on every descriptor (the longest
+// period), the longest configurable domain.
 std::string LargestCheckBody(const CheckLimits& limits) {
   const auto descriptor = [&](size_t key_bytes, size_t value_bytes) {
     nlohmann::json entries = nlohmann::json::array();
@@ -179,9 +222,11 @@ std::string LargestCheckBody(const CheckLimits& limits) {
       entries.push_back(
           {{"key", std::string(key_bytes, 'k')}, {"value", std::string(value_bytes, 'v')}});
     }
-    return nlohmann::json{{"entries", entries},
-                          {"hits", UINT64_MAX},
-                          {"limit", {{"requests_per_unit", UINT32_MAX}, {"unit", "minute"}}}};
+    return nlohmann::json{
+        {"entries", entries},
+        {"hits", UINT64_MAX},
+        {"limit",
+         {{"requests_per_unit", UINT32_MAX}, {"period", "31622400000000000ns"}}}};  // 366 days
   };
   nlohmann::json descriptors = nlohmann::json::array();
   for (size_t d = 0; d < limits.max_descriptors; ++d) descriptors.push_back(descriptor(1, 1));
@@ -220,7 +265,7 @@ TEST(CheckJson, TheBodyCapIsTheSizeOfTheLargestBoundedRequest) {
     EXPECT_EQ(parsed->descriptors.size(), limits.max_descriptors + 1);
     EXPECT_TRUE(ValidateCheck(*parsed).has_value());
   }
-  EXPECT_EQ(MaxCheckBodyBytes(), 2'003'755u);  // docs/server.md quotes it
+  EXPECT_EQ(MaxCheckBodyBytes(), 2'019'130u);  // docs/server.md quotes it
 }
 
 TEST(CheckJson, RefusesNestingDeeperThanACheckAtOnce) {

@@ -43,7 +43,8 @@ class OverrideLimits : public ::testing::Test {
     CheckRequest r;
     r.domain = "api";
     r.hits = 1;
-    r.descriptors.push_back({{{"api_key", key}}, {}, LimitOverride{rate, Unit::kDay}});
+    r.descriptors.push_back(
+        {{{"api_key", key}}, {}, LimitOverride{rate, LimitPeriod::Of(Unit::kDay)}});
     return r;
   }
   // The remaining quota after one more hit of `key` at `rate`; -1 if the check failed.
@@ -103,7 +104,8 @@ TEST_F(OverrideLimits, AMillionKeyFloodStaysWithinTheBoundAndCountsEvictions) {
   for (int n = 0; n < 1'000'000; ++n) {
     clock_.Advance(std::chrono::milliseconds(1));
     CheckRequest r = Overridden("flood-" + std::to_string(n), 5 + n % 32);
-    if (n % 2 == 0) r.descriptors[0].limit_override = LimitOverride{1, Unit::kSecond};
+    if (n % 2 == 0)
+      r.descriptors[0].limit_override = LimitOverride{1, LimitPeriod::Of(Unit::kSecond)};
     ASSERT_TRUE(service_->Check(r).has_value()) << n;
     if (n % 100'000 == 99'999) {
       const StoreStats s = service_->StoreTotals();

@@ -43,7 +43,8 @@ descriptors:
         CheckRequest r;
         r.domain = "api";
         r.hits = hits;
-        r.descriptors.push_back({{{"api_key", what}}, {}, LimitOverride{rate, unit}});
+        r.descriptors.push_back(
+            {{{"api_key", what}}, {}, LimitOverride{rate, LimitPeriod::Of(unit)}});
         auto response = (*service)->Check(r);
         EXPECT_TRUE(response.has_value()) << what << ": " << response.error().message;
         return response ? response->statuses[0] : DescriptorStatus{};

@@ -167,7 +167,7 @@ TEST_F(AsyncRedisService, AnOverrideCounterOutlivesItsLimiter) {
   const auto overridden = [](const std::string& key, int64_t rate, Unit unit = Unit::kDay) {
     CheckRequest r;
     r.domain = "api";
-    r.descriptors.push_back({{{"api_key", key}}, {}, LimitOverride{rate, unit}});
+    r.descriptors.push_back({{{"api_key", key}}, {}, LimitOverride{rate, LimitPeriod::Of(unit)}});
     return r;
   };
   for (int i = 0; i < 5; ++i) {

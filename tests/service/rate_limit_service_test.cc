@@ -182,7 +182,7 @@ TEST_F(Service, HitsComeFromTheDescriptorOrTheRequest) {
   EXPECT_EQ(huge.statuses[0].retry_after, kNever);
   // Its key is untouched (a full reset is 0 away), but the answer says to come back in one
   // unit, as Retry-After does: never 0, which reads as "retry now".
-  EXPECT_EQ(huge.statuses[0].reset_after, UnitDuration(huge.statuses[0].limit->unit));
+  EXPECT_EQ(huge.statuses[0].reset_after, huge.statuses[0].limit->period.length);
   EXPECT_GT(huge.statuses[0].reset_after, Duration(0));
 }
 
@@ -217,7 +217,7 @@ TEST_F(Service, ReloadKeepsTheCountersOfUnchangedLimits) {
 // their counters either.
 TEST_F(Service, ReloadKeepsTheCountersOfLimitOverrides) {
   CheckRequest r = Request({{{"api_key", "o"}}});
-  r.descriptors[0].limit_override = LimitOverride{5, Unit::kHour};
+  r.descriptors[0].limit_override = LimitOverride{5, LimitPeriod::Of(Unit::kHour)};
   for (int i = 0; i < 3; ++i) MustCheck(r);
   auto config = LoadConfig(config_file_);
   ASSERT_TRUE(config.has_value()) << config.error().message;
@@ -235,7 +235,7 @@ TEST_F(Service, StoreTotalsCountTheCountersOfConfiguredAndOverrideLimits) {
   MustCheck(Request({{{"api_key", "a"}}, {{"api_key", "b"}}}));
   EXPECT_EQ(service_->StoreTotals().keys, 2u) << "two identities of per_key";
   CheckRequest r = Request({{{"api_key", "o"}}});
-  r.descriptors[0].limit_override = LimitOverride{5, Unit::kHour};
+  r.descriptors[0].limit_override = LimitOverride{5, LimitPeriod::Of(Unit::kHour)};
   MustCheck(r);
   EXPECT_EQ(service_->StoreTotals().keys, 3u) << "and one of the override limit";
 }

@@ -22,12 +22,16 @@ class RateLimitHeadersTest : public ::testing::Test {
   RateLimitHeadersTest() {
     minute_.name = "per_minute";
     minute_.kind = LimitKind::kLimited;
-    minute_.unit = Unit::kMinute;
+    minute_.period = LimitPeriod::Of(Unit::kMinute);
     minute_.requests_per_unit = 10;
     second_.name = "per_second";
     second_.kind = LimitKind::kLimited;
-    second_.unit = Unit::kSecond;
+    second_.period = LimitPeriod::Of(Unit::kSecond);
     second_.requests_per_unit = 5;
+    five_minutes_.name = "per_5m";
+    five_minutes_.kind = LimitKind::kLimited;
+    five_minutes_.period = *ParsePeriod("5m");
+    five_minutes_.requests_per_unit = 600;
   }
 
   DescriptorStatus Status(const Limit& limit, Code code, Duration retry_after,
@@ -61,6 +65,7 @@ class RateLimitHeadersTest : public ::testing::Test {
 
   Limit minute_;
   Limit second_;
+  Limit five_minutes_;
 };
 
 TEST_F(RateLimitHeadersTest, NoRetryAfterWhenAllowed) {
@@ -94,6 +99,15 @@ TEST_F(RateLimitHeadersTest, RetryAfterIsAtLeastOneSecond) {
 TEST_F(RateLimitHeadersTest, HitsThatCanNeverPassWaitOneWindow) {
   const auto r = Response({Status(minute_, Code::kOverLimit, kNever)});
   EXPECT_EQ(Get(RateLimitHeaders(r, {}), "Retry-After"), "60");
+}
+
+// A `period` no unit names: the policy's window is its length, and a request that can never pass
+// waits one of it.
+TEST_F(RateLimitHeadersTest, APeriodIsTheWindow) {
+  const auto r = Response({Status(five_minutes_, Code::kOverLimit, kNever)});
+  const Headers h = RateLimitHeaders(r, {});
+  EXPECT_EQ(Get(h, "RateLimit-Policy"), R"("per_5m";q=600;w=300)");
+  EXPECT_EQ(Get(h, "Retry-After"), "300");
 }
 
 TEST_F(RateLimitHeadersTest, AShadowOrSoftOverLimitIsNoReasonToWait) {

@@ -72,7 +72,7 @@ TEST_F(RequestBounds, ACounterKeyOver65535BytesIsCountedByTheDigestOfItsIdentity
   // An override counts every entry: 64 keys of 4096 bytes make a counter key far over 65535.
   Entries entries(64, {std::string(4096, 'k'), "v"});
   for (size_t i = 0; i < entries.size(); ++i) entries[i].first[0] = static_cast<char>('a' + i % 26);
-  CheckDescriptor d{entries, {}, LimitOverride{1, Unit::kMinute}};
+  CheckDescriptor d{entries, {}, LimitOverride{1, LimitPeriod::Of(Unit::kMinute)}};
   const CheckResponse first = MustCheck({d});
   EXPECT_EQ(first.overall, Code::kOk);
   ASSERT_NE(first.statuses[0].limit, nullptr);
