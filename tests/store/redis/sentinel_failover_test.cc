@@ -24,7 +24,11 @@
 #include <thread>
 #include <vector>
 
+#include "sluice/memory_store.h"
 #include "sluice/redis_store.h"
+#include "sluice/region_scope.h"
+#include "sluice/region_store.h"
+#include "sluice/scheduler.h"
 #include "store/redis/redis_client.h"
 #include "store/redis/redis_endpoint.h"
 #include "store/redis/redis_tls.h"
@@ -481,10 +485,8 @@ class SentinelTest : public ::testing::Test {
     EXPECT_EQ(ScriptCalls(topology_->replica()), 0);
   }
 
-  void ManualFailoverUnderLoad() {
-    auto limiter = MakeLimiter(/*fail_open=*/true);
-    Load load(*limiter);
-    ASSERT_TRUE(testing::WaitFor([&] { return load.Count() >= 100; }));
+  // SENTINEL FAILOVER, once a sentinel takes it.
+  void AskForAFailover() {
     // NOGOODSLAVE while the sentinel's view of the replica is not fresh enough: asked again.
     std::string refusal;
     ASSERT_TRUE(testing::WaitFor(
@@ -495,6 +497,13 @@ class SentinelTest : public ::testing::Test {
         },
         kSetupDeadline))
         << refusal;
+  }
+
+  void ManualFailoverUnderLoad() {
+    auto limiter = MakeLimiter(/*fail_open=*/true);
+    Load load(*limiter);
+    ASSERT_TRUE(testing::WaitFor([&] { return load.Count() >= 100; }));
+    ASSERT_NO_FATAL_FAILURE(AskForAFailover());
     const auto started = SteadyClock::now();
     ASSERT_TRUE(testing::WaitFor([&] { return IsMaster(topology_->replica()); }, kSetupDeadline));
     // The promoted replica runs the scripts now: 200 of them, exact.
@@ -815,6 +824,67 @@ TEST_F(SentinelTlsTest, AMasterWhoseCertificateLacksTheServerNameIsRefused) {
     ASSERT_FALSE(d.degraded);
     EXPECT_EQ(d.remaining, 1'000'000 - i);
   }
+}
+
+// --global-store rediss+sentinel://: the region layer's grants come from the master the
+// sentinels name (its scripts counted there), and after a SENTINEL FAILOVER from the promoted
+// replica. The refreshes are the test's (RefreshDue), on real time.
+TEST_F(SentinelTlsTest, AGlobalStoreThroughTheSentinelsFollowsAFailover) {
+  auto memory = OpenMemoryStore();
+  ASSERT_TRUE(memory.has_value());
+  MonotonicClock clock;
+  ManualClock never;
+  auto events = std::make_shared<Events>();
+  RegionStoreOptions o;
+  o.region = "us";
+  o.global_store = topology_->Address();
+  o.tls = {.ca_file = (*certs_)["ca.pem"],
+           .cert_file = (*certs_)["client.pem"],
+           .key_file = (*certs_)["client.key"]};
+  o.global_timeout = milliseconds(500);
+  o.clock = &clock;
+  o.scheduler = std::make_shared<ManualScheduler>(never);  // never advanced: no refresh of its own
+  o.on_event = events->Hook(events);
+  auto region = OpenRegionStore(*memory, o);
+  ASSERT_TRUE(region.has_value()) << region.error().message;
+
+  LimiterOptions limit;
+  limit.id = "world";
+  limit.region.global = true;
+  limit.region.mode = RegionMode::kLeased;
+  limit.region.shares = {{"eu", 500'000}, {"us", 500'000}};
+  limit.region.region = "us";
+  limit.region.global_spec = {
+      .algorithm = Algorithm::kFixedWindow, .limit = 1000, .period = seconds(1)};
+  auto part = RegionPart(limit.region.global_spec, SharedUnits(1000, limit.region.OwnShare()));
+  ASSERT_TRUE(part.has_value());
+  auto limiter = (*region)->MakeLimiter(*part, limit);
+  ASSERT_TRUE(limiter.has_value()) << limiter.error().message;
+
+  // Granted by the master: its script ran there.
+  const int64_t on_master = ScriptCalls(topology_->master());
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        (*region)->RefreshDue(clock.Now(), /*force=*/true);
+        return ScriptCalls(topology_->master()) > on_master;
+      },
+      kSetupDeadline));
+  EXPECT_GE(events->Count("global store redis sentinel:mymaster: reached"), 1u);
+  EXPECT_EQ(ScriptCalls(topology_->replica()), 0);
+
+  ASSERT_NO_FATAL_FAILURE(AskForAFailover());
+  ASSERT_TRUE(testing::WaitFor([&] { return IsMaster(topology_->replica()); }, kSetupDeadline));
+  // Granted by the promoted replica (as a replica it ran no script: it applied the master's
+  // writes).
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        (*region)->RefreshDue(clock.Now(), /*force=*/true);
+        return ScriptCalls(topology_->replica()) > 0;
+      },
+      kSetupDeadline));
+  auto grant = Ask(topology_->replica(), {"EXISTS", "sluice-region:{world}"});
+  ASSERT_TRUE(grant.has_value());
+  EXPECT_EQ(grant->integer, 1);
 }
 
 }  // namespace
