@@ -57,14 +57,17 @@ struct RedisEvent {
 // and must not call into the store.
 using RedisEventHook = std::function<void(const RedisEvent&)>;
 
-// TLS to Redis (rediss://, rediss+cluster://): docs/redis.md, docs/security.md.
+// TLS to Redis (rediss://, rediss+cluster://, rediss+sentinel://): docs/redis.md,
+// docs/security.md.
 struct RedisTlsOptions {
   bool enabled = false;      // set by ParseRedisAddress for the rediss schemes
   std::string ca_file = {};  // PEM CAs the server's certificate must chain to; empty: the system's
   std::string cert_file = {};  // client certificate (PEM, chain after it), for servers that ask
   std::string key_file = {};   // its private key; with cert_file
   // The name the server's certificate is verified against (and sent as SNI); empty: the
-  // address's host, and for a cluster's nodes named by IP, the first seed's host.
+  // address's host, and for a cluster's nodes named by IP, the first seed's host. Sentinels are
+  // verified against their own hosts; a master they name by IP against this, else the first
+  // sentinel host name.
   std::string server_name = {};
   bool insecure_skip_verify = false;  // accept any certificate: encryption without identity
 };

@@ -28,8 +28,10 @@
 namespace sluice {
 
 struct RegionStoreOptions {
-  std::string region;        // this node's region
-  std::string global_store;  // "redis://[user:password@]host:port[/db]" (or "rediss://...")
+  std::string region;  // this node's region
+  // "redis://[user:password@]host:port[/db]", "redis+sentinel://host:port[,...]/MASTER[/db]",
+  // or either over TLS ("rediss://...", "rediss+sentinel://...").
+  std::string global_store;
   // The global store's TLS files and name checks when its address is rediss:// (`enabled` comes
   // from the address).
   RedisTlsOptions tls = {};

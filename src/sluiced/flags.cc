@@ -359,7 +359,8 @@ void AddRedisTlsFlags(CLI::App& app, Flags& flags) {
       ->envname("SLUICE_REDIS_TLS_KEY");
   app.add_option("--redis-tls-server-name", flags.redis_tls_server_name,
                  "rediss://: the name the server's certificate must carry (and SNI); default: "
-                 "the address's host, and for cluster nodes named by IP, the first seed's host")
+                 "the address's host, and for cluster nodes or a sentinel's master named by IP, "
+                 "the first seed's (sentinel's) host name")
       ->envname("SLUICE_REDIS_TLS_SERVER_NAME");
   app.add_flag("--redis-tls-insecure-skip-verify", flags.redis_tls_insecure_skip_verify,
                "rediss://: accept any server certificate (encryption without knowing who "

@@ -274,4 +274,45 @@ bool RedisConnection::StillOpen() {
   return tls_ != nullptr && tls_->PeekIdle() == TlsIo::kWantRead;
 }
 
+bool RedisConnection::ReadArrived() {
+  char buf[16 * 1024];
+  for (;;) {
+    if (tls_ != nullptr) {
+      size_t n = 0;
+      switch (tls_->Read(buf, sizeof buf, n)) {
+        case TlsIo::kDone:
+          redisReaderFeed(reader_, buf, n);
+          continue;
+        case TlsIo::kWantRead:
+          return true;  // nothing more has arrived
+        case TlsIo::kWantWrite:
+          if (!Wait(POLLOUT, Clock::now() + command_timeout_)) return false;
+          continue;
+        default:
+          error_ = tls_->error();
+          return false;
+      }
+    }
+    const ssize_t n = recv(fd_, buf, sizeof buf, 0);
+    if (n > 0) {
+      redisReaderFeed(reader_, buf, static_cast<size_t>(n));
+    } else if (n == 0) {
+      error_ = "Server closed the connection";
+      return false;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return true;
+    } else if (errno != EINTR) {
+      error_ = std::strerror(errno);
+      return false;
+    }
+  }
+}
+
+RedisReplyPtr RedisConnection::BufferedReply(bool& failed) {
+  void* reply = nullptr;
+  failed = redisReaderGetReply(reader_, &reply) != REDIS_OK;
+  if (failed) error_ = std::string("protocol error: ") + reader_->errstr;
+  return RedisReplyPtr(static_cast<redisReply*>(reply));
+}
+
 }  // namespace sluice::internal

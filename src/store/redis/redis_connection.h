@@ -66,6 +66,15 @@ class RedisConnection {
   // are read through and do not count. No waiting.
   bool StillOpen();
 
+  // For a subscription, once poll() says the socket is readable: reads everything that has
+  // arrived (through TLS: records without application data are read through too) without
+  // waiting for more. False when the connection failed or the server closed it (error() says
+  // why). The complete replies are then taken with BufferedReply.
+  bool ReadArrived();
+  // A complete reply ReadArrived read, or null when there is none (yet); `failed` is set (and
+  // error()) on a protocol error.
+  RedisReplyPtr BufferedReply(bool& failed);
+
   const std::string& error() const { return error_; }
   int fd() const { return fd_; }  // tests: to wait for the socket to be readable
 

@@ -111,6 +111,9 @@ SentinelSettings SentinelFor(const RedisStoreOptions& options, const RedisEndpoi
     e.host = sentinel.substr(0, colon);
     e.port = std::stoi(sentinel.substr(colon + 1));
     e.password = options.sentinel_password;
+    // rediss+sentinel://: the store's TLS context; each sentinel verified against its own host
+    // as the address names it (not --redis-tls-server-name, which names the Redis servers').
+    e.tls = master.tls;
     e.connect_timeout = options.connect_timeout;
     e.command_timeout = options.connect_timeout;
     s.sentinels.push_back(std::move(e));
@@ -132,11 +135,6 @@ Result<std::shared_ptr<RedisStore>> OpenRedisStore(const RedisStoreOptions& opti
     return MakeError("monitor_interval must not be negative");
   if (!options.sentinels.empty() && options.sentinel_master.empty()) {
     return MakeError("redis sentinel: the master's name is missing");
-  }
-  if (!options.sentinels.empty() && options.tls.enabled) {
-    // Never plaintext where TLS was asked for.
-    return MakeError(
-        "rediss+sentinel://: TLS to Redis is not supported yet (use redis+sentinel://)");
   }
   if (!options.unix_path.empty() && !options.cluster_seeds.empty()) {
     return MakeError(

@@ -1,14 +1,15 @@
 #include "store/redis/sentinel.h"
 
-#include <hiredis/hiredis.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
-#include <sys/time.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <memory>
 #include <utility>
 
 #include "store/redis/redis_reply.h"
@@ -17,52 +18,57 @@ namespace sluice::internal {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using Connection = std::unique_ptr<RedisConnection>;
 
-struct FreeContext {
-  void operator()(redisContext* c) const { redisFree(c); }
-};
-using Context = std::unique_ptr<redisContext, FreeContext>;
-
-timeval ToTimeval(std::chrono::milliseconds d) {
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(d.count() / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((d.count() % 1000) * 1000);
-  return tv;
+bool IsIpLiteral(const std::string& host) {
+  unsigned char buf[16];
+  return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
 }
 
-Result<RedisReply> Command(redisContext* ctx, std::initializer_list<std::string_view> args) {
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
-  for (std::string_view a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  auto* r = static_cast<redisReply*>(
-      redisCommandArgv(ctx, static_cast<int>(argv.size()), argv.data(), lens.data()));
-  if (r == nullptr) return MakeError(ctx->errstr[0] != '\0' ? ctx->errstr : "connection lost");
-  std::unique_ptr<redisReply, decltype(&freeReplyObject)> owned(r, &freeReplyObject);
-  if (r->type == REDIS_REPLY_ERROR) return MakeError(std::string(r->str, r->len));
-  return CopyReply(r);
-}
-
-// A synchronous connection for one question, every step bounded by `timeout`, authenticated
-// with the endpoint's credentials. (The one place a TLS handshake would go for the sentinels
-// and the ROLE check.)
-Result<Context> Open(const RedisEndpoint& e, std::chrono::milliseconds timeout) {
-  Context ctx(redisConnectWithTimeout(e.host.c_str(), e.port, ToTimeval(timeout)));
-  if (!ctx) return MakeError(e.Name() + ": out of memory");
-  if (ctx->err != 0) return MakeError(e.Name() + ": " + ctx->errstr);
-  BoundReplies(ctx->reader);
-  redisSetTimeout(ctx.get(), ToTimeval(timeout));
+// A connection for one question (or the subscription): connect, TLS handshake when the endpoint
+// has a context, and AUTH with its credentials, each bounded by its timeouts.
+Result<Connection> Open(const RedisEndpoint& e) {
+  auto c = RedisConnection::Open(e);
+  if (!c) return MakeError(e.Name() + ": " + c.error().message);
   if (!e.password.empty()) {
-    auto auth = e.user.empty() ? Command(ctx.get(), {"AUTH", e.password})
-                               : Command(ctx.get(), {"AUTH", e.user, e.password});
-    if (!auth) return MakeError(e.Name() + ": authentication failed: " + auth.error().message);
+    const std::vector<std::string> auth =
+        e.user.empty() ? std::vector<std::string>{"AUTH", e.password}
+                       : std::vector<std::string>{"AUTH", e.user, e.password};
+    if (auto ok = (*c)->Command(auth); !ok) {
+      return MakeError(e.Name() + ": authentication failed: " + ok.error().message);
+    }
   }
-  return ctx;
+  return std::move(*c);
+}
+
+// Keepalive on the subscription as hiredis set it (idle 15 s, then 3 probes 5 s apart): a
+// silent peer (its host gone) is found without the thread waiting anywhere but in poll().
+void KeepAlive(int fd) {
+  const int on = 1;
+  const int idle = 15;
+  const int interval = 5;
+  const int count = 3;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
 }
 
 }  // namespace
+
+RedisEndpoint SentinelSettings::MasterAt(const MasterAddress& address) const {
+  RedisEndpoint e = master_template;
+  e.host = address.host;
+  e.port = address.port;
+  if (e.tls == nullptr || !e.tls_name.empty() || !IsIpLiteral(e.host)) return e;
+  for (const RedisEndpoint& s : sentinels) {
+    if (!IsIpLiteral(s.host)) {
+      e.tls_name = s.host;
+      break;
+    }
+  }
+  return e;
+}
 
 SentinelWatch::SentinelWatch(SentinelSettings settings,
                              std::function<void(const SentinelFinding&)> found,
@@ -108,12 +114,11 @@ void SentinelWatch::WakeBy(Clock::time_point at) {
 }
 
 SentinelFinding SentinelWatch::Verify(const MasterAddress& address) {
-  RedisEndpoint e = settings_.master_template;
-  e.host = address.host;
-  e.port = address.port;
-  auto ctx = Open(e, e.connect_timeout);
-  if (!ctx) return {std::nullopt, true, "master " + ctx.error().message};
-  auto role = Command(ctx->get(), {"ROLE"});
+  RedisEndpoint e = settings_.MasterAt(address);
+  e.command_timeout = e.connect_timeout;  // one question: as bounded as the sentinels'
+  auto c = Open(e);
+  if (!c) return {std::nullopt, true, "master " + c.error().message};
+  auto role = (*c)->Command(std::vector<std::string>{"ROLE"});
   if (!role) return {std::nullopt, true, "master " + e.Name() + ": ROLE: " + role.error().message};
   if (!SaysMaster(*role)) {
     return {std::nullopt, false, e.Name() + " is not a master (ROLE), waiting for the failover"};
@@ -127,12 +132,13 @@ SentinelFinding SentinelWatch::Resolve() {
   for (size_t k = 0; k < n; ++k) {
     const size_t i = (next_sentinel_ + k) % n;
     const RedisEndpoint& s = settings_.sentinels[i];
-    auto ctx = Open(s, s.connect_timeout);
-    if (!ctx) {
-      why = "sentinel " + ctx.error().message;
+    auto c = Open(s);
+    if (!c) {
+      why = "sentinel " + c.error().message;
       continue;
     }
-    auto reply = Command(ctx->get(), {"SENTINEL", "get-master-addr-by-name", settings_.master});
+    auto reply = (*c)->Command(
+        std::vector<std::string>{"SENTINEL", "get-master-addr-by-name", settings_.master});
     if (!reply) {
       why = "sentinel " + s.Name() + ": " + reply.error().message;
       continue;
@@ -153,32 +159,29 @@ bool SentinelWatch::Subscribe() {
   for (size_t k = 0; k < n; ++k) {
     const size_t i = (next_sentinel_ + k) % n;
     const RedisEndpoint& s = settings_.sentinels[i];
-    auto ctx = Open(s, s.connect_timeout);
-    if (!ctx) continue;
-    auto reply = Command(ctx->get(), {"SUBSCRIBE", kSwitchMasterChannel});
+    auto c = Open(s);
+    if (!c) continue;
+    auto reply =
+        (*c)->Command(std::vector<std::string>{"SUBSCRIBE", std::string(kSwitchMasterChannel)});
     if (!reply) continue;
-    // A silent peer (its host gone) is found by TCP keepalive; the thread only waits in poll().
-    redisEnableKeepAlive(ctx->get());
-    sub_ = ctx->release();
+    KeepAlive((*c)->fd());
+    sub_ = std::move(*c);
     next_sentinel_ = i;
     return true;
   }
   return false;
 }
 
-void SentinelWatch::DropSubscription() {
-  if (sub_ != nullptr) redisFree(sub_);
-  sub_ = nullptr;
-}
+void SentinelWatch::DropSubscription() { sub_.reset(); }
 
 bool SentinelWatch::ReadSubscription(bool& resolve) {
-  if (redisBufferRead(sub_) != REDIS_OK) return false;
+  if (!sub_->ReadArrived()) return false;
   for (;;) {
-    void* raw = nullptr;
-    if (redisGetReplyFromReader(sub_, &raw) != REDIS_OK) return false;
+    bool failed = false;
+    const RedisReplyPtr raw = sub_->BufferedReply(failed);
+    if (failed) return false;
     if (raw == nullptr) return true;  // nothing more buffered
-    const RedisReply reply = CopyReply(static_cast<const redisReply*>(raw));
-    freeReplyObject(raw);
+    const RedisReply reply = CopyReply(raw.get());
     const auto payload = ReadMessage(reply, kSwitchMasterChannel);
     if (!payload) continue;
     const auto address = ReadSwitchMaster(*payload, settings_.master);
@@ -227,7 +230,7 @@ void SentinelWatch::Run() {
       timeout = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 60'000));
     }
     std::array<pollfd, 2> fds = {pollfd{wake_fd_, POLLIN, 0},
-                                 pollfd{sub_ != nullptr ? sub_->fd : -1, POLLIN, 0}};
+                                 pollfd{sub_ != nullptr ? sub_->fd() : -1, POLLIN, 0}};
     if (poll(fds.data(), fds.size(), timeout) < 0) continue;  // EINTR
     if ((fds[0].revents & POLLIN) != 0) {
       uint64_t count = 0;

@@ -12,12 +12,18 @@
 // The thread waits in poll() on the subscription and an eventfd: it costs nothing while nothing
 // happens, and stops as soon as the watch is destroyed. A subscription (re)made means messages
 // may have been missed, so the master is asked for again after each.
+//
+// rediss+sentinel://: every connection (questions, the subscription, the ROLE check) is a
+// RedisConnection with the store's TLS context, the same as the master's pipelined ones. Each
+// sentinel is verified against its own host as the address names it; the master against
+// SentinelSettings::MasterAt's name (docs/security.md, "Redis Sentinel").
 #ifndef SLUICE_STORE_REDIS_SENTINEL_H_
 #define SLUICE_STORE_REDIS_SENTINEL_H_
 
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -25,10 +31,9 @@
 
 #include "sluice/status.h"
 #include "store/redis/redis_client.h"
+#include "store/redis/redis_connection.h"
 #include "store/redis/redis_pipeline.h"
 #include "store/redis/sentinel_reply.h"
-
-struct redisContext;
 
 namespace sluice::internal {
 
@@ -37,8 +42,15 @@ struct SentinelSettings {
   // connection and each answer.
   std::vector<RedisEndpoint> sentinels;
   std::string master;  // the name the sentinels monitor
-  // The master's credentials, database and timeouts (host and port are the sentinels' to say).
+  // The master's credentials, database, timeouts and TLS (host and port are the sentinels' to
+  // say; tls_name set: --redis-tls-server-name).
   RedisEndpoint master_template;
+
+  // The master at `address`. Over TLS, one the sentinels name by IP is verified against the
+  // configured server name, else the first sentinel host in the address that is a DNS name (a
+  // certificate seldom lists every server's IP), else its IP; one named by a DNS name (sentinels
+  // with resolve-hostnames) against the server name, else that name.
+  RedisEndpoint MasterAt(const MasterAddress& address) const;
 };
 
 // What the watch found: a master that said ROLE master (`address`), or that there is none to
@@ -97,7 +109,7 @@ class SentinelWatch {
   std::atomic<bool> stopping_{false};
   std::atomic<int64_t> wake_by_{0};  // steady_clock ticks; 0: none
   // Owned by the thread.
-  redisContext* sub_ = nullptr;
+  std::unique_ptr<RedisConnection> sub_;
   size_t next_sentinel_ = 0;  // the one asked first next time: the last that answered
   std::thread thread_;
 };

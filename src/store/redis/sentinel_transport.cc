@@ -32,11 +32,10 @@ class SentinelTransport final : public RedisTransport {
  public:
   SentinelTransport(SentinelSettings settings, int connections, const NodeSettings& node)
       : name_("sentinel:" + settings.master),
-        master_template_(settings.master_template),
         connections_(connections),
         node_(node),
-        grace_(std::chrono::seconds(10) +
-               4 * (master_template_.connect_timeout + master_template_.command_timeout)) {
+        grace_(std::chrono::seconds(10) + 4 * (settings.master_template.connect_timeout +
+                                               settings.master_template.command_timeout)) {
     watch_ = std::make_unique<SentinelWatch>(
         std::move(settings), [this](const SentinelFinding& f) { Found(f); }, [this] { Tidy(); });
     // Started once watch_ is set: `found` uses it.
@@ -158,7 +157,7 @@ class SentinelTransport final : public RedisTransport {
     std::lock_guard<std::mutex> lock(mu_);
     if (current_.get() != t) return;
     RetireLocked();
-    Tell(RedisEventKind::kConnectionLost, "master " + address_.Name() + " answered READONLY");
+    TellOnce("master " + address_.Name() + " answered READONLY");
   }
 
   void RetireLocked() {
@@ -173,13 +172,12 @@ class SentinelTransport final : public RedisTransport {
       // Unreachable: the master known may still be the master (a blip, or a failover not yet
       // done); its connections keep trying. Not a master: nothing goes there.
       if (!f.unreachable && current_) RetireLocked();
-      if (!f.unreachable || !current_) Tell(RedisEventKind::kConnectionLost, f.why);
+      if (!f.unreachable || !current_) TellOnce(f.why);
       return;
     }
+    told_.clear();
     if (current_ && address_ == *f.address) return;
-    RedisEndpoint e = master_template_;
-    e.host = f.address->host;
-    e.port = f.address->port;
+    const RedisEndpoint e = watch_->settings().MasterAt(*f.address);
     const bool moved = current_ || address_.port != 0;
     const std::string was = address_.Name();
     RetireLocked();
@@ -207,6 +205,15 @@ class SentinelTransport final : public RedisTransport {
     doomed.clear();  // joins their I/O threads, outside the lock
   }
 
+  // Why there is no master to use, told when it differs from the last time (guarded by mu_): the
+  // watch asks again every second while it lasts, and a refused certificate, a wrong password
+  // or a sentinel that names no master is one state, logged once with its reason.
+  void TellOnce(const std::string& why) {
+    if (why == told_) return;
+    told_ = why;
+    Tell(RedisEventKind::kConnectionLost, why);
+  }
+
   void Tell(RedisEventKind kind, const std::string& what) {
     if (node_.events != nullptr) {
       (*node_.events)(RedisEvent{kind, name_, "redis " + name_ + ": " + what, false, 0});
@@ -214,7 +221,6 @@ class SentinelTransport final : public RedisTransport {
   }
 
   const std::string name_;
-  const RedisEndpoint master_template_;
   const int connections_;
   const NodeSettings node_;
   const SteadyClock::duration grace_;
@@ -223,6 +229,7 @@ class SentinelTransport final : public RedisTransport {
   MasterAddress address_;                    // guarded by mu_: current_'s, or the last one's
   std::vector<Retired> retired_;             // guarded by mu_
   TransportStats gone_;                      // guarded by mu_: destroyed transports' counts
+  std::string told_;                         // guarded by mu_: TellOnce's last
   std::unique_ptr<SentinelWatch> watch_;
 };
 

@@ -13,6 +13,7 @@
 #include "store/forwarding.h"
 #include "store/redis/redis_client.h"
 #include "store/redis/redis_endpoint.h"
+#include "store/redis/sentinel_transport.h"
 #include "store/region/region_script.h"
 #include "store/region/region_stats.h"
 
@@ -156,6 +157,19 @@ class RegionStoreImpl final : public internal::ForwardingStore<RegionStore> {
       char name[40];
       std::snprintf(name, sizeof name, "node-%08x%08x", random(), random());
       options_.node = name;
+    }
+    if (!global_.sentinels.empty()) {
+      // Sentinel: the master the sentinels name, ROLE-checked and followed across failovers as
+      // for --store (one connection: the refresher's exchanges never overlap). Its events (why
+      // no master can be trusted, once per change) go to the same hook.
+      sentinel_events_ = [this](RedisEvent e) {
+        if (!options_.on_event) return;
+        e.message = "global store " + e.message;
+        options_.on_event(e);
+      };
+      sentinel_ = internal::MakeSentinelTransport(
+          internal::SentinelFor(global_, global_endpoint_), 1,
+          {{global_.breaker_failures, global_.breaker_open_for}, clock_, &sentinel_events_});
     }
     // A new limit's first grant is due at once, each next one a refresh (>= 50 ms) after the
     // last: looked for every kLookEvery, they are at most that late.
@@ -329,7 +343,8 @@ class RegionStoreImpl final : public internal::ForwardingStore<RegionStore> {
   }
   void Tell(RedisEventKind kind, const std::string& what) const {
     if (!options_.on_event) return;
-    const std::string server = global_.unix_path.empty()
+    const std::string server = !global_.sentinels.empty() ? "sentinel:" + global_.sentinel_master
+                               : global_.unix_path.empty()
                                    ? global_.host + ":" + std::to_string(global_.port)
                                    : "unix:" + global_.unix_path;
     options_.on_event(
@@ -357,12 +372,18 @@ class RegionStoreImpl final : public internal::ForwardingStore<RegionStore> {
     }
   }
 
-  Result<int64_t> AskGlobal(const Pool& pool, int64_t demand, Duration ttl) {
+  Result<internal::RedisReply> EvalGlobal(const std::vector<std::string>& keys,
+                                          const std::vector<std::string>& args) {
+    if (sentinel_ != nullptr) return sentinel_->Eval(internal::kRegionGrantScript, keys, args);
     if (client_ == nullptr) {
       auto client = internal::RedisClient::Connect(global_endpoint_);
       if (!client) return std::unexpected(client.error());
       client_ = std::move(*client);
     }
+    return client_->Eval(internal::kRegionGrantScript, keys, args);
+  }
+
+  Result<int64_t> AskGlobal(const Pool& pool, int64_t demand, Duration ttl) {
     const RegionScope& s = pool.scope;
     std::vector<std::string> args = {
         options_.region,
@@ -375,8 +396,7 @@ class RegionStoreImpl final : public internal::ForwardingStore<RegionStore> {
       args.push_back(share.region);
       args.push_back(std::to_string(share.ppm));
     }
-    auto reply = client_->Eval(internal::kRegionGrantScript,
-                               {"sluice-region:{" + pool.inner_options.id + "}"}, args);
+    auto reply = EvalGlobal({"sluice-region:{" + pool.inner_options.id + "}"}, args);
     if (!reply || reply->type != internal::RedisReply::Type::kArray ||
         reply->elements.size() != 2 ||
         reply->elements[0].type != internal::RedisReply::Type::kInteger) {
@@ -393,6 +413,8 @@ class RegionStoreImpl final : public internal::ForwardingStore<RegionStore> {
   MonotonicClock own_clock_;
   const Clock* const clock_;
   const std::shared_ptr<Scheduler> scheduler_;
+  std::function<void(RedisEvent)> sentinel_events_;     // sentinel_'s, to options_.on_event
+  std::unique_ptr<internal::RedisTransport> sentinel_;  // --global-store redis+sentinel://
   std::unique_ptr<internal::RedisClient> client_;  // the refresher's only (its runs never overlap)
   enum class Link { kUnknown, kUp, kDown };
   Link link_ = Link::kUnknown;  // the refresher's only
@@ -427,12 +449,6 @@ Result<std::shared_ptr<RegionStore>> OpenRegionStore(std::shared_ptr<Store> inne
     return MakeError(
         "--global-store: a Redis Cluster is not supported yet (each limit's data is one hash: "
         "name one node, redis://host:port)");
-  }
-  if (!global->sentinels.empty()) {
-    // Its client connects to one address: it would ask a sentinel's host, not the master.
-    return MakeError(
-        "--global-store: Redis Sentinel is not supported yet (name the master, "
-        "redis://host:port)");
   }
   if (options.region.empty()) return MakeError("the region layer needs this node's region");
   const bool tls = global->tls.enabled;

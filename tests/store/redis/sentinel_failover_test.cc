@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -23,9 +24,16 @@
 #include <thread>
 #include <vector>
 
+#include "sluice/memory_store.h"
 #include "sluice/redis_store.h"
+#include "sluice/region_scope.h"
+#include "sluice/region_store.h"
+#include "sluice/scheduler.h"
 #include "store/redis/redis_client.h"
+#include "store/redis/redis_endpoint.h"
+#include "store/redis/redis_tls.h"
 #include "support/ports.h"
+#include "support/test_certs.h"
 #include "support/wait_for.h"
 
 namespace sluice {
@@ -41,6 +49,15 @@ using internal::RedisReply;
 // after each admission is exactly one less than before, wherever the count lives.
 constexpr LimitSpec kSpec{Algorithm::kFixedWindow, 1'000'000, std::chrono::hours(24), 0, false};
 constexpr milliseconds kSetupDeadline{30'000};
+
+// A server the test asks things of: its port, and the TLS context (the test CA, the client
+// certificate) when it listens with TLS only.
+struct Target {
+  Target(int p, std::shared_ptr<const internal::RedisTlsContext> t = nullptr)  // NOLINT: implicit
+      : port(p), tls(std::move(t)) {}
+  int port;
+  std::shared_ptr<const internal::RedisTlsContext> tls;
+};
 
 // One child process (redis-server in either mode), killed when the test process dies.
 class Process {
@@ -79,9 +96,14 @@ class Process {
 };
 
 // `command` on a fresh connection, after AUTH `password` if there is one.
-Result<RedisReply> Ask(int port, const std::vector<std::string>& command,
+Result<RedisReply> Ask(const Target& target, const std::vector<std::string>& command,
                        const std::string& password = "") {
-  auto c = RedisClient::Connect("127.0.0.1", port, milliseconds(500), milliseconds(2000));
+  internal::RedisEndpoint e;
+  e.port = target.port;
+  e.connect_timeout = milliseconds(500);
+  e.command_timeout = milliseconds(2000);
+  e.tls = target.tls;
+  auto c = RedisClient::Connect(e);
   if (!c) return std::unexpected(c.error());
   if (!password.empty()) {
     if (auto auth = (*c)->Command({"AUTH", password}); !auth) return auth;
@@ -90,7 +112,7 @@ Result<RedisReply> Ask(int port, const std::vector<std::string>& command,
 }
 
 // "name:value" in an INFO reply, or "".
-std::string InfoField(int port, const std::string& section, const std::string& name,
+std::string InfoField(const Target& port, const std::string& section, const std::string& name,
                       const std::string& password = "") {
   auto info = Ask(port, {"INFO", section}, password);
   if (!info) return {};
@@ -102,13 +124,13 @@ std::string InfoField(int port, const std::string& section, const std::string& n
   return text.substr(from, text.find_first_of("\r\n", from) - from);
 }
 
-int64_t InfoNumber(int port, const std::string& section, const std::string& name) {
+int64_t InfoNumber(const Target& port, const std::string& section, const std::string& name) {
   const std::string v = InfoField(port, section, name);
   return v.empty() ? -1 : std::stoll(v);
 }
 
 // Scripts a server has run: EVALSHA and EVAL calls (INFO commandstats).
-int64_t ScriptCalls(int port) {
+int64_t ScriptCalls(const Target& port) {
   auto info = Ask(port, {"INFO", "commandstats"});
   if (!info) return -1;
   int64_t calls = 0;
@@ -121,7 +143,7 @@ int64_t ScriptCalls(int port) {
 
 // Scripts a server was sent: EVALSHA and EVAL calls (a script that failed, READONLY included,
 // is a call) and calls rejected before running.
-int64_t ScriptAttempts(int port) {
+int64_t ScriptAttempts(const Target& port) {
   auto info = Ask(port, {"INFO", "commandstats"});
   if (!info) return -1;
   int64_t n = 0;
@@ -146,20 +168,33 @@ std::string Field(const RedisReply& entry, const std::string& name) {
   return {};
 }
 
-bool IsMaster(int port) {
+bool IsMaster(const Target& port) {
   auto role = Ask(port, {"ROLE"});
   return role && !role->elements.empty() && role->elements[0].str == "master";
 }
 
 // A master, its replica and three sentinels watching it as "mymaster" (quorum 2); with
-// passwords, the servers' (`requirepass`, `masterauth`) and the sentinels' own.
+// passwords, the servers' (`requirepass`, `masterauth`) and the sentinels' own. With `certs` (a
+// make-test-certs directory), every one of the five listens with TLS only (--port 0), requires
+// a client certificate, and replicates and talks to the others over TLS.
 class Topology {
  public:
   explicit Topology(const std::string& dir, std::string master_password = "",
-                    std::string sentinel_password = "")
+                    std::string sentinel_password = "", std::string certs = "")
       : dir_(dir),
         master_password_(std::move(master_password)),
-        sentinel_password_(std::move(sentinel_password)) {
+        sentinel_password_(std::move(sentinel_password)),
+        certs_(std::move(certs)) {
+    if (!certs_.empty()) {
+      // The tests' own checks: the client certificate, the server's verified by the CA only.
+      auto tls = internal::RedisTlsContext::Make({.enabled = true,
+                                                  .ca_file = certs_ + "/ca.pem",
+                                                  .cert_file = certs_ + "/client.pem",
+                                                  .key_file = certs_ + "/client.key",
+                                                  .insecure_skip_verify = true});
+      EXPECT_TRUE(tls.has_value()) << tls.error().message;
+      if (tls) tls_ = std::move(*tls);
+    }
     // No diskless-sync delay: the replica syncs at once.
     std::vector<std::string> common = {"--repl-diskless-sync-delay", "0"};
     if (!master_password_.empty()) {
@@ -172,8 +207,8 @@ class Topology {
     // The replica in sync before the sentinels look: they find it in the master's INFO.
     EXPECT_TRUE(testing::WaitFor(
         [&] {
-          return InfoField(replica_port_, "replication", "master_link_status", master_password_) ==
-                 "up";
+          return InfoField(At(replica_port_), "replication", "master_link_status",
+                           master_password_) == "up";
         },
         kSetupDeadline));
     for (int i = 0; i < 3; ++i) sentinel_ports_.push_back(StartSentinel(i));
@@ -182,8 +217,9 @@ class Topology {
     for (int port : sentinel_ports_) {
       EXPECT_TRUE(testing::WaitFor(
           [&] {
-            auto replicas = Ask(port, {"SENTINEL", "replicas", "mymaster"}, sentinel_password_);
-            auto sentinels = Ask(port, {"SENTINEL", "sentinels", "mymaster"}, sentinel_password_);
+            auto replicas = Ask(At(port), {"SENTINEL", "replicas", "mymaster"}, sentinel_password_);
+            auto sentinels =
+                Ask(At(port), {"SENTINEL", "sentinels", "mymaster"}, sentinel_password_);
             return replicas && replicas->elements.size() == 1 &&
                    Field(replicas->elements[0], "flags") == "slave" &&
                    Field(replicas->elements[0], "master-link-status") == "ok" && sentinels &&
@@ -194,10 +230,13 @@ class Topology {
     }
   }
 
+  // Over TLS, the sentinels by the name their certificate carries ("localhost"): the master
+  // they name by IP is then verified against it too.
   std::string Address() const {
-    std::string a = "redis+sentinel://";
+    const std::string host = tls_ ? "localhost:" : "127.0.0.1:";
+    std::string a = tls_ ? "rediss+sentinel://" : "redis+sentinel://";
     for (size_t i = 0; i < sentinel_ports_.size(); ++i) {
-      a += (i > 0 ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(sentinel_ports_[i]);
+      a += (i > 0 ? "," : "") + host + std::to_string(sentinel_ports_[i]);
     }
     return a + "/mymaster";
   }
@@ -205,6 +244,10 @@ class Topology {
   int master_port() const { return master_port_; }
   int replica_port() const { return replica_port_; }
   int sentinel_port(int i) const { return sentinel_ports_[static_cast<size_t>(i)]; }
+  Target master() const { return At(master_port_); }
+  Target replica() const { return At(replica_port_); }
+  Target sentinel(int i) const { return At(sentinel_port(i)); }
+  Target At(int port) const { return Target(port, tls_); }
   void KillMaster() { master_->Kill(SIGKILL); }
 
  private:
@@ -213,13 +256,23 @@ class Topology {
                   const std::vector<std::string>& extra) {
     for (int attempt = 0; attempt < 5; ++attempt) {
       const int port = testing::FreePort();
-      std::vector<std::string> argv = {
-          "redis-server", "--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
-          "--appendonly", "no", "--loglevel", "warning", "--logfile", dir_ + "/" + name + ".log",
-          // A replica writes what it syncs to disk, and a server
-          // loads what it finds there at start: a directory of
-          // this test's own, never the current one.
-          "--dir", dir_, "--dbfilename", name + ".rdb"};
+      std::vector<std::string> argv = {"redis-server"};
+      if (tls_) {
+        argv.insert(argv.end(),
+                    {"--port", "0", "--tls-port", std::to_string(port), "--tls-cert-file",
+                     certs_ + "/server.pem", "--tls-key-file", certs_ + "/server.key",
+                     "--tls-ca-cert-file", certs_ + "/ca.pem", "--tls-auth-clients", "yes",
+                     "--tls-replication", "yes", "--tls-client-cert-file", certs_ + "/client.pem",
+                     "--tls-client-key-file", certs_ + "/client.key"});
+      } else {
+        argv.insert(argv.end(), {"--port", std::to_string(port)});
+      }
+      argv.insert(argv.end(), {"--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                               "--loglevel", "warning", "--logfile", dir_ + "/" + name + ".log",
+                               // A replica writes what it syncs to disk, and a server
+                               // loads what it finds there at start: a directory of
+                               // this test's own, never the current one.
+                               "--dir", dir_, "--dbfilename", name + ".rdb"});
       argv.insert(argv.end(), extra.begin(), extra.end());
       p = std::make_unique<Process>(argv);
       if (Up(*p, port, master_password_)) return port;
@@ -233,7 +286,8 @@ class Topology {
     for (int attempt = 0; attempt < 5; ++attempt) {
       const int port = testing::FreePort();
       const std::string conf = dir_ + "/sentinel" + std::to_string(i) + ".conf";
-      std::ofstream(conf) << "port " << port << "\nbind 127.0.0.1\ndaemonize no\n"
+      std::ofstream(conf) << (tls_ ? "port 0\ntls-port " : "port ") << port
+                          << "\nbind 127.0.0.1\ndaemonize no\n"
                           << "dir " << dir_ << "\nloglevel notice\n"
                           << "logfile " << dir_ << "/sentinel" << i << ".log\n"
                           << "sentinel monitor mymaster 127.0.0.1 " << master_port_ << " 2\n"
@@ -243,6 +297,13 @@ class Topology {
       if (!master_password_.empty()) {
         std::ofstream(conf, std::ios::app)
             << "sentinel auth-pass mymaster " << master_password_ << "\n";
+      }
+      if (tls_) {
+        std::ofstream(conf, std::ios::app)
+            << "tls-cert-file " << certs_ << "/server.pem\ntls-key-file " << certs_
+            << "/server.key\ntls-ca-cert-file " << certs_ << "/ca.pem\ntls-client-cert-file "
+            << certs_ << "/client.pem\ntls-client-key-file " << certs_
+            << "/client.key\ntls-auth-clients yes\ntls-replication yes\n";
       }
       if (!sentinel_password_.empty()) {
         std::ofstream(conf, std::ios::app) << "requirepass " << sentinel_password_ << "\n";
@@ -257,11 +318,11 @@ class Topology {
   // Up, and the server on `port` is ours: a port found free can be taken before the server
   // binds it (the machine runs other tests' servers), and then ours exits while the other
   // answers. So the answer must name our process.
-  static bool Up(Process& p, int port, const std::string& password) {
+  bool Up(Process& p, int port, const std::string& password) const {
     const std::string pid = std::to_string(p.pid());
     return testing::WaitFor(
                [&] {
-                 return p.Exited() || InfoField(port, "server", "process_id", password) == pid;
+                 return p.Exited() || InfoField(At(port), "server", "process_id", password) == pid;
                },
                kSetupDeadline) &&
            !p.Exited();
@@ -270,6 +331,8 @@ class Topology {
   std::string dir_;
   std::string master_password_;
   std::string sentinel_password_;
+  std::string certs_;
+  std::shared_ptr<const internal::RedisTlsContext> tls_;  // null: plaintext
   std::unique_ptr<Process> master_;
   std::unique_ptr<Process> replica_;
   std::vector<std::unique_ptr<Process>> sentinels_;
@@ -330,19 +393,19 @@ class Load {
 
 class SentinelTest : public ::testing::Test {
  protected:
+  // SentinelTlsTest: the same over TLS (rediss+sentinel://).
+  virtual bool UseTls() const { return false; }
+
   void SetUp() override {
     char tmpl[] = "/tmp/sluice-sentinel-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
-    topology_ = std::make_unique<Topology>(dir_);
-    auto options = ParseRedisAddress(topology_->Address());
-    ASSERT_TRUE(options.has_value()) << options.error().message;
-    // Generous: a loaded 2-core machine runs five servers and the test.
-    options->connect_timeout = milliseconds(500);
-    options->command_timeout = milliseconds(500);
-    options->breaker_open_for = milliseconds(100);
-    options->connections = 2;
-    auto store = OpenRedisStore(*options);
+    if (UseTls()) {
+      certs_ = std::make_unique<testing::TestCerts>();
+      ASSERT_TRUE(certs_->ok());
+    }
+    topology_ = std::make_unique<Topology>(dir_, "", "", UseTls() ? certs_->dir().string() : "");
+    auto store = OpenRedisStore(Options());
     ASSERT_TRUE(store.has_value()) << store.error().message;
     store_ = *store;
     ASSERT_TRUE(testing::WaitFor([&] { return store_->Ping(); }, kSetupDeadline));
@@ -350,8 +413,27 @@ class SentinelTest : public ::testing::Test {
   void TearDown() override {
     store_.reset();
     topology_.reset();
+    certs_.reset();
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
+  }
+
+  // The store's options for the topology; over TLS, the test CA and the client certificate.
+  RedisStoreOptions Options() const {
+    auto options = ParseRedisAddress(topology_->Address());
+    EXPECT_TRUE(options.has_value()) << options.error().message;
+    if (!options) return {};
+    // Generous: a loaded 2-core machine runs five servers and the test.
+    options->connect_timeout = milliseconds(500);
+    options->command_timeout = milliseconds(500);
+    options->breaker_open_for = milliseconds(100);
+    options->connections = 2;
+    if (certs_ != nullptr) {
+      options->tls.ca_file = (*certs_)["ca.pem"];
+      options->tls.cert_file = (*certs_)["client.pem"];
+      options->tls.key_file = (*certs_)["client.key"];
+    }
+    return *options;
   }
 
   std::unique_ptr<Limiter> MakeLimiter(bool fail_open) {
@@ -389,24 +471,68 @@ class SentinelTest : public ::testing::Test {
     EXPECT_GT(n, 0u);
   }
 
+  void DecisionsAreExactOnTheMaster() {
+    auto limiter = MakeLimiter(/*fail_open=*/false);
+    const int64_t before = ScriptCalls(topology_->master());
+    for (int i = 1; i <= 50; ++i) {
+      const Decision d = limiter->Decide("k", {}, 1);
+      ASSERT_FALSE(d.degraded);
+      ASSERT_TRUE(d.allowed);
+      EXPECT_EQ(d.remaining, 1'000'000 - i);
+    }
+    // On the master, and only there.
+    EXPECT_GE(ScriptCalls(topology_->master()) - before, 50);
+    EXPECT_EQ(ScriptCalls(topology_->replica()), 0);
+  }
+
+  // SENTINEL FAILOVER, once a sentinel takes it.
+  void AskForAFailover() {
+    // NOGOODSLAVE while the sentinel's view of the replica is not fresh enough: asked again.
+    std::string refusal;
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          auto failover = Ask(topology_->sentinel(0), {"SENTINEL", "FAILOVER", "mymaster"});
+          if (!failover) refusal = failover.error().message;
+          return failover.has_value() || refusal.starts_with("INPROG");
+        },
+        kSetupDeadline))
+        << refusal;
+  }
+
+  void ManualFailoverUnderLoad() {
+    auto limiter = MakeLimiter(/*fail_open=*/true);
+    Load load(*limiter);
+    ASSERT_TRUE(testing::WaitFor([&] { return load.Count() >= 100; }));
+    ASSERT_NO_FATAL_FAILURE(AskForAFailover());
+    const auto started = SteadyClock::now();
+    ASSERT_TRUE(testing::WaitFor([&] { return IsMaster(topology_->replica()); }, kSetupDeadline));
+    // The promoted replica runs the scripts now: 200 of them, exact.
+    const int64_t base = ScriptCalls(topology_->replica());
+    ASSERT_TRUE(testing::WaitFor([&] { return ScriptCalls(topology_->replica()) - base >= 200; },
+                                 kSetupDeadline));
+    const auto moved = SteadyClock::now();
+    const int64_t old_master_calls = ScriptCalls(topology_->master());
+    ASSERT_TRUE(testing::WaitFor([&] { return load.ExactSince(moved) >= 200; }, kSetupDeadline));
+    load.Stop();
+    std::printf(
+        "[ sentinel ] manual failover%s: promoted replica serving %lld ms after SENTINEL "
+        "FAILOVER\n",
+        UseTls() ? " over TLS" : "",
+        static_cast<long long>(std::chrono::duration_cast<milliseconds>(moved - started).count()));
+    const std::vector<Seen> seen = load.Decisions();
+    ExpectExactOrDegraded(seen, /*fail_open=*/true);
+    ExpectExactAfter(seen, moved);
+    // Nothing more went to the old master once the new one served.
+    EXPECT_EQ(ScriptCalls(topology_->master()), old_master_calls);
+  }
+
   std::string dir_;
+  std::unique_ptr<testing::TestCerts> certs_;
   std::unique_ptr<Topology> topology_;
   std::shared_ptr<RedisStore> store_;
 };
 
-TEST_F(SentinelTest, DecisionsThroughTheSentinelsAreExact) {
-  auto limiter = MakeLimiter(/*fail_open=*/false);
-  const int64_t before = ScriptCalls(topology_->master_port());
-  for (int i = 1; i <= 50; ++i) {
-    const Decision d = limiter->Decide("k", {}, 1);
-    ASSERT_FALSE(d.degraded);
-    ASSERT_TRUE(d.allowed);
-    EXPECT_EQ(d.remaining, 1'000'000 - i);
-  }
-  // On the master, and only there.
-  EXPECT_GE(ScriptCalls(topology_->master_port()) - before, 50);
-  EXPECT_EQ(ScriptCalls(topology_->replica_port()), 0);
-}
+TEST_F(SentinelTest, DecisionsThroughTheSentinelsAreExact) { DecisionsAreExactOnTheMaster(); }
 
 // A master demoted behind the sentinels' back (REPLICAOF, the sentinels still name it): the
 // first script there is refused with READONLY, writing nothing, and no other goes there; the
@@ -432,39 +558,7 @@ TEST_F(SentinelTest, AReadOnlyMasterGetsNoMoreScriptsAndDecisionsTakeTheFailureM
 }
 
 TEST_F(SentinelTest, AManualFailoverIsFollowedAndDecisionsAreExactOnThePromotedReplica) {
-  auto limiter = MakeLimiter(/*fail_open=*/true);
-  Load load(*limiter);
-  ASSERT_TRUE(testing::WaitFor([&] { return load.Count() >= 100; }));
-  // NOGOODSLAVE while the sentinel's view of the replica is not fresh enough: asked again.
-  std::string refusal;
-  ASSERT_TRUE(testing::WaitFor(
-      [&] {
-        auto failover = Ask(topology_->sentinel_port(0), {"SENTINEL", "FAILOVER", "mymaster"});
-        if (!failover) refusal = failover.error().message;
-        return failover.has_value() || refusal.starts_with("INPROG");
-      },
-      kSetupDeadline))
-      << refusal;
-  const auto started = SteadyClock::now();
-  ASSERT_TRUE(
-      testing::WaitFor([&] { return IsMaster(topology_->replica_port()); }, kSetupDeadline));
-  // The promoted replica runs the scripts now: 200 of them, exact.
-  const int64_t base = ScriptCalls(topology_->replica_port());
-  ASSERT_TRUE(testing::WaitFor([&] { return ScriptCalls(topology_->replica_port()) - base >= 200; },
-                               kSetupDeadline));
-  const auto moved = SteadyClock::now();
-  const int64_t old_master_calls = ScriptCalls(topology_->master_port());
-  ASSERT_TRUE(testing::WaitFor([&] { return load.ExactSince(moved) >= 200; }, kSetupDeadline));
-  load.Stop();
-  std::printf(
-      "[ sentinel ] manual failover: promoted replica serving %lld ms after SENTINEL "
-      "FAILOVER\n",
-      static_cast<long long>(std::chrono::duration_cast<milliseconds>(moved - started).count()));
-  const std::vector<Seen> seen = load.Decisions();
-  ExpectExactOrDegraded(seen, /*fail_open=*/true);
-  ExpectExactAfter(seen, moved);
-  // Nothing more went to the old master once the new one served.
-  EXPECT_EQ(ScriptCalls(topology_->master_port()), old_master_calls);
+  ManualFailoverUnderLoad();
 }
 
 TEST_F(SentinelTest, AKilledMasterIsReplacedAndTheOverAdmissionIsTheUnreplicatedWrites) {
@@ -594,6 +688,205 @@ TEST(SentinelPasswords, EachPasswordGoesWhereItBelongs) {
   }
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
+}
+
+// ---- rediss+sentinel://: the same topology with TLS only, every connection verified.
+
+// A store's events, kept.
+struct Events {
+  std::mutex mu;
+  std::vector<std::string> seen;
+
+  RedisEventHook Hook(const std::shared_ptr<Events>& self) {
+    return [self](const RedisEvent& e) {
+      std::lock_guard<std::mutex> lock(self->mu);
+      self->seen.push_back(e.message);
+    };
+  }
+  std::vector<std::string> All() {
+    std::lock_guard<std::mutex> lock(mu);
+    return seen;
+  }
+  size_t Count(const std::string& part) {
+    std::lock_guard<std::mutex> lock(mu);
+    return static_cast<size_t>(std::count_if(seen.begin(), seen.end(), [&](const std::string& m) {
+      return m.find(part) != std::string::npos;
+    }));
+  }
+};
+
+class SentinelTlsTest : public SentinelTest {
+ protected:
+  bool UseTls() const override { return true; }
+
+  // A second store on the topology with `options`, every event kept (none held back).
+  std::shared_ptr<RedisStore> Open(RedisStoreOptions options,
+                                   const std::shared_ptr<Events>& events) {
+    options.event_interval = milliseconds(0);
+    options.on_event = events->Hook(events);
+    auto store = OpenRedisStore(options);
+    EXPECT_TRUE(store.has_value()) << store.error().message;
+    return store ? *store : nullptr;
+  }
+
+  // Decisions of a store that cannot reach the master: each one the failure mode's, degraded,
+  // and no script reached the master.
+  void ExpectFailClosed(RedisStore& store) {
+    auto limiter = store.MakeLimiter(kSpec, "refused", /*fail_open=*/false);
+    ASSERT_TRUE(limiter.has_value());
+    const int64_t before = ScriptCalls(topology_->master());
+    for (int i = 0; i < 20; ++i) {
+      const Decision d = (*limiter)->Decide("k", {}, 1);
+      EXPECT_TRUE(d.degraded);
+      EXPECT_FALSE(d.allowed);
+      EXPECT_EQ(d.reason, DecisionReason::kStoreUnavailable);
+    }
+    EXPECT_EQ(ScriptCalls(topology_->master()), before);
+    EXPECT_FALSE(store.Ping());
+  }
+
+  // Handshakes the sentinels saw fail (each logs the client's alert): how often a store with a
+  // certificate it refuses has asked them.
+  size_t RefusedHandshakes() const {
+    size_t n = 0;
+    for (int i = 0; i < 3; ++i) {
+      std::ifstream log(dir_ + "/sentinel" + std::to_string(i) + ".log");
+      for (std::string line; std::getline(log, line);) {
+        n += line.find("Error accepting a client connection") != std::string::npos ? 1 : 0;
+      }
+    }
+    return n;
+  }
+
+  // Each state told once: no event repeats the one before it.
+  static void ExpectNoRepeats(const std::vector<std::string>& events) {
+    for (size_t i = 1; i < events.size(); ++i) EXPECT_NE(events[i], events[i - 1]);
+  }
+};
+
+// Five TLS-only servers (--port 0): whatever the store reached, it reached over TLS, with its
+// client certificate (--tls-auth-clients yes), the master named by IP verified as "localhost".
+TEST_F(SentinelTlsTest, DecisionsThroughTlsSentinelsAreExactOnTheMaster) {
+  DecisionsAreExactOnTheMaster();
+}
+
+TEST_F(SentinelTlsTest, AManualFailoverUnderLoadIsFollowedOverTls) { ManualFailoverUnderLoad(); }
+
+// The sentinels' certificates do not chain to the CA given: no sentinel is trusted, the reason
+// is told once while the watch keeps asking, and decisions take the failure mode.
+TEST_F(SentinelTlsTest, AWrongCaIsRefusedWithItsReasonOnce) {
+  auto events = std::make_shared<Events>();
+  RedisStoreOptions options = Options();
+  options.tls.ca_file = (*certs_)["otherca.pem"];
+  auto store = Open(options, events);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(testing::WaitFor([&] { return events->Count("unknown CA") >= 1; }));
+  ExpectFailClosed(*store);
+  // Refused decisions ask the watch again; with its backoff (at most a second) it does, each
+  // time of all three sentinels (and for the subscription). Three more rounds at least.
+  const size_t refused = RefusedHandshakes();
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        (void)store->Ping();
+        return RefusedHandshakes() >= refused + 9;
+      },
+      kSetupDeadline));
+  // Told once per state change (a handshake that timed out on a loaded machine would be one):
+  // never the same event twice in a row.
+  const auto asked = events->All();
+  EXPECT_NE(asked.front().find("no sentinel answered"), std::string::npos) << asked.front();
+  ExpectNoRepeats(asked);
+}
+
+// The sentinels verified against their own host ("localhost") answer; the master they name by
+// IP is verified against --redis-tls-server-name, which its certificate does not carry.
+TEST_F(SentinelTlsTest, AMasterWhoseCertificateLacksTheServerNameIsRefused) {
+  auto events = std::make_shared<Events>();
+  RedisStoreOptions options = Options();
+  options.tls.server_name = "wrong.test";
+  auto store = Open(options, events);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(testing::WaitFor([&] { return events->Count("name mismatch") >= 1; }));
+  const std::string master = "master 127.0.0.1:" + std::to_string(topology_->master_port());
+  EXPECT_EQ(events->Count(master), events->Count("name mismatch"));
+  ExpectFailClosed(*store);
+  ExpectNoRepeats(events->All());
+
+  // A name the certificate carries: the same master, trusted.
+  options.tls.server_name = "sluice.test";
+  auto trusted = Open(options, std::make_shared<Events>());
+  ASSERT_NE(trusted, nullptr);
+  ASSERT_TRUE(testing::WaitFor([&] { return trusted->Ping(); }, kSetupDeadline));
+  auto limiter = trusted->MakeLimiter(kSpec, "named", /*fail_open=*/false);
+  ASSERT_TRUE(limiter.has_value());
+  for (int i = 1; i <= 10; ++i) {
+    const Decision d = (*limiter)->Decide("k", {}, 1);
+    ASSERT_FALSE(d.degraded);
+    EXPECT_EQ(d.remaining, 1'000'000 - i);
+  }
+}
+
+// --global-store rediss+sentinel://: the region layer's grants come from the master the
+// sentinels name (its scripts counted there), and after a SENTINEL FAILOVER from the promoted
+// replica. The refreshes are the test's (RefreshDue), on real time.
+TEST_F(SentinelTlsTest, AGlobalStoreThroughTheSentinelsFollowsAFailover) {
+  auto memory = OpenMemoryStore();
+  ASSERT_TRUE(memory.has_value());
+  MonotonicClock clock;
+  ManualClock never;
+  auto events = std::make_shared<Events>();
+  RegionStoreOptions o;
+  o.region = "us";
+  o.global_store = topology_->Address();
+  o.tls = {.ca_file = (*certs_)["ca.pem"],
+           .cert_file = (*certs_)["client.pem"],
+           .key_file = (*certs_)["client.key"]};
+  o.global_timeout = milliseconds(2000);  // generous: five servers on a loaded 2-core machine
+  o.clock = &clock;
+  o.scheduler = std::make_shared<ManualScheduler>(never);  // never advanced: no refresh of its own
+  o.on_event = events->Hook(events);
+  auto region = OpenRegionStore(*memory, o);
+  ASSERT_TRUE(region.has_value()) << region.error().message;
+
+  LimiterOptions limit;
+  limit.id = "world";
+  limit.region.global = true;
+  limit.region.mode = RegionMode::kLeased;
+  limit.region.shares = {{"eu", 500'000}, {"us", 500'000}};
+  limit.region.region = "us";
+  limit.region.global_spec = {
+      .algorithm = Algorithm::kFixedWindow, .limit = 1000, .period = seconds(1)};
+  auto part = RegionPart(limit.region.global_spec, SharedUnits(1000, limit.region.OwnShare()));
+  ASSERT_TRUE(part.has_value());
+  auto limiter = (*region)->MakeLimiter(*part, limit);
+  ASSERT_TRUE(limiter.has_value()) << limiter.error().message;
+
+  // Granted by the master: its script ran there. (A first exchange may come before the sentinels
+  // have named the master: the link is then "reachable again" rather than "reached".)
+  const int64_t on_master = ScriptCalls(topology_->master());
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        (*region)->RefreshDue(clock.Now(), /*force=*/true);
+        return events->Count("global store redis sentinel:mymaster: reach") >= 1;
+      },
+      kSetupDeadline))
+      << ::testing::PrintToString(events->All());
+  EXPECT_GT(ScriptCalls(topology_->master()), on_master);
+  EXPECT_EQ(ScriptCalls(topology_->replica()), 0);
+
+  ASSERT_NO_FATAL_FAILURE(AskForAFailover());
+  ASSERT_TRUE(testing::WaitFor([&] { return IsMaster(topology_->replica()); }, kSetupDeadline));
+  // Granted by the promoted replica (as a replica it ran no script: it applied the master's
+  // writes).
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        (*region)->RefreshDue(clock.Now(), /*force=*/true);
+        return ScriptCalls(topology_->replica()) > 0;
+      },
+      kSetupDeadline));
+  auto grant = Ask(topology_->replica(), {"EXISTS", "sluice-region:{world}"});
+  ASSERT_TRUE(grant.has_value());
+  EXPECT_EQ(grant->integer, 1);
 }
 
 }  // namespace

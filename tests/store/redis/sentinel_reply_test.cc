@@ -7,6 +7,8 @@
 #include <string>
 
 #include "sluice/redis_store.h"
+#include "store/redis/redis_endpoint.h"
+#include "store/redis/sentinel_transport.h"
 
 namespace sluice {
 namespace {
@@ -60,12 +62,62 @@ TEST(SentinelAddress, RefusesMalformedOnes) {
   EXPECT_EQ(e.error().message.find("hunter2"), std::string::npos) << e.error().message;
 }
 
-TEST(SentinelAddress, TlsIsRefusedRatherThanPlaintext) {
-  auto o = ParseRedisAddress("rediss+sentinel://127.0.0.1:26379/mymaster");
+// rediss+sentinel://: the sentinels get the store's TLS context and are verified against their
+// own hosts; the master the sentinels name gets the name docs/security.md states.
+internal::SentinelSettings SettingsFor(const std::string& address,
+                                       const std::string& server_name = "") {
+  auto o = ParseRedisAddress(address);
+  EXPECT_TRUE(o.has_value());
+  o->tls.server_name = server_name;
+  auto endpoint = internal::MakeEndpoint(*o);
+  EXPECT_TRUE(endpoint.has_value()) << endpoint.error().message;
+  return internal::SentinelFor(*o, *endpoint);
+}
+
+TEST(SentinelTls, SentinelsAreVerifiedAgainstTheirOwnHosts) {
+  const auto s =
+      SettingsFor("rediss+sentinel://10.0.0.1:26379,sentinel-b.test:26380/m", "redis.test");
+  ASSERT_EQ(s.sentinels.size(), 2u);
+  ASSERT_NE(s.master_template.tls, nullptr);
+  for (const auto& sentinel : s.sentinels) {
+    EXPECT_EQ(sentinel.tls, s.master_template.tls) << sentinel.Name();
+    EXPECT_TRUE(sentinel.tls_name.empty()) << sentinel.Name();
+  }
+  EXPECT_EQ(s.sentinels[1].host, "sentinel-b.test");
+}
+
+TEST(SentinelTls, AMasterNamedByIpIsVerifiedAgainstTheServerNameElseASentinelsHostName) {
+  const MasterAddress ip{"10.0.0.9", 6379};
+  // The configured name first.
+  EXPECT_EQ(SettingsFor("rediss+sentinel://10.0.0.1:26379,sentinel-b.test:26380/m", "redis.test")
+                .MasterAt(ip)
+                .tls_name,
+            "redis.test");
+  // Else the first sentinel host in the address that is a name.
+  const auto by_seed = SettingsFor("rediss+sentinel://10.0.0.1:26379,sentinel-b.test:26380/m");
+  const auto master = by_seed.MasterAt(ip);
+  EXPECT_EQ(master.host, "10.0.0.9");
+  EXPECT_EQ(master.port, 6379);
+  EXPECT_EQ(master.tls_name, "sentinel-b.test");
+  // Sentinels all named by IP: the master's own IP.
+  EXPECT_TRUE(SettingsFor("rediss+sentinel://10.0.0.1:26379/m").MasterAt(ip).tls_name.empty());
+  // A master named by a DNS name: that name.
+  EXPECT_TRUE(by_seed.MasterAt({"redis-a.test", 6379}).tls_name.empty());
+  // Plaintext: no name at all.
+  const auto plain = SettingsFor("redis+sentinel://sentinel-b.test:26380/m");
+  EXPECT_EQ(plain.MasterAt(ip).tls, nullptr);
+  EXPECT_TRUE(plain.MasterAt(ip).tls_name.empty());
+}
+
+TEST(SentinelTls, TheStoreOpensAndAnUnusableCaFileIsRefusedAtStart) {
+  auto o = ParseRedisAddress("rediss+sentinel://127.0.0.1:1/mymaster");
   ASSERT_TRUE(o.has_value());
-  auto store = OpenRedisStore(*o);
-  ASSERT_FALSE(store.has_value());
-  EXPECT_NE(store.error().message.find("not supported yet"), std::string::npos);
+  o->monitor_interval = std::chrono::milliseconds(0);
+  EXPECT_TRUE(OpenRedisStore(*o).has_value());
+  o->tls.ca_file = "/nonexistent/ca.pem";
+  auto refused = OpenRedisStore(*o);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message.find("/nonexistent/ca.pem"), std::string::npos);
 }
 
 TEST(SentinelReply, ReadsTheMastersAddress) {
