@@ -210,7 +210,9 @@ class ForwardAuthProxies : public ::testing::Test {
         std::vector<std::string>{"caddy", "run", "--config", (home / "Caddyfile").string(),
                                  "--adapter", "caddyfile"},
         env_, home / "out.log");
-    EXPECT_TRUE(proxy->WaitUntilServing(port_))
+    // Caddy starts its sites one after the other: the upstream's too before the first request.
+    EXPECT_TRUE(proxy->WaitUntilServing(port_) &&
+                (recorder_ != nullptr || proxy->WaitUntilServing(upstream_port_)))
         << ReadFile(home / "out.log") << "(is caddy installed? scripts/install-deps)";
     return proxy;
   }
