@@ -87,12 +87,13 @@ class TlsRecipes : public ForwardAuthProxies {
   }
 
   // A proxy sluiced does not let in: each request gets `status` from the proxy, without the
-  // fields; sluiced counted the handshake failure as `reason` (if any) and checked nothing. Then
+  // fields (and `body` in its body); sluiced counted the handshake failure as `reason` (if any)
+  // and checked nothing. Then
   // the recipe's own proxy, restarted with the right certificate, finds the client's counter
   // untouched.
   void ExpectRefusedAndNothingCounted(const std::function<std::unique_ptr<Proxy>()>& start,
                                       const std::string& cert, int status,
-                                      const std::string& reason) {
+                                      const std::string& reason, const std::string& body = "") {
     proxy_cert_ = cert;
     {
       const auto proxy = start();
@@ -100,6 +101,7 @@ class TlsRecipes : public ForwardAuthProxies {
         const auto r = Get(kClient);
         ASSERT_TRUE(r.has_value()) << cert;
         EXPECT_EQ(r->status, status) << cert << ": " << r->body;
+        EXPECT_NE(r->body.find(body), std::string::npos) << cert << ": " << r->body;
         EXPECT_FALSE(r->Header("RateLimit").has_value()) << cert;
       }
       const std::string series =
@@ -151,11 +153,14 @@ TEST_F(TlsRecipes, CaddyOverMutualTls) {
 // answers 502 for a handshake sluiced refuses.
 TEST_F(TlsRecipes, NginxWithAnotherCasCertificateIsRefused) {
   ExpectRefusedAndNothingCounted(Nginx(), "foreign-client", 503, "unknown_ca");
-  EXPECT_NE(ReadFile(dir_.path() / "nginx/error.log").find("SSL"), std::string::npos);
+  const std::string log = ReadFile(dir_.path() / "nginx/error.log");
+  EXPECT_NE(log.find("alert unknown ca"), std::string::npos) << log;
 }
 
 TEST_F(TlsRecipes, NginxWithAnUnlistedSanIsRefused) {
   ExpectRefusedAndNothingCounted(Nginx(), "other-client", 503, "san_not_allowed");
+  const std::string log = ReadFile(dir_.path() / "nginx/error.log");
+  EXPECT_NE(log.find("alert handshake failure"), std::string::npos) << log;
 }
 
 // Go's TLS client sends a certificate only if its issuer is among the CAs the server names in
@@ -163,7 +168,8 @@ TEST_F(TlsRecipes, NginxWithAnUnlistedSanIsRefused) {
 // without a certificate, and sluiced's forward-auth endpoint answers 403 ("a verified TLS client
 // certificate is required"), which Caddy passes on.
 TEST_F(TlsRecipes, CaddyWithAnotherCasCertificateIsRefused) {
-  ExpectRefusedAndNothingCounted(Caddy(), "foreign-client", 403, "");
+  ExpectRefusedAndNothingCounted(Caddy(), "foreign-client", 403, "",
+                                 "a verified TLS client certificate is required");
 }
 
 TEST_F(TlsRecipes, CaddyWithAnUnlistedSanIsRefused) {
