@@ -67,8 +67,9 @@ test-tsan: deps
 
 # The fault matrix of docs/reliability.md against real processes (a private redis-server and
 # build/bin/sluiced per row): Redis killed, paused, restarted empty, DEBUG SLEEP, CLIENT KILL,
-# evicting, wrong password; slowloris, connection, key, override and gRPC stream floods. Prints
-# the table docs/reliability.md holds (about 7 minutes).
+# evicting, wrong password, a TLS Redis killed, a certificate rotated; slowloris, connection,
+# key, override and gRPC stream floods. Prints the table docs/reliability.md holds (about 8
+# minutes).
 chaos: build-sluiced
 	scripts/chaos
 
