@@ -269,6 +269,40 @@ class ConnectionFlood(AttackScenario):
     procs = 2
 
 
+class TlsAttack:
+    """Mixed into an attack: sluiced's listeners speak TLS (the test pair), and so do the
+    measuring clients and the attacker."""
+    tls_listeners = True
+
+    def sluiced_args(self, run):
+        # Redis with generous timeouts, as in redis-tls-killed: the handshakes take the starved
+        # machine's CPU from Redis too, and a command of a healthy Redis timed out at 50 ms is a
+        # degraded decision that says nothing of the listener under attack.
+        return ["--tls-cert", run.certs.path("chain.pem"), "--tls-key",
+                run.certs.path("server.key"), "--redis-command-timeout-ms", "1000",
+                "--redis-connect-timeout-ms", "2000"]
+
+
+class SlowlorisTls(TlsAttack, Slowloris):
+    name = "slowloris-tls"
+    description = ("slowloris over TLS: each of the 1100 connections makes its TLS handshake "
+                   "first (blocking, one at a time), then trickles its header lines")
+    target = staticmethod(attacks.slowloris_tls)
+
+    def args(self, run):
+        return (run.sluiced.http_port, 1100, run.certs.ca)
+
+
+class ConnectionFloodTls(TlsAttack, ConnectionFlood):
+    name = "connection-flood-tls"
+    description = ("2 processes opening TLS connections to the HTTP port as fast as they can, "
+                   "each through its handshake, then closing it: a handshake flood")
+    target = staticmethod(attacks.connection_churn_tls)
+
+    def args(self, run):
+        return (run.sluiced.http_port, run.certs.ca)
+
+
 class KeyFlood(AttackScenario):
     name = "key-flood"
     description = ("2 processes, each a keep-alive connection with 64 pipelined checks at a time, "
@@ -415,5 +449,5 @@ class CertRotated(Scenario):
 
 ALL = [RedisKilled(), RedisRestartedIdle(), RedisPaused(), RedisRestartedEmpty(), DebugSleep(),
        ClientKill(), Evicting(), WrongPassword(), RedisTlsKilled(), CertRotated(), Slowloris(),
-       ConnectionFlood(), KeyFlood(), KeyFloodMemory(), OverrideFlood(), OverrideFloodMemory(),
+       SlowlorisTls(), ConnectionFlood(), ConnectionFloodTls(), KeyFlood(), KeyFloodMemory(), OverrideFlood(), OverrideFloodMemory(),
        GrpcStreamFlood()]
