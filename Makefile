@@ -68,12 +68,12 @@ test-tsan: deps
 # The fault matrix of docs/reliability.md against real processes (a private redis-server and
 # build/bin/sluiced per row): Redis killed, paused, restarted empty, DEBUG SLEEP, CLIENT KILL,
 # evicting, wrong password, a TLS Redis killed, a certificate rotated; slowloris, connection,
-# key, override and gRPC stream floods. Prints the table docs/reliability.md holds (about 8
+# key, override and gRPC stream floods. Prints the table docs/reliability.md holds (about 9
 # minutes).
 chaos: build-sluiced
 	scripts/chaos
 
-# Its quick version (about 2 minutes): fails on any over-admission, any sluiced exit, and any
+# Its quick version (about 3 minutes): fails on any over-admission, any sluiced exit, and any
 # degraded decision for a request sent after the fault ended.
 test-chaos: build-sluiced
 	scripts/chaos --quick
