@@ -73,8 +73,9 @@ class RedisTlsKilled(RedisKilled):
     name = "redis-tls-killed"
     description = ("redis-killed with a Redis that speaks only TLS (--tls-port, the "
                    "certificates of tests/support/make-test-certs; sluiced: rediss:// and "
-                   "--redis-tls-ca): every reconnection is a new TLS handshake, verified. Every decision sent during "
-                   "the outage that is marked degraded follows the failure mode (open: 200, "
+                   "--redis-tls-ca): every reconnection is a new TLS handshake, verified. Every "
+                   "decision sent during the outage that is marked degraded follows the failure "
+                   "mode (open: 200, "
                    "closed: 429), some are; every decision sent 5 s after Redis answers again "
                    "is exact")
     redis_tls = True
