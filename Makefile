@@ -3,7 +3,7 @@ JOBS ?= $(shell nproc)
 CTEST = ctest --output-on-failure -j $(JOBS)
 
 .PHONY: all build deps package run demo test test-release test-asan test-tsan test-chaos chaos \
-  build-sluiced bench test-bench-smoke fuzz format lint clean plots
+  build-sluiced bench test-bench-smoke test-abuse-smoke fuzz format lint clean plots
 
 all: build
 
@@ -40,7 +40,7 @@ demo: build
 	build/bin/sluice demo
 
 # Lint, then release, ASan+UBSan, and TSan (over the concurrent store) test runs.
-test: lint test-release test-asan test-tsan test-chaos test-bench-smoke
+test: lint test-release test-asan test-tsan test-chaos test-bench-smoke test-abuse-smoke
 
 test-release: build
 	cd build && $(CTEST)
@@ -67,15 +67,22 @@ test-tsan: deps
 
 # The fault matrix of docs/reliability.md against real processes (a private redis-server and
 # build/bin/sluiced per row): Redis killed, paused, restarted empty, DEBUG SLEEP, CLIENT KILL,
-# evicting, wrong password; slowloris, connection, key, override and gRPC stream floods. Prints
-# the table docs/reliability.md holds (about 7 minutes).
+# evicting, wrong password, a TLS Redis killed, a certificate rotated; slowloris, connection,
+# key, override and gRPC stream floods. Prints the table docs/reliability.md holds (about 9
+# minutes).
 chaos: build-sluiced
 	scripts/chaos
 
-# Its quick version (about 2 minutes): fails on any over-admission, any sluiced exit, and any
+# Its quick version (about 3 minutes): fails on any over-admission, any sluiced exit, and any
 # degraded decision for a request sent after the fault ended.
 test-chaos: build-sluiced
 	scripts/chaos --quick
+
+# The hostile-client scripts in their --smoke modes, plaintext then TLS (about 15 s):
+# docs/reliability.md, "Over TLS".
+test-abuse-smoke: build-sluiced
+	scripts/abuse-json --smoke build/bin/sluiced
+	scripts/abuse-grpc --smoke --sluiced build/bin/sluiced
 
 build-sluiced: deps
 	@cmake --preset release >/dev/null

@@ -6,6 +6,7 @@ import os
 import resource
 import selectors
 import socket
+import ssl
 import time
 
 from . import resp
@@ -116,9 +117,34 @@ def override_flood(port, worker, stop, count):
     _pipelined(port, override_flood_body, 64, worker, stop, count)
 
 
+def _tls_context(ca):
+    return ssl.create_default_context(cafile=ca) if ca else None
+
+
 def slowloris(port, conns, worker, stop, count):
     """Holds `conns` connections, each trickling a request's header lines, one line a second per
     connection, never finishing it; a connection the server closes is opened again."""
+    _slowloris(port, conns, None, stop, count)
+
+
+def slowloris_tls(port, conns, ca, worker, stop, count):
+    """slowloris over TLS: each connection makes its handshake (trusting `ca`), then trickles."""
+    _slowloris(port, conns, _tls_context(ca), stop, count)
+
+
+def _open_tls(port, ctx):
+    """A TLS connection through its handshake (blocking, 2 s at most), then non-blocking."""
+    raw = socket.create_connection(("127.0.0.1", port), timeout=2)
+    try:
+        s = ctx.wrap_socket(raw, server_hostname="localhost")
+    except OSError:
+        raw.close()
+        raise
+    s.setblocking(False)
+    return s
+
+
+def _slowloris(port, conns, ctx, stop, count):
     raise_fd_limit()
     socks = {}
     next_line = {}
@@ -128,6 +154,16 @@ def slowloris(port, conns, worker, stop, count):
         for i in range(conns):
             s = socks.get(i)
             if s is None:
+                if ctx is not None:
+                    try:
+                        s = _open_tls(port, ctx)
+                    except OSError:
+                        continue  # refused or cut in its handshake: tried again next pass
+                    socks[i], next_line[i] = s, now
+                    started.discard(i)
+                    with count.get_lock():
+                        count.value += 1
+                    continue
                 try:
                     s = socket.socket()
                     s.setblocking(False)
@@ -146,7 +182,7 @@ def slowloris(port, conns, worker, stop, count):
                     s.send(line)
                     started.add(i)
                     next_line[i] = now + 1.0
-                except BlockingIOError:
+                except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                     pass
                 except OSError:
                     s.close()
@@ -158,6 +194,8 @@ def slowloris(port, conns, worker, stop, count):
         for key, _ in sel.select(timeout=0.1):
             try:
                 data = key.fileobj.recv(4096)
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                continue  # a TLS record that was not data (a session ticket)
             except OSError:
                 data = b""
             if not data or data.startswith(b"HTTP/1.1 503"):
@@ -175,6 +213,24 @@ def connection_churn(port, worker, stop, count):
         try:
             s = socket.create_connection(("127.0.0.1", port), timeout=2)
             s.close()
+            with count.get_lock():
+                count.value += 1
+        except OSError:
+            stop.wait(0.01)
+
+
+def connection_churn_tls(port, ca, worker, stop, count):
+    """Opens TLS connections to the HTTP port as fast as it can, each through its handshake
+    (trusting `ca`), then closes them, sending nothing: a handshake flood."""
+    raise_fd_limit()
+    ctx = _tls_context(ca)
+    while not stop.is_set():
+        try:
+            raw = socket.create_connection(("127.0.0.1", port), timeout=2)
+            try:
+                ctx.wrap_socket(raw, server_hostname="localhost").close()
+            finally:
+                raw.close()
             with count.get_lock():
                 count.value += 1
         except OSError:

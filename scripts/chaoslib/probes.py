@@ -25,13 +25,17 @@ class Decision:
 class Probe(threading.Thread):
     """POSTs /v1/check at `rate` per second; `key_of(i)` names the descriptor value of the i-th
     request. A connection is reused for `reuse` requests (then a new one, as real clients do),
-    and replaced after any error. status 0 = no HTTP answer (refused, reset, timed out)."""
+    and replaced after any error. status 0 = no HTTP answer (refused, reset, timed out). With
+    `ssl_context`, HTTPS. `connections` counts the connections it opened."""
 
-    def __init__(self, port, rule_key, key_of, rate, reuse=50, timeout=2.0):
+    def __init__(self, port, rule_key, key_of, rate, reuse=50, timeout=2.0, ssl_context=None):
         super().__init__(daemon=True)
         self.port, self.rule_key, self.key_of = port, rule_key, key_of
         self.interval = 1.0 / rate
         self.reuse, self.timeout = reuse, timeout
+        self.ssl_context = ssl_context
+        self.connections = 0
+        self.peers = []  # over TLS: the certificate (DER) each new connection was shown
         self.decisions = []
         self.stopping = threading.Event()
         self.active = threading.Event()  # cleared: send nothing (a quiet spell)
@@ -56,12 +60,13 @@ class Probe(threading.Thread):
                 if conn is None or used >= self.reuse:
                     if conn is not None:
                         conn.close()
-                    conn, used = http.client.HTTPConnection("127.0.0.1", self.port,
-                                                            timeout=self.timeout), 0
+                    conn, used = self._connect(), 0
                 conn.request("POST", "/v1/check", body, {"Content-Type": "application/json"})
                 r = conn.getresponse()
                 data = r.read()
                 used += 1
+                if used == 1 and self.ssl_context is not None and conn.sock is not None:
+                    self.peers.append(conn.sock.getpeercert(binary_form=True))
                 status = r.status
                 if status in (200, 429):
                     degraded = any(s.get("degraded") for s in json.loads(data)["statuses"])
@@ -81,6 +86,17 @@ class Probe(threading.Thread):
                 self.stopping.wait(delay)
         if conn is not None:
             conn.close()
+
+    def _connect(self):
+        self.connections += 1
+        if self.ssl_context is None:
+            return http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+        return http.client.HTTPSConnection("127.0.0.1", self.port, timeout=self.timeout,
+                                           context=self.ssl_context)
+
+    def failures(self):
+        """Requests that got no decision (no answer, or an answer other than 200 or 429)."""
+        return sum(1 for d in list(self.decisions) if d.status not in (200, 429))
 
     def pause(self):
         """Returns once no request is in flight and none will be sent until resume()."""

@@ -4,6 +4,7 @@ import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -36,13 +37,43 @@ def free_port():
         return s.getsockname()[1]
 
 
-class RedisProc:
-    """redis-server on 127.0.0.1:port, its data directory `dir` (AOF there when persistent)."""
+class TestCerts:
+    """The certificates of tests/support/make-test-certs, made in `dir` for one row: a CA,
+    server.pem (127.0.0.1 and localhost) and the rotated server2.pem."""
 
-    def __init__(self, tmp, name, extra=(), password=None, persistent=False):
+    def __init__(self, repo, tmp):
+        self.dir = os.path.join(tmp, "certs")
+        subprocess.run([os.path.join(repo, "tests", "support", "make-test-certs"), self.dir],
+                       check=True, stdout=subprocess.DEVNULL)
+        self.ca = self.path("ca.pem")
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def client_context(self, alpn=None):
+        """A client context that trusts the test CA and checks the server's name."""
+        ctx = ssl.create_default_context(cafile=self.ca)
+        if alpn:
+            ctx.set_alpn_protocols(alpn)
+        return ctx
+
+    def fingerprint(self, name):
+        """The DER bytes of the leaf certificate in `name` (what a client sees as the peer)."""
+        with open(self.path(name)) as f:
+            return ssl.PEM_cert_to_DER_cert(f.read())
+
+
+class RedisProc:
+    """redis-server on 127.0.0.1:port, its data directory `dir` (AOF there when persistent);
+    with `certs`, TLS only (--port 0 --tls-port port, server.pem, clients not asked for a
+    certificate)."""
+
+    def __init__(self, tmp, name, extra=(), password=None, persistent=False, certs=None):
         self.dir = os.path.join(tmp, name)
         os.makedirs(self.dir, exist_ok=True)
         self.password = password
+        self.certs = certs
+        self.ssl_context = certs.client_context() if certs else None
         self.args = ["--bind", "127.0.0.1", "--dir", self.dir, "--save", "", "--daemonize", "no",
                      "--loglevel", "warning", "--enable-debug-command", "yes",
                      "--appendonly", "yes" if persistent else "no"]
@@ -62,8 +93,13 @@ class RedisProc:
         """Starts it on `port` (again, after a kill: the same directory, so the AOF if any)."""
         self.port = port
         log = open(os.path.join(self.dir, "redis.log"), "ab")
-        self.proc = subprocess.Popen(DIE_WITH_PARENT + ["redis-server", "--port", str(port)]
-                                     + self.args,
+        listen = ["--port", str(port)]
+        if self.certs:
+            listen = ["--port", "0", "--tls-port", str(port),
+                      "--tls-cert-file", self.certs.path("server.pem"),
+                      "--tls-key-file", self.certs.path("server.key"),
+                      "--tls-ca-cert-file", self.certs.ca, "--tls-auth-clients", "no"]
+        self.proc = subprocess.Popen(DIE_WITH_PARENT + ["redis-server"] + listen + self.args,
                                      stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         log.close()
         try:
@@ -76,7 +112,7 @@ class RedisProc:
 
     def answers(self):
         try:
-            c = resp.Resp(self.port, self.password, timeout=0.5)
+            c = resp.Resp(self.port, self.password, timeout=0.5, ssl_context=self.ssl_context)
             try:
                 return c.command("PING") == "PONG"
             finally:
@@ -85,7 +121,7 @@ class RedisProc:
             return False
 
     def client(self):
-        return resp.Resp(self.port, self.password)
+        return resp.Resp(self.port, self.password, ssl_context=self.ssl_context)
 
     def signal(self, sig):
         if self.proc and self.proc.poll() is None:
@@ -100,14 +136,22 @@ class RedisProc:
 
     def url(self, password=None):
         pw = password if password is not None else self.password
-        return "redis://%s127.0.0.1:%d" % ((":%s@" % pw) if pw else "", self.port)
+        return "%s://%s127.0.0.1:%d" % ("rediss" if self.certs else "redis",
+                                         (":%s@" % pw) if pw else "", self.port)
+
+    def sluiced_args(self):
+        """What sluiced needs to reach it: the CA of a TLS Redis."""
+        return ["--redis-tls-ca", self.certs.ca] if self.certs else []
 
 
 class SluicedProc:
     """build/bin/sluiced with --http 127.0.0.1:0 (the port is read from its log) and optionally
-    --grpc 127.0.0.1:0 (likewise)."""
+    --grpc 127.0.0.1:0 (likewise). With `ssl_context` its listeners speak TLS (the --tls-* flags
+    are in `extra`): the probes of this class use that context."""
 
-    def __init__(self, binary, tmp, config, store, grpc=False, extra=()):
+    def __init__(self, binary, tmp, config, store, grpc=False, extra=(), ssl_context=None):
+        self.ssl_context = ssl_context
+        self.scheme = "https" if ssl_context else "http"
         self.log_path = os.path.join(tmp, "sluiced.log")
         log = open(self.log_path, "ab")
         args = [binary, "--config", config, "--http", "127.0.0.1:0",
@@ -138,8 +182,8 @@ class SluicedProc:
 
     def get(self, path, timeout=2):
         try:
-            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (self.http_port, path),
-                                        timeout=timeout) as r:
+            url = "%s://127.0.0.1:%d%s" % (self.scheme, self.http_port, path)
+            with urllib.request.urlopen(url, timeout=timeout, context=self.ssl_context) as r:
                 return r.status
         except urllib.error.HTTPError as e:
             return e.code

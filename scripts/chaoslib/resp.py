@@ -16,8 +16,10 @@ def encode(args):
 
 
 class Resp:
-    def __init__(self, port, password=None, timeout=5.0):
+    def __init__(self, port, password=None, timeout=5.0, ssl_context=None):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        if ssl_context is not None:  # a TLS Redis (--tls-port): the control client speaks TLS too
+            self.sock = ssl_context.wrap_socket(self.sock, server_hostname="127.0.0.1")
         self.buf = b""
         if password:
             self.command("AUTH", password)

@@ -7,7 +7,7 @@ import tempfile
 import time
 import urllib.request
 
-from .procs import RedisProc, SluicedProc, wait_until
+from .procs import RedisProc, SluicedProc, TestCerts, wait_until
 from .probes import Probe
 
 # A connection Redis refused (down, or a wrong password) is tried again at most every 25 ms
@@ -17,6 +17,7 @@ from .probes import Probe
 RECONNECT_PACE_S = 0.05
 QUOTA = 10          # per quota key, per day (token bucket: capacity 10, refill 10/day)
 QUOTA_KEYS = 20
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = """\
 # Written by scripts/chaos: one domain, every limit with failure_mode {mode}.
 domain: chaos
@@ -52,25 +53,37 @@ def run_one(scenario, mode, binary, quick, log_dir):
     row = {"scenario": scenario.name, "store": scenario.store, "mode": "fail_" + mode}
     redis = sluiced = None
     probes = []
+
+    class Run:
+        pass
+
+    run = Run()
+    run.tmp, run.quick, run.attack_volume, run.redis, run.sluiced = tmp, quick, None, None, None
+    run.mode = mode
+    run.fault_s = timing.attack_s if scenario.is_attack else timing.fault_s
+    run.certs = None
     try:
+        if scenario.redis_tls or scenario.tls_listeners:
+            run.certs = TestCerts(REPO, tmp)
         if scenario.store == "redis":
             redis = RedisProc(tmp, "redis", scenario.redis_extra, scenario.redis_password,
-                              scenario.redis_persistent)
+                              scenario.redis_persistent,
+                              certs=run.certs if scenario.redis_tls else None)
         config = os.path.join(tmp, "chaos.yaml")
         with open(config, "w") as f:
             f.write(CONFIG.format(mode=mode, quota=QUOTA))
+        extra = (redis.sluiced_args() if redis else []) + scenario.sluiced_args(run)
         sluiced = SluicedProc(binary, tmp, config, redis.url() if redis else "memory",
-                              grpc=scenario.grpc)
-
-        class Run:
-            pass
-
-        run = Run()
-        run.redis, run.sluiced, run.quick, run.attack_volume = redis, sluiced, quick, None
-        run.fault_s = timing.attack_s if scenario.is_attack else timing.fault_s
-        good = Probe(sluiced.http_port, "good", lambda i: "g", rate=100)
-        quota = Probe(sluiced.http_port, "quota", lambda i: "q%d" % (i % QUOTA_KEYS), rate=100)
-        probes = [good, quota]
+                              grpc=scenario.grpc, extra=extra,
+                              ssl_context=run.certs.client_context()
+                              if scenario.tls_listeners else None)
+        run.redis, run.sluiced = redis, sluiced
+        ctx = sluiced.ssl_context
+        good = Probe(sluiced.http_port, "good", lambda i: "g", rate=100, ssl_context=ctx)
+        quota = Probe(sluiced.http_port, "quota", lambda i: "q%d" % (i % QUOTA_KEYS), rate=100,
+                      ssl_context=ctx)
+        probes = [good, quota] + scenario.probes(run)
+        run.probes = probes
         t_start = time.monotonic()
         for p in probes:
             p.start()
@@ -94,19 +107,25 @@ def run_one(scenario, mode, binary, quick, log_dir):
         if scenario.quiet:
             for p in probes:
                 p.resume()
-        wait_until("decisions after the fault", lambda: answered_since(t_fe, timing.after_s),
-                   timing.after_s + 15)
+        run.t_fs, run.t_fe = t_fs, t_fe
+        settle = scenario.settle_s or 0.0  # a scenario's allowance for exact decisions again
+        wait_until("decisions after the fault", lambda: answered_since(t_fe + settle,
+                                                                         timing.after_s),
+                   settle + timing.after_s + 15)
         for p in probes:
             p.stop()
         t_end = time.monotonic()
 
-        row.update(measure(good, quota, t_start, t_fs, t_fe, t_end, scenario.epochs))
+        row.update(measure(good, quota, t_start, t_fs, t_fe, t_end, scenario.epochs,
+                           scenario.settle_s or RECONNECT_PACE_S))
+        row["settle_s"] = scenario.settle_s or RECONNECT_PACE_S
         row["fault_s"] = t_fe - t_fs
         row["attack"] = run.attack_volume
         row["alive"] = sluiced.alive()
         row["exit"] = sluiced.proc.returncode
         row["peak_rss_mib"] = (sluiced.peak_rss_kib() or 0) / 1024
-        row["eviction_reported"] = eviction_reported(sluiced.http_port)
+        row["eviction_reported"] = eviction_reported(sluiced)
+        row["checks"] = scenario.checks(run)
     except Exception as e:  # noqa: BLE001 -- any failure to measure is this row's failure
         row["error"] = (str(e).splitlines() or [type(e).__name__])[0]
         row["alive"] = sluiced.alive() if sluiced else False
@@ -127,7 +146,7 @@ def run_one(scenario, mode, binary, quick, log_dir):
     return row
 
 
-def measure(good, quota, t_start, t_fs, t_fe, t_end, epochs):
+def measure(good, quota, t_start, t_fs, t_fe, t_end, epochs, settle_s):
     decisions = good.decisions + quota.decisions
     answered = [d for d in decisions if d.status in (200, 429)]
     during = [d for d in answered if t_fs <= d.sent < t_fe]
@@ -150,7 +169,7 @@ def measure(good, quota, t_start, t_fs, t_fe, t_end, epochs):
     return {
         "degraded_during": sum(d.degraded for d in during),
         "degraded_after": sum(d.degraded for d in after),
-        "degraded_late": sum(d.degraded for d in after if d.sent >= t_fe + RECONNECT_PACE_S),
+        "degraded_late": sum(d.degraded for d in after if d.sent >= t_fe + settle_s),
         "decisions_after": len(after),
         "recovery_ms": None if first_ok is None else (first_ok - t_fe) * 1000,
         "last_degraded_ms": None if last_degraded is None else (last_degraded - t_fe) * 1000,
@@ -164,11 +183,12 @@ def measure(good, quota, t_start, t_fs, t_fe, t_end, epochs):
     }
 
 
-def eviction_reported(port):
+def eviction_reported(sluiced):
     """Whether sluiced's metrics say Redis can evict (or has evicted) its keys (issue 11, item
     2): an over-admission it reports is loud, not silent."""
     try:
-        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=2) as r:
+        with urllib.request.urlopen("%s://127.0.0.1:%d/metrics" % (
+                sluiced.scheme, sluiced.http_port), timeout=2, context=sluiced.ssl_context) as r:
             text = r.read().decode()
     except OSError:
         return False
@@ -195,5 +215,6 @@ def verdict(row):
         bad.append("over-admitted %d" % row["over"])
     if row.get("degraded_late"):
         bad.append("%d degraded more than %d ms after the fault" % (
-            row["degraded_late"], RECONNECT_PACE_S * 1000))
+            row["degraded_late"], row["settle_s"] * 1000))
+    bad += row.get("checks") or []  # the scenario's own checks (a certificate rotation's)
     return bad
