@@ -16,6 +16,7 @@
 -- Env: TALLY=1 adds a response() callback counting status codes, printed at the end (wrk then
 -- parses every response's headers, which costs it CPU: leave it off for the throughput run;
 -- wrk's own "Non-2xx or 3xx responses" line counts the 429s either way).
+-- Headers given with wrk -H are sent with every request.
 -- POOL (default 16384) request bodies per thread; SEED (default 1) varies the pools.
 
 local pool_size = tonumber(os.getenv("POOL") or "16384")
@@ -71,6 +72,11 @@ local requests = {}
 function init(args)
   math.randomseed(seed * 7919 + (id or 0) * 104729)
   local headers = { ["Content-Type"] = "application/json" }
+  -- Headers given with wrk -H (e.g. "Authorization: Bearer ..." for caller identity,
+  -- scripts/run-tls-bench): wrk.format drops wrk.headers when given its own table.
+  for name, value in pairs(wrk.headers) do
+    if headers[name] == nil then headers[name] = value end
+  end
   for i = 1, pool_size do
     requests[i] = wrk.format("POST", "/v1/check", headers, body())
   end

@@ -170,6 +170,7 @@ class Call {
         shared_->callers != nullptr ? shared_->callers->table() : nullptr;
     std::vector<std::string> sans;
     CallerCredentials credentials;
+    const ApiClient* caller = nullptr;
     if (table != nullptr) {
       if (shared_->peer_sans) {
         sans = shared_->peer_sans(ctx_.peer());
@@ -179,7 +180,9 @@ class Call {
         }
       }
       credentials = {BearerOf(ctx_), sans};
-      if (auto who = Identify(*table, credentials); !who) return Refuse(who.error());
+      auto who = Identify(*table, credentials);
+      if (!who) return Refuse(who.error());
+      caller = *who;
     }
     rls::RateLimitRequest parsed;
     if (!grpc::SerializationTraits<rls::RateLimitRequest>::Deserialize(&payload_, &parsed).ok()) {
@@ -189,9 +192,9 @@ class Call {
     }
     Result<CheckRequest> request = FromEnvoyRequest(parsed);
     if (!request) return Fail(request.error());
-    if (table != nullptr) {
-      if (auto who = Authorize(*table, credentials, request->domain); !who) {
-        return Refuse(who.error());
+    if (caller != nullptr) {
+      if (auto ok = Authorize(*table, credentials, *caller, request->domain); !ok) {
+        return Refuse(ok.error());
       }
     }
     asked_ = gpr_now(GPR_CLOCK_MONOTONIC);  // a shaper's delay counts from here

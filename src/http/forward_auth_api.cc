@@ -87,16 +87,19 @@ HttpReply ForwardAuthApi::Handle(const HttpRequestView& request) const {
       options_.callers != nullptr ? options_.callers->table() : nullptr;
   const CallerCredentials credentials{FindHeader(request.header_lines, kSluiceTokenHeader),
                                       request.peer_sans};
+  const ApiClient* caller = nullptr;
   if (table != nullptr) {
-    if (auto who = Identify(*table, credentials); !who) return Refuse(who.error());
+    auto who = Identify(*table, credentials);
+    if (!who) return Refuse(who.error());
+    caller = *who;
   }
   const std::shared_ptr<const Config> config = service_->config();
   if (!config) return BadRequest("no config loaded");
   const auto domain = ChooseDomain(*config, request);
   if (!domain) return BadRequest(domain.error().message);
-  if (table != nullptr) {
-    if (auto who = Authorize(*table, credentials, (*domain)->name); !who) {
-      return Refuse(who.error());
+  if (caller != nullptr) {
+    if (auto ok = Authorize(*table, credentials, *caller, (*domain)->name); !ok) {
+      return Refuse(ok.error());
     }
   }
   const ForwardAuth& fa = *(*domain)->forward_auth;

@@ -164,14 +164,17 @@ HttpReply HttpApi::Check(const HttpRequestView& request) const {
   const std::shared_ptr<const ApiTokens> table =
       options_.callers != nullptr ? options_.callers->table() : nullptr;
   const CallerCredentials credentials{BearerToken(request.authorization), request.peer_sans};
+  const ApiClient* caller = nullptr;
   if (table != nullptr) {
-    if (auto who = Identify(*table, credentials); !who) return Refuse(who.error());
+    auto who = Identify(*table, credentials);
+    if (!who) return Refuse(who.error());
+    caller = *who;
   }
   auto parsed = ParseCheckRequest(request.body);
   if (!parsed) return ErrorReply(400, parsed.error().message);
-  if (table != nullptr) {
-    if (auto who = Authorize(*table, credentials, parsed->domain); !who) {
-      return Refuse(who.error());
+  if (caller != nullptr) {
+    if (auto ok = Authorize(*table, credentials, *caller, parsed->domain); !ok) {
+      return Refuse(ok.error());
     }
   }
   return AnswerCheck(*service_, *parsed, request, *this);

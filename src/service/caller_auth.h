@@ -4,11 +4,11 @@
 // certificate its TLS layer verified -- and asks, with one snapshot of the table:
 //
 //   const auto table = identity.table();                 // nullptr: --api-tokens is off
-//   if (auto who = Identify(*table, credentials); !who) // before reading the request
-//     return Refuse(who.error());                        // kMissing or kUnknown: 401
+//   auto who = Identify(*table, credentials);           // before reading the request
+//   if (!who) return Refuse(who.error());               // kMissing or kUnknown: 401
 //   ...                                                  // parse: now the domain is known
-//   if (auto who = Authorize(*table, credentials, domain); !who)
-//     return Refuse(who.error());                        // kDomain: 403
+//   if (auto ok = Authorize(*table, credentials, **who, domain); !ok)
+//     return Refuse(ok.error());                         // kDomain: 403
 //
 // and counts the refusal (CallerIdentity::CountRefusal) before it checks anything, so that a
 // caller not let in spends no one's quota. A token is looked up by its SHA-256 (never compared
@@ -52,6 +52,12 @@ std::expected<const ApiClient*, AuthFailure> Identify(const ApiTokens& table,
 // certificate with several listed SANs is let in when any of their clients may check it.
 std::expected<std::string_view, AuthFailure> Authorize(const ApiTokens& table,
                                                        const CallerCredentials& credentials,
+                                                       std::string_view domain);
+// The same for the client Identify named from these credentials and this table: the token is
+// not hashed again (a hash per request is most of what identity costs, BENCHMARKS.md).
+std::expected<std::string_view, AuthFailure> Authorize(const ApiTokens& table,
+                                                       const CallerCredentials& credentials,
+                                                       const ApiClient& identified,
                                                        std::string_view domain);
 
 // The table in force, replaced whole on SIGHUP while front ends read it (each request takes
