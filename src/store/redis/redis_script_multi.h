@@ -105,6 +105,16 @@ return {now, results, rejected and 1 or 0}
 // the window it was counted in, if that window is still kept; the sliding log removes the request's
 // entry if it is still the newest (otherwise it stays counted: the log's bookkeeping cannot lose an
 // entry in the middle). Returns 1.
+//
+// A bucket's give-back never shortens its key's TTL (issue 24). The TTL is counted in Redis's
+// real time, the state in the requests' time, and the write that set it covered a fuller bucket
+// than the one given back to. A TTL cut to what the bucket now lacks -- a millisecond, when a
+// fraction of a unit is left -- can run out before the next script about the key that is
+// stamped no later: the leased store gives a lease back and then, a round trip later, decides
+// the request at the same `now` (docs/redis.md, "Leased"), which then met a fresh key and
+// admitted where the pure bucket refuses. A longer TTL is only kept memory: every script
+// refills or drains the state it reads to its own `now`, so a key past its time reads as a
+// fresh one would.
 inline const LuaScript kRefundScript{std::string(kLuaPrelude) + kLuaWidePrelude + R"lua(
 local key, alg = KEYS[1], ARGV[3] + 0
 -- The wide sliding window counter keeps the narrow one's state.
@@ -120,13 +130,21 @@ local function state(format, ...)
   if not v then return nil end
   return struct.unpack(format, v)
 end
-local function keep(format, a, b, ttl_us)
-  if ttl_us > 0 then
-    redis.call('SET', key, struct.pack(format, a, b), 'PX', cdiv(ttl_us, 1000))
-  else
+-- Writes the key's state, which is replenished ttl_us after now (gone when that is 0). Its TTL
+-- only grows: see the comment above this script.
+local function write(packed, ttl_us)
+  if ttl_us <= 0 then
     redis.call('DEL', key)
+    return
+  end
+  local ms = cdiv(ttl_us, 1000)
+  if redis.call('PTTL', key) >= ms then
+    redis.call('SET', key, packed, 'KEEPTTL')
+  else
+    redis.call('SET', key, packed, 'PX', ms)
   end
 end
+local function keep(format, a, b, ttl_us) write(struct.pack(format, a, b), ttl_us) end
 if alg == 1 or alg == 5 then
   local D = p[2]
   local sw, c, prev
@@ -195,11 +213,7 @@ elseif alg == 7 or alg == 9 then
     if W < 0 then W, f = 0, 0 end
     ttl = last - now + cdivw(W, d, f, n)
   end
-  if ttl > 0 then
-    redis.call('SET', key, wide_pack(W, f, last, d), 'PX', cdiv(ttl, 1000))
-  else
-    redis.call('DEL', key)
-  end
+  write(wide_pack(W, f, last, d), ttl)
 elseif alg == 8 then
   local C, n, d = p[1], p[2], p[3]
   local t, f = state('<dd', 't', 'f')
