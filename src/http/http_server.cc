@@ -205,18 +205,20 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
 
   // On the worker's thread: how readily this connection gives its slot to a new client at the
   // connection bound. kBusy (a request in the handler, a response being written) never does.
-  // A connection waiting for a request, idle or with part of one, competes by how long it has
-  // waited: a client between two requests has waited a moment, a slowloris or a silent
-  // connection since it came.
-  // A TLS handshake in progress gives its slot before any connection already in.
-  enum class Shed { kBusy, kWaiting, kHandshaking, kClosing };
+  // A connection that has not yet sent a whole request -- in its TLS handshake, silent, or
+  // sending one slowly -- gives its slot before a client that has been answered, oldest first:
+  // a slowloris or a handshake flood sheds itself, not the clients it crowds (a flood that
+  // reconnects as it is shed would otherwise always be younger than a keep-alive client's
+  // last request). Answered clients waiting between requests compete by how long they waited.
+  enum class Shed { kBusy, kWaiting, kUnproven, kClosing };
   Shed ShedRank() const {
     if (closed_) return Shed::kBusy;
     if (lingering_) return Shed::kClosing;
-    if (handshaking_) return Shed::kHandshaking;
+    if (handshaking_ || (reading_ && !served_)) return Shed::kUnproven;
     return reading_ ? Shed::kWaiting : Shed::kBusy;
   }
-  SteadyClock::time_point waiting_since() const { return waiting_since_; }
+  // Within a rank, the earliest goes first: an unproven connection's since it came.
+  SteadyClock::time_point shed_since() const { return served_ ? waiting_since_ : opened_at_; }
 
   void Close() {
     if (closed_) return;
@@ -361,6 +363,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   }
 
   void Handle(const ParseOutcome& parsed) {
+    served_ = true;
     const ParsedRequest& req = parsed.request;
     consumed_ = parsed.consumed;
     version_ = req.version;
@@ -533,6 +536,8 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   uint64_t hold_count_ = 0;                // holds so far: tells a stale watch from the current
   SteadyClock::time_point deadline_ = SteadyClock::time_point::max();
   SteadyClock::time_point waiting_since_;  // when the current request's wait began
+  const SteadyClock::time_point opened_at_ = SteadyClock::now();
+  bool served_ = false;  // a whole request has come (ShedRank)
   unsigned version_ = 11;
   bool keep_alive_ = true;
   bool head_request_ = false;  // the request being answered is a HEAD: no body
@@ -588,7 +593,7 @@ Connection* SheddingCandidate(const Worker& worker) {
     const Connection::Shed rank = c->ShedRank();
     if (rank == Connection::Shed::kBusy) continue;
     if (best == nullptr || rank > best->ShedRank() ||
-        (rank == best->ShedRank() && c->waiting_since() < best->waiting_since())) {
+        (rank == best->ShedRank() && c->shed_since() < best->shed_since())) {
       best = c;
     }
   }

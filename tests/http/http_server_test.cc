@@ -118,6 +118,25 @@ TEST(HttpServer, AtTheBoundTheLongestWaitingConnectionMakesRoom) {
   EXPECT_EQ(busy.Request("GET", "/2")->body, "GET /2 ") << "the busy client kept its connection";
 }
 
+// A flood that reconnects as it is shed is always younger than a keep-alive client's last
+// answer: were it ranked by its wait alone, each new attacker would shed the client. A
+// connection that has not sent a whole request goes first, however young.
+TEST(HttpServer, AtTheBoundAYoungSlowlorisGoesBeforeAnAnsweredClient) {
+  HttpServerOptions o;
+  o.max_connections = 2;
+  o.threads = 1;
+  auto server = StartEcho(o);
+  ASSERT_TRUE(server);
+  HttpClient answered(server->port());
+  ASSERT_EQ(answered.Request("GET", "/1")->status, 200);  // waits from here on
+  HttpClient slow(server->port());                        // younger, never finishes
+  ASSERT_TRUE(slow.Send("POST /x HTTP/1.1\r\nContent-Length: 10\r\n\r\n12345"));
+  HttpClient newcomer(server->port());
+  EXPECT_EQ(newcomer.Request("GET", "/n")->body, "GET /n ");
+  EXPECT_TRUE(slow.ClosedByPeer(3s));
+  EXPECT_EQ(answered.Request("GET", "/2")->body, "GET /2 ") << "the answered client kept its slot";
+}
+
 // Only when every connection has a request in the handler is a new one refused, with 503; a
 // client that sent its request at once still reads the 503 (not a reset).
 TEST(HttpServer, AtTheBoundWithEveryConnectionBusyNewOnesGet503) {
