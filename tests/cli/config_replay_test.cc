@@ -147,6 +147,31 @@ TEST_F(ConfigReplayTest, EachLimitsTrafficGivesItsOwnRecommendation) {
   EXPECT_EQ(r->what_if[0].identities_rejected, per_key->identities_over);
 }
 
+// A rule with a `period` (issue 27) replays on its own window: 5 per 90 s, as a fixed window,
+// takes 4 at 0 s and 4 at 60 s in one window (3 over), where a minute's rule would take both.
+TEST_F(ConfigReplayTest, APeriodRuleReplaysOnItsWindow) {
+  auto config = server::LoadConfig(
+      dir_.Write("period.yaml",
+                 "domain: p\ndescriptors:\n  - key: k\n    rate_limit: {name: per_90s, "
+                 "period: 90s, requests_per_unit: 5, algorithm: fixed_window}\n"));
+  ASSERT_TRUE(config) << config.error().message;
+  constexpr int64_t kWindowMs = int64_t{19'000'000} * 90'000;  // a 90 s boundary
+  std::string jsonl;
+  for (int64_t at : {0, 60'000}) {
+    for (int j = 0; j < 4; ++j) {
+      nlohmann::json check = {{"domain", "p"},
+                              {"descriptors", {{{"entries", {{{"key", "k"}, {"value", "v"}}}}}}}};
+      jsonl += nlohmann::json{{"t_ms", kWindowMs + at + j}, {"check", check}}.dump() + "\n";
+    }
+  }
+  auto in = test::TmpFileWith(jsonl);
+  test::MemOut out;
+  auto replay = ReplayConfig(*config, in.get(), ConfigReplayOutput::kSummary, out.file());
+  ASSERT_TRUE(replay) << replay.error().message;
+  EXPECT_EQ(replay->lines, 8u);
+  EXPECT_EQ(replay->requests_over, 3u);
+}
+
 TEST_F(ConfigReplayTest, JsonlWritesEachAnswer) {
   auto in = test::TmpFileWith(Jsonl(Traffic()));
   test::MemOut out;
