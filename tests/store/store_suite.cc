@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <future>
 #include <iterator>
 #include <map>
@@ -334,6 +335,29 @@ const std::vector<LimitSpec>& SixLimits() {
   return specs;
 }
 
+// Whether a leased bucket's `remaining` one below the pure algorithm's `want` is Redis's rounding,
+// not quota kept. A leased bucket decides from the units it holds and reports its level as the
+// shared bucket's, read back from Redis's last answer and refilled since, plus the units
+// (LeaseBook::LocalDecision). Redis rounds that answer's reset_after up to its microsecond, so
+// the level read back is low by less than a microsecond's refill, and where the pure bucket's
+// level lies that close above a whole token -- or on it, as 1.0 token of GCRA 7/s, burst 5, four
+// emission intervals (4/7 s) before full -- the leased decision counts that token as not yet
+// there. One below, on the safe side (the verdict is the units', exact); the decisions that
+// follow show whether anything was kept. `want.reset_after` is itself rounded up to the
+// nanosecond, which puts its level below the true one by less than a nanosecond's refill.
+bool LeasedLevelReadsOneLow(const Decision& want, const LimitSpec& spec) {
+  if (spec.algorithm == Algorithm::kFixedWindow || spec.algorithm == Algorithm::kSlidingWindowLog ||
+      spec.algorithm == Algorithm::kSlidingWindowCounter) {
+    return false;
+  }
+  // In units of 1/period of a token: a token is `period` of them, a nanosecond refills `limit`.
+  const __int128 period = spec.period.count(), limit = spec.limit;
+  const __int128 level = static_cast<__int128>(want.limit) * period -
+                         static_cast<__int128>(want.reset_after.count()) * limit;
+  const __int128 above = level - static_cast<__int128>(want.remaining) * period;
+  return above < 1001 * limit;
+}
+
 // Requests checked against random subsets of the six limits, over three users, against the pure
 // algorithms: a request is admitted iff each of its limits, decided in turn, admits it, and only
 // then does the oracle keep anything. A refused request's admitting limits report `remaining` as
@@ -355,7 +379,7 @@ void ExpectAllOrNothing(StoreSuite& suite, bool async) {
   }
   std::mt19937_64 rng(3);
   TrafficTime time(kStartMs * 1'000'000, 1'000'000);
-  int admitted = 0, partly_admitted = 0, spanning = 0, outran = 0;
+  int admitted = 0, partly_admitted = 0, spanning = 0, outran = 0, rounded = 0;
   bool resync = false;
   const int requests = 1500 * param.traffic_scale;
   for (int n = 0; n < requests; ++n) {
@@ -430,8 +454,13 @@ void ExpectAllOrNothing(StoreSuite& suite, bool async) {
         // Its durations as decided (before the give-back), its remaining maybe behind.
         ASSERT_TRUE(suite.Within(*store, out[k], want[k], spec)) << where << ": given back";
         ASSERT_LE(out[k].remaining, before[k].remaining) << where << ": as after the give-back";
+      } else if (!param.same_in_every_field && out[k].remaining + 1 == before[k].remaining &&
+                 LeasedLevelReadsOneLow(want[k], spec)) {
+        ++rounded;  // the level as Redis's microsecond shows it (LeasedLevelReadsOneLow)
       } else {
-        ASSERT_EQ(out[k].remaining, before[k].remaining) << where << ": as after the give-back";
+        ASSERT_EQ(out[k].remaining, before[k].remaining)
+            << where << ": as after the give-back, " << Describe(out[k]) << "; before "
+            << Describe(before[k]) << ", decided " << Describe(want[k]);
       }
     }
     if (param.partition_of) {
@@ -453,6 +482,10 @@ void ExpectAllOrNothing(StoreSuite& suite, bool async) {
   EXPECT_GT(partly_admitted, compared / 15);
   if (param.partition_of) {
     EXPECT_GT(spanning, compared / 2) << "the requests should span the store's partitions";
+  }
+  if (rounded > 0) {
+    std::printf("%d given-back leased decisions read one token low (Redis's microsecond)\n",
+                rounded);
   }
   if (param.check_all_or_nothing) param.check_all_or_nothing(*store, partly_admitted);
 }
