@@ -379,7 +379,7 @@ void ExpectAllOrNothing(StoreSuite& suite, bool async) {
   }
   std::mt19937_64 rng(3);
   TrafficTime time(kStartMs * 1'000'000, 1'000'000);
-  int admitted = 0, partly_admitted = 0, spanning = 0, outran = 0, rounded = 0;
+  int admitted = 0, partly_admitted = 0, spanning = 0, several = 0, outran = 0, rounded = 0;
   bool resync = false;
   const int requests = 1500 * param.traffic_scale;
   for (int n = 0; n < requests; ++n) {
@@ -467,6 +467,7 @@ void ExpectAllOrNothing(StoreSuite& suite, bool async) {
       std::set<int> partitions;
       for (size_t i : chosen) partitions.insert(param.partition_of(ids[i], user));
       spanning += partitions.size() > 1 ? 1 : 0;
+      several += chosen.size() > 1 ? 1 : 0;
     }
     admitted += admitted_here ? 1 : 0;
     partly_admitted += !admitted_here && some ? 1 : 0;
@@ -481,7 +482,10 @@ void ExpectAllOrNothing(StoreSuite& suite, bool async) {
   EXPECT_GT(admitted, compared / 8);
   EXPECT_GT(partly_admitted, compared / 15);
   if (param.partition_of) {
-    EXPECT_GT(spanning, compared / 2) << "the requests should span the store's partitions";
+    // Most of the requests that check more than one limit span partitions. (Not most of
+    // all those compared: with the three limits a leased or batched store serves, half the
+    // requests check one limit, and requests skipped as outran could tip that half either way.)
+    EXPECT_GT(spanning, several / 2) << "the requests should span the store's partitions";
   }
   if (rounded > 0) {
     std::printf("%d given-back leased decisions read one token low (Redis's microsecond)\n",
