@@ -42,8 +42,20 @@ std::string StoreSuiteName(const ::testing::TestParamInfo<StoreUnderTest>& info)
 }
 
 std::string UniqueName(std::string_view stem) {
+  // The pid alone names a process only while it runs: pids come round again (pid_max 32768 on a
+  // busy CI machine: minutes), and the Redis Cluster of the cluster tests outlives the processes
+  // with keys of theirs that stay for decades (a leased limiter, destroyed, gives its units back
+  // at the leased store's clock, which the suite leaves at 0: decades before the traffic's time,
+  // so the key's TTL, the time it takes to replenish from then, is that long). A later process
+  // with the same pid found them under its first store's prefix (request 0 refused). A random
+  // tag, drawn once per process, tells the two apart.
+  static const std::string tag = [] {
+    std::random_device random;
+    return std::to_string(random()) + std::to_string(random());
+  }();
   static std::atomic<int> next{0};
-  return std::string(stem) + std::to_string(getpid()) + "-" + std::to_string(next.fetch_add(1));
+  return std::string(stem) + std::to_string(getpid()) + "." + tag + "-" +
+         std::to_string(next.fetch_add(1));
 }
 
 void StoreSuite::SetUp() {
