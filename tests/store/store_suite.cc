@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <future>
 #include <iterator>
 #include <map>
@@ -41,8 +42,20 @@ std::string StoreSuiteName(const ::testing::TestParamInfo<StoreUnderTest>& info)
 }
 
 std::string UniqueName(std::string_view stem) {
+  // The pid alone names a process only while it runs: pids come round again (pid_max 32768 on a
+  // busy CI machine: minutes), and the Redis Cluster of the cluster tests outlives the processes
+  // with keys of theirs that stay for decades (a leased limiter, destroyed, gives its units back
+  // at the leased store's clock, which the suite leaves at 0: decades before the traffic's time,
+  // so the key's TTL, the time it takes to replenish from then, is that long). A later process
+  // with the same pid found them under its first store's prefix (request 0 refused). A random
+  // tag, drawn once per process, tells the two apart.
+  static const std::string tag = [] {
+    std::random_device random;
+    return std::to_string(random()) + std::to_string(random());
+  }();
   static std::atomic<int> next{0};
-  return std::string(stem) + std::to_string(getpid()) + "-" + std::to_string(next.fetch_add(1));
+  return std::string(stem) + std::to_string(getpid()) + "." + tag + "-" +
+         std::to_string(next.fetch_add(1));
 }
 
 void StoreSuite::SetUp() {
@@ -334,6 +347,29 @@ const std::vector<LimitSpec>& SixLimits() {
   return specs;
 }
 
+// Whether a leased bucket's `remaining` one below the pure algorithm's `want` is Redis's rounding,
+// not quota kept. A leased bucket decides from the units it holds and reports its level as the
+// shared bucket's, read back from Redis's last answer and refilled since, plus the units
+// (LeaseBook::LocalDecision). Redis rounds that answer's reset_after up to its microsecond, so
+// the level read back is low by less than a microsecond's refill, and where the pure bucket's
+// level lies that close above a whole token -- or on it, as 1.0 token of GCRA 7/s, burst 5, four
+// emission intervals (4/7 s) before full -- the leased decision counts that token as not yet
+// there. One below, on the safe side (the verdict is the units', exact); the decisions that
+// follow show whether anything was kept. `want.reset_after` is itself rounded up to the
+// nanosecond, which puts its level below the true one by less than a nanosecond's refill.
+bool LeasedLevelReadsOneLow(const Decision& want, const LimitSpec& spec) {
+  if (spec.algorithm == Algorithm::kFixedWindow || spec.algorithm == Algorithm::kSlidingWindowLog ||
+      spec.algorithm == Algorithm::kSlidingWindowCounter) {
+    return false;
+  }
+  // In units of 1/period of a token: a token is `period` of them, a nanosecond refills `limit`.
+  const __int128 period = spec.period.count(), limit = spec.limit;
+  const __int128 level = static_cast<__int128>(want.limit) * period -
+                         static_cast<__int128>(want.reset_after.count()) * limit;
+  const __int128 above = level - static_cast<__int128>(want.remaining) * period;
+  return above < 1001 * limit;
+}
+
 // Requests checked against random subsets of the six limits, over three users, against the pure
 // algorithms: a request is admitted iff each of its limits, decided in turn, admits it, and only
 // then does the oracle keep anything. A refused request's admitting limits report `remaining` as
@@ -355,7 +391,7 @@ void ExpectAllOrNothing(StoreSuite& suite, bool async) {
   }
   std::mt19937_64 rng(3);
   TrafficTime time(kStartMs * 1'000'000, 1'000'000);
-  int admitted = 0, partly_admitted = 0, spanning = 0, outran = 0;
+  int admitted = 0, partly_admitted = 0, spanning = 0, several = 0, outran = 0, rounded = 0;
   bool resync = false;
   const int requests = 1500 * param.traffic_scale;
   for (int n = 0; n < requests; ++n) {
@@ -430,14 +466,20 @@ void ExpectAllOrNothing(StoreSuite& suite, bool async) {
         // Its durations as decided (before the give-back), its remaining maybe behind.
         ASSERT_TRUE(suite.Within(*store, out[k], want[k], spec)) << where << ": given back";
         ASSERT_LE(out[k].remaining, before[k].remaining) << where << ": as after the give-back";
+      } else if (!param.same_in_every_field && out[k].remaining + 1 == before[k].remaining &&
+                 LeasedLevelReadsOneLow(want[k], spec)) {
+        ++rounded;  // the level as Redis's microsecond shows it (LeasedLevelReadsOneLow)
       } else {
-        ASSERT_EQ(out[k].remaining, before[k].remaining) << where << ": as after the give-back";
+        ASSERT_EQ(out[k].remaining, before[k].remaining)
+            << where << ": as after the give-back, " << Describe(out[k]) << "; before "
+            << Describe(before[k]) << ", decided " << Describe(want[k]);
       }
     }
     if (param.partition_of) {
       std::set<int> partitions;
       for (size_t i : chosen) partitions.insert(param.partition_of(ids[i], user));
       spanning += partitions.size() > 1 ? 1 : 0;
+      several += chosen.size() > 1 ? 1 : 0;
     }
     admitted += admitted_here ? 1 : 0;
     partly_admitted += !admitted_here && some ? 1 : 0;
@@ -452,7 +494,14 @@ void ExpectAllOrNothing(StoreSuite& suite, bool async) {
   EXPECT_GT(admitted, compared / 8);
   EXPECT_GT(partly_admitted, compared / 15);
   if (param.partition_of) {
-    EXPECT_GT(spanning, compared / 2) << "the requests should span the store's partitions";
+    // Most of the requests that check more than one limit span partitions. (Not most of
+    // all those compared: with the three limits a leased or batched store serves, half the
+    // requests check one limit, and requests skipped as outran could tip that half either way.)
+    EXPECT_GT(spanning, several / 2) << "the requests should span the store's partitions";
+  }
+  if (rounded > 0) {
+    std::printf("%d given-back leased decisions read one token low (Redis's microsecond)\n",
+                rounded);
   }
   if (param.check_all_or_nothing) param.check_all_or_nothing(*store, partly_admitted);
 }

@@ -133,8 +133,8 @@ void PrintTo(const StoreUnderTest& store, std::ostream* os);
 // The instantiation's test names end in the store's name.
 std::string StoreSuiteName(const ::testing::TestParamInfo<StoreUnderTest>& info);
 
-// "<stem><pid>-<n>": a name no other store opened by any test process has, for a factory's key
-// prefix (a cluster outlives the test processes that use it).
+// "<stem><pid>.<random tag>-<n>": a name no other store opened by any test process has, for a
+// factory's key prefix (a cluster outlives the test processes that use it, and pids come round).
 std::string UniqueName(std::string_view stem);
 
 // The fixture: the tests are in store_suite.cc; these are the helpers they share.

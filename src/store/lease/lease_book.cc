@@ -224,18 +224,21 @@ LeaseBook::Landed LeaseBook::Granted(std::string_view key, Timestamp now, int64_
     it = shard.entries.emplace(std::string(key), Entry{}).first;
   }
   Entry& e = it->second;
+  e.last_used = now;
+  const Decision& d = grant.decision;
+  // Units no longer usable are not revived by the new lease: they go back, and the key waits
+  // for them as for the sweep's (a take sent before they land would decide without them).
+  if (!d.degraded && e.units > 0 && now >= UsableUntil(e)) {
+    counters_.expired.fetch_add(1, std::memory_order_relaxed);
+    landed.give_back.push_back(Empty(key, e));
+    ++e.returning;
+    landed.returning = true;
+  }
   if (want > 0) {
     e.fetching = false;
     if (e.returning == 0) landed.parked = std::exchange(e.parked, {});
   }
-  e.last_used = now;
-  const Decision& d = grant.decision;
   if (d.degraded) return landed;  // the shared store said nothing; what is held stays
-  // Units no longer usable are not revived by the new lease: they go back.
-  if (e.units > 0 && now >= UsableUntil(e)) {
-    counters_.expired.fetch_add(1, std::memory_order_relaxed);
-    landed.give_back.push_back(Empty(key, e));
-  }
   // When the shared bucket is full again, as of this answer.
   if (bucket_) e.full_at = now + d.reset_after;
   Spend(e, now, cost);

@@ -84,6 +84,10 @@ class LeaseBook {
     Decision decision;
     std::vector<GiveBackOrder> give_back;       // units no longer usable
     std::vector<std::function<void()>> parked;  // to run now (Park)
+    // give_back's first order is the key's own units, counted in flight for the key like the
+    // sweep's (TakeExpired): the shared store is not asked about the key again until the caller
+    // has seen it applied and calls Returned.
+    bool returning = false;
   };
   Landed Granted(std::string_view key, Timestamp now, int64_t cost, int64_t want,
                  const LeaseGrant& grant);

@@ -30,6 +30,45 @@ constexpr auto kSweepEvery = std::chrono::milliseconds(20);
 class LeasedStoreImpl;
 class LeasedLimiter;
 
+// After a take for `key` landed: gives back what it returned (LeaseBook::Landed), then answers
+// the request and runs what waited for the take -- once every give-back is answered, as
+// DecideLeased waits for its own (GiveBackThen). Sent and not waited for, a give-back could
+// reach Redis after the take of a request answered or retried here (the store's connections
+// are used in turn): Redis would decide that take without the units, stricter than the limit.
+void AnswerAfterGiveBacks(const std::shared_ptr<Limiter>& inner,
+                          const std::shared_ptr<LeaseBook>& book, const std::string& key,
+                          Timestamp now, LeaseBook::Landed landed,
+                          const std::function<void(const Decision&)>& done) {
+  struct Answer {
+    std::atomic<size_t> left;
+    Decision decision;
+    std::function<void(const Decision&)> done;
+    std::vector<std::function<void()>> parked;
+    bool returning;  // the key waits for the first give-back (LeaseBook::Landed)
+  };
+  auto answer = std::make_shared<Answer>();
+  answer->left = landed.give_back.size() + 1;
+  answer->decision = landed.decision;
+  answer->done = done;
+  answer->parked = std::move(landed.parked);
+  answer->returning = landed.returning;
+  // Holds the inner limiter until the last answer: the limiter may go meanwhile (a reload).
+  auto arrive = [answer, inner, book, key] {
+    if (answer->left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    if (answer->done) answer->done(answer->decision);
+    for (auto& retry : answer->parked) retry();
+    if (answer->returning) {
+      for (auto& retry : book->Returned(key)) retry();
+    }
+  };
+  // A give-back that failed leaves the units taken: the shared store decides on less, the safe
+  // side.
+  for (const GiveBackOrder& o : landed.give_back) {
+    inner->GiveBackThen(o.key, o.stamp_us, now, o.units, [arrive](bool) { arrive(); });
+  }
+  arrive();
+}
+
 // A limiter whose keys are decided from leases.
 class LeasedLimiter final : public internal::ForwardingLimiter {
  public:
@@ -250,11 +289,7 @@ void LeasedLimiter::Take(std::string_view key, Timestamp now, int64_t cost, int6
                            landed.give_back.push_back(std::move(o));
                          }
                        }
-                       for (const GiveBackOrder& o : landed.give_back) {
-                         inner->GiveBack(o.key, o.stamp_us, now, o.units);
-                       }
-                       if (done) done(landed.decision);
-                       for (auto& retry : landed.parked) retry();
+                       AnswerAfterGiveBacks(inner, book, key, now, std::move(landed), done);
                      });
 }
 
