@@ -11,6 +11,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <random>
+
 namespace sluice::testing {
 
 // A loopback port nothing is bound to now, or 0 (then starting a server on it fails: no gtest
@@ -28,6 +30,33 @@ inline int FreePort() {
   }
   if (fd >= 0) close(fd);
   return port;
+}
+
+// Whether `port` can be bound on loopback now.
+inline bool PortIsFree(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+// A port for a Redis Cluster node, or 0: its bus listens on port + 10000, so the port must be
+// at most 55535 (redis-server refuses higher), which a third of the kernel's ephemeral range
+// is not. As scripts/redis-cluster does, drawn from 10000-21999, so that both the port and the
+// bus port stay out of the ephemeral range that FreePort and every client connection use.
+inline int FreeClusterPort() {
+  std::random_device seed;
+  std::uniform_int_distribution<int> pick(10000, 21999);
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int port = pick(seed);
+    if (PortIsFree(port) && PortIsFree(port + 10000)) return port;
+  }
+  return 0;
 }
 
 // A loopback port nobody listens on while this lives (bound, never listening: connections are

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <stdexcept>
@@ -37,9 +38,12 @@ class RedisServer {
   // extra_args: more redis-server options, e.g. {"--requirepass", "secret"}.
   explicit RedisServer(std::vector<std::string> extra_args = {}, std::optional<Tls> tls = {})
       : extra_args_(std::move(extra_args)), tls_(std::move(tls)) {
-    // A free port can be taken by someone else before redis binds it: try a few.
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      if (TryStart(FreePort())) return;
+    // A free port can be taken by someone else before redis binds it: try a few. A cluster
+    // node's port leaves room for its bus (FreeClusterPort).
+    const bool cluster =
+        std::find(extra_args_.begin(), extra_args_.end(), "--cluster-enabled") != extra_args_.end();
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      if (TryStart(cluster ? FreeClusterPort() : FreePort())) return;
     }
     throw std::runtime_error("redis-server did not start on port " + std::to_string(port_) +
                              " (is it installed? run scripts/install-deps)");
