@@ -204,40 +204,57 @@ bool RedisConnection::Write(std::string_view data, bool& sent_nothing) {
   return ok;
 }
 
-bool RedisConnection::Fill(Clock::time_point deadline) {
+RedisConnection::ReadStep RedisConnection::ReadOnce() {
   char buf[16 * 1024];
-  for (;;) {
-    if (tls_ != nullptr) {
-      size_t n = 0;
-      switch (tls_->Read(buf, sizeof buf, n)) {
-        case TlsIo::kDone:
-          redisReaderFeed(reader_, buf, n);
-          return true;
-        case TlsIo::kWantRead:
-          if (!Wait(POLLIN, deadline)) return false;
-          continue;
-        case TlsIo::kWantWrite:
-          if (!Wait(POLLOUT, deadline)) return false;
-          continue;
-        default:
-          error_ = tls_->error();
-          return false;
-      }
+  if (tls_ != nullptr) {
+    size_t n = 0;
+    switch (tls_->Read(buf, sizeof buf, n)) {
+      case TlsIo::kDone:
+        redisReaderFeed(reader_, buf, n);
+        return ReadStep::kFed;
+      case TlsIo::kWantRead:
+        return ReadStep::kWantRead;
+      case TlsIo::kWantWrite:
+        return ReadStep::kWantWrite;
+      default:
+        error_ = tls_->error();
+        return ReadStep::kFailed;
     }
-    // Waiting first: a reply is seldom there the moment a request has been written.
-    if (!Wait(POLLIN, deadline)) return false;
+  }
+  for (;;) {
     const ssize_t n = recv(fd_, buf, sizeof buf, 0);
     if (n > 0) {
       redisReaderFeed(reader_, buf, static_cast<size_t>(n));
-      return true;
+      return ReadStep::kFed;
     }
     if (n == 0) {
       error_ = "Server closed the connection";
-      return false;
+      return ReadStep::kFailed;
     }
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return ReadStep::kWantRead;
+    if (errno != EINTR) {
       error_ = std::strerror(errno);
-      return false;
+      return ReadStep::kFailed;
+    }
+  }
+}
+
+bool RedisConnection::Fill(Clock::time_point deadline) {
+  for (;;) {
+    // Plaintext waits first: a reply is seldom there the moment a request has been written.
+    // (A TLS session may hold decrypted bytes the socket no longer shows.)
+    if (tls_ == nullptr && !Wait(POLLIN, deadline)) return false;
+    switch (ReadOnce()) {
+      case ReadStep::kFed:
+        return true;
+      case ReadStep::kWantRead:
+        if (tls_ != nullptr && !Wait(POLLIN, deadline)) return false;
+        continue;
+      case ReadStep::kWantWrite:
+        if (!Wait(POLLOUT, deadline)) return false;
+        continue;
+      case ReadStep::kFailed:
+        return false;
     }
   }
 }
@@ -275,35 +292,17 @@ bool RedisConnection::StillOpen() {
 }
 
 bool RedisConnection::ReadArrived() {
-  char buf[16 * 1024];
   for (;;) {
-    if (tls_ != nullptr) {
-      size_t n = 0;
-      switch (tls_->Read(buf, sizeof buf, n)) {
-        case TlsIo::kDone:
-          redisReaderFeed(reader_, buf, n);
-          continue;
-        case TlsIo::kWantRead:
-          return true;  // nothing more has arrived
-        case TlsIo::kWantWrite:
-          if (!Wait(POLLOUT, Clock::now() + command_timeout_)) return false;
-          continue;
-        default:
-          error_ = tls_->error();
-          return false;
-      }
-    }
-    const ssize_t n = recv(fd_, buf, sizeof buf, 0);
-    if (n > 0) {
-      redisReaderFeed(reader_, buf, static_cast<size_t>(n));
-    } else if (n == 0) {
-      error_ = "Server closed the connection";
-      return false;
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      return true;
-    } else if (errno != EINTR) {
-      error_ = std::strerror(errno);
-      return false;
+    switch (ReadOnce()) {
+      case ReadStep::kFed:
+        continue;
+      case ReadStep::kWantRead:
+        return true;  // nothing more has arrived
+      case ReadStep::kWantWrite:
+        if (!Wait(POLLOUT, Clock::now() + command_timeout_)) return false;
+        continue;
+      case ReadStep::kFailed:
+        return false;
     }
   }
 }

@@ -83,6 +83,11 @@ class RedisConnection {
   // poll() for `events` until `deadline`; false (error_ set) on a timeout or a poll error.
   bool Wait(short events, std::chrono::steady_clock::time_point deadline);
   bool Handshake(std::chrono::steady_clock::time_point deadline);
+  // One read of what has arrived, into the reader, without waiting: kWantRead when nothing
+  // has (or a TLS record held no data), kWantWrite when TLS must send first, kFailed with
+  // error_ set. Fill and ReadArrived differ only in what they do on kFed and kWantRead.
+  enum class ReadStep { kFed, kWantRead, kWantWrite, kFailed };
+  ReadStep ReadOnce();
   // Reads what is there (waiting up to `deadline` for something) into the reader.
   bool Fill(std::chrono::steady_clock::time_point deadline);
 
