@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -444,10 +446,20 @@ CLI::Option* AddStateFlags(CLI::App& app, Flags& flags) {
       ->capture_default_str();
 }
 
-// --state-dir keeps the memory store's counters; Redis keeps its own.
-int CheckStateFlags(const Flags& flags, bool interval_set) {
+// --state-dir keeps the memory store's counters; Redis keeps its own. Given on the command line
+// with another store, the flags are refused; given by the environment alone (the Debian unit sets
+// SLUICE_STATE_DIR for every store), they are ignored with a warning, so that a unit pointed at
+// Redis in /etc/default/sluiced still starts. Clears flags.state_dir when ignored.
+int CheckStateFlags(Flags& flags, bool interval_set, bool on_command_line) {
   if (flags.state_dir.empty() && !interval_set) return 0;
   if (flags.store != "memory" || !flags.global_store.empty()) {
+    if (!on_command_line) {
+      std::fprintf(stderr,
+                   "sluiced: warning: SLUICE_STATE_DIR and SLUICE_SNAPSHOT_INTERVAL are ignored: "
+                   "they keep the memory store's counters, and this store keeps its own\n");
+      flags.state_dir.clear();
+      return 0;
+    }
     std::fprintf(stderr,
                  "sluiced: --state-dir and --snapshot-interval (SLUICE_STATE_DIR, "
                  "SLUICE_SNAPSHOT_INTERVAL) keep the memory store's counters across restarts; "
@@ -461,6 +473,20 @@ int CheckStateFlags(const Flags& flags, bool interval_set) {
     return 2;
   }
   return 0;
+}
+
+// Whether argv names one of the flags (as "--flag VALUE" or "--flag=VALUE").
+bool OnCommandLine(int argc, char** argv, std::initializer_list<std::string_view> names) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    for (std::string_view name : names) {
+      if (arg == name ||
+          (arg.starts_with(name) && arg.size() > name.size() && arg[name.size()] == '=')) {
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 // The checks that span flags (each flag's own range was CLI11's): 0, or 2 with the message
@@ -613,7 +639,9 @@ std::expected<Settings, int> ParseFlags(int argc, char** argv) {
     return std::unexpected(app.exit(e));
   }
   if (int code = ReadStoreFiles(flags); code != 0) return std::unexpected(code);
-  if (int code = CheckStateFlags(flags, snapshot_interval->count() > 0); code != 0) {
+  if (int code = CheckStateFlags(flags, snapshot_interval->count() > 0,
+                                 OnCommandLine(argc, argv, {"--state-dir", "--snapshot-interval"}));
+      code != 0) {
     return std::unexpected(code);
   }
   uint64_t cache = 0;

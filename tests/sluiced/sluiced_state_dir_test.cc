@@ -3,6 +3,7 @@
 // SIGTERM it loses nothing; a damaged snapshot is set aside; two sluiced never share a DIR.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 
 #include <chrono>
@@ -160,6 +161,15 @@ TEST_F(SluicedStateDirTest, RefusedWhereItCannotWork) {
                        /*wait_for_http=*/false);
   EXPECT_EQ(redis.WaitExit(), 2);
   EXPECT_NE(redis.Log().find("need --store memory"), std::string::npos) << redis.Log();
+  // From the environment alone, as the Debian unit sets it for every store: ignored, said so.
+  setenv("SLUICE_STATE_DIR", state_.c_str(), 1);
+  SluicedProcess from_env({"--config", config_, "--http", "127.0.0.1:0", "--grpc", "off", "--store",
+                           "redis://127.0.0.1:1"});
+  unsetenv("SLUICE_STATE_DIR");
+  EXPECT_GT(from_env.port(), 0) << from_env.Log();
+  EXPECT_NE(from_env.Log().find("SLUICE_STATE_DIR and SLUICE_SNAPSHOT_INTERVAL are ignored"),
+            std::string::npos)
+      << from_env.Log();
   // A DIR that is a file.
   const std::string file = dir_.Write("not-a-dir", "x").string();
   SluicedProcess unusable(
