@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <condition_variable>
 #include <mutex>
 #include <random>
 #include <utility>
@@ -33,9 +34,11 @@ class LiveLimiters {
     std::lock_guard<std::mutex> lock(mu_);
     limiters_.push_back(limiter);
   }
+  // Waits while a snapshot is copying this limiter's counters (ForEach), never longer.
   void Remove(const internal::SnapshotLimiter* limiter) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     std::erase(limiters_, limiter);
+    saved_.wait(lock, [&] { return in_snapshot_ != limiter; });
   }
   // Takes one of `max` transient places, if one is free (given back by ReleaseTransient when
   // the transient limiter is destroyed or could not be made).
@@ -67,17 +70,40 @@ class LiveLimiters {
     }
     return total;
   }
-  // Calls f(limiter) for each, under the lock: none is destroyed meanwhile.
+  // Calls f(limiter) for each limiter alive when it is reached, one after another (one
+  // snapshot at a time). The lock is not held during f: a limiter made or destroyed meanwhile
+  // (a reload, a request dropping the last set of an older config) waits only if it is the one
+  // f has, for that one's counters.
   template <typename F>
   void ForEach(F&& f) const {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const internal::SnapshotLimiter* limiter : limiters_) f(*limiter);
+    std::lock_guard<std::mutex> one_snapshot(snapshot_mu_);
+    std::vector<const internal::SnapshotLimiter*> listed;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      listed = limiters_;
+    }
+    for (const internal::SnapshotLimiter* limiter : listed) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (std::find(limiters_.begin(), limiters_.end(), limiter) == limiters_.end()) continue;
+        in_snapshot_ = limiter;
+      }
+      f(*limiter);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        in_snapshot_ = nullptr;
+      }
+      saved_.notify_all();
+    }
   }
 
  private:
   mutable std::mutex mu_;
   std::vector<const internal::SnapshotLimiter*> limiters_;
-  size_t transient_ = 0;  // guarded by mu_
+  size_t transient_ = 0;                                            // guarded by mu_
+  mutable std::mutex snapshot_mu_;                                  // held by ForEach
+  mutable const internal::SnapshotLimiter* in_snapshot_ = nullptr;  // guarded by mu_
+  mutable std::condition_variable saved_;  // in_snapshot_ went back to null
 };
 
 // Where a limiter belongs: a store (which counts it in its Stats() and its bound) or none.

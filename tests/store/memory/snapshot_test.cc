@@ -3,11 +3,13 @@
 // given the same decisions from the snapshot on, and must answer each the same.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sluice/memory_store.h"
@@ -327,6 +329,40 @@ TEST(MemorySnapshot, AFutureVersionIsRefusedWhole) {
   EXPECT_EQ(RemainingAfterLoad("not a snapshot at all", &error),
             std::make_pair(int64_t{10}, int64_t{10}));
   EXPECT_NE(error.find("not a sluice snapshot"), std::string::npos) << error;
+}
+
+// Snapshots taken while other threads decide, make limiters (a reload) and destroy them: every
+// snapshot reads back whole, and a limiter alive throughout is in every one.
+TEST(MemorySnapshot, SavesBesideDecisionsAndReloads) {
+  auto store = MustOpen();
+  const LimitSpec spec{Algorithm::kFixedWindow, 1'000'000, hours(1)};
+  auto steady = MustMake(*store, spec);
+  for (int i = 0; i < 2000; ++i) steady->Decide("k" + std::to_string(i), kStart, 1);
+  std::atomic<bool> done{false};
+  std::thread churn([&] {
+    for (int round = 0; !done.load(); ++round) {
+      LimiterOptions o;
+      o.id = "churn";
+      auto limiter = store->MakeLimiter(spec, o);
+      ASSERT_TRUE(limiter.has_value());
+      for (int i = 0; i < 50; ++i) (*limiter)->Decide("c" + std::to_string(i), kStart, 1);
+      steady->Decide("k" + std::to_string(round % 2000), kStart, 0);
+    }
+  });
+  for (int i = 0; i < 200; ++i) {
+    SnapshotSaved saved;
+    const std::string bytes = SnapshotsOf(*store)->Save(kStart, {}, &saved);
+    ASSERT_GE(saved.counters, 2000u);
+    auto restored = MustOpen();
+    ASSERT_EQ(SnapshotsOf(*restored)->Load(bytes, kStart, {}).error, "");
+    auto back = MustMake(*restored, spec);
+    const SnapshotRestored r = SnapshotsOf(*restored)->FinishRestore();
+    ASSERT_EQ(r.restored, 2000u);  // the churning limiter's id is made nowhere here
+    ASSERT_EQ(r.restored + r.unmatched, saved.counters);
+    ASSERT_EQ(back->Decide("k7", kStart, 0).remaining, 1'000'000 - 1);
+  }
+  done = true;
+  churn.join();
 }
 
 }  // namespace
