@@ -15,8 +15,10 @@
 #ifndef SLUICE_STORE_MEMORY_STATE_CODEC_H_
 #define SLUICE_STORE_MEMORY_STATE_CODEC_H_
 
+#include <bit>
+#include <cstddef>
 #include <cstdint>
-#include <tuple>
+#include <cstring>
 #include <type_traits>
 
 #include "sluice/fixed_window.h"
@@ -128,7 +130,7 @@ bool DecodeLogState(ByteReader& in, const TimeFrame& frame, const LimitSpec& spe
                     SlidingWindowLog::State& state);
 
 template <FieldKind kKind, typename T>
-void EncodeField(const T& v, const TimeFrame& frame, ByteWriter& out) {
+void EncodeField(T v, const TimeFrame& frame, ByteWriter& out) {
   if constexpr (kKind == FieldKind::kInstant) {
     static_assert(std::is_same_v<T, int64_t>);
     out.Put<int64_t>(v + frame.to_wall_ns);
@@ -152,13 +154,43 @@ bool DecodeField(ByteReader& in, const TimeFrame& frame, T& v) {
   return true;
 }
 
+// A field is read and written through its byte offset, by memcpy: a wide state's 128-bit field
+// is only 8-byte aligned (WideInt, limit_spec.h), which the member's type, as a template
+// deduces it, no longer says -- a reference to it would claim 16.
+template <typename M>
+struct MemberOf;
+template <typename S, typename T>
+struct MemberOf<T S::*> {
+  using type = T;
+};
+template <auto kMember>
+std::ptrdiff_t OffsetOf() {
+  // The Itanium C++ ABI (GCC, Clang) represents a data member pointer as the member's offset.
+  static_assert(sizeof(kMember) == sizeof(std::ptrdiff_t));
+  return std::bit_cast<std::ptrdiff_t>(kMember);
+}
+
+template <typename F, typename S>
+void EncodeMember(const S& s, const TimeFrame& frame, ByteWriter& out) {
+  typename MemberOf<std::remove_cv_t<decltype(F::member)>>::type v;
+  std::memcpy(&v, reinterpret_cast<const char*>(&s) + OffsetOf<F::member>(), sizeof v);
+  EncodeField<F::kind>(v, frame, out);
+}
+template <typename F, typename S>
+bool DecodeMember(ByteReader& in, const TimeFrame& frame, S& s) {
+  typename MemberOf<std::remove_cv_t<decltype(F::member)>>::type v{};
+  if (!DecodeField<F::kind>(in, frame, v)) return false;
+  std::memcpy(reinterpret_cast<char*>(&s) + OffsetOf<F::member>(), &v, sizeof v);
+  return true;
+}
+
 template <typename S, typename... F>
 void EncodeFields(const S& s, Fields<F...>, const TimeFrame& frame, ByteWriter& out) {
-  (EncodeField<F::kind>(s.*F::member, frame, out), ...);
+  (EncodeMember<F>(s, frame, out), ...);
 }
 template <typename S, typename... F>
 bool DecodeFields(ByteReader& in, Fields<F...>, const TimeFrame& frame, S& s) {
-  return (DecodeField<F::kind>(in, frame, s.*F::member) && ...);
+  return (DecodeMember<F>(in, frame, s) && ...);
 }
 
 template <typename Alg>
