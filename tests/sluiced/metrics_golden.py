@@ -5,8 +5,8 @@
 
 The Grafana dashboard and the promtool rules (docs/prometheus/) query these series by name and
 label, so a refactor of how the stores report their stats must leave them as they are. For each
-setup -- the memory store (also with --state-dir), exact Redis, a leased limit, a batched limit, a region leasing its part
-from a global store -- it starts the real sluiced (on redis-servers of its own, on loopback), sends
+setup -- the memory store (also with --state-dir), exact Redis, a leased limit, a batched limit,
+a region leasing its part from a global store -- it starts the real sluiced (on redis-servers of its own, on loopback), sends
 the same few checks, scrapes /metrics and reduces it to one line per series: the `# TYPE` lines
 and each sample's name with its labels (values that vary from run to run -- timings, counts,
 the version -- are not recorded). That list must equal DIR/<setup>.txt; --update writes it.
