@@ -19,6 +19,7 @@
 #include "sluice/decision.h"
 #include "sluice/limit_spec.h"
 #include "sluice/stats_sink.h"
+#include "sluice/status.h"
 #include "sluice/time.h"
 
 namespace sluice {
@@ -105,6 +106,45 @@ struct LimitCheck {
   // other check is). RequestRefused (decide_all.h) states the rule.
   bool quota = false;
 };
+
+// An administrative change of one counter (Limiter::Adjust; the admin API's POST /v1/state,
+// docs/quotas.md "Credits, debits and the audit log").
+enum class AdjustKind {
+  kCredit,        // gives `amount` back: the counter's remaining rises by it, up to the limit
+  kDebit,         // takes `amount`, as a Charge of it: beyond the limit into debt (one capacity)
+  kSetRemaining,  // the counter afresh, then charged so that `amount` remains (AdjustSteps)
+};
+
+struct Adjustment {
+  AdjustKind kind = AdjustKind::kCredit;
+  int64_t amount = 0;  // >= 0
+  // A credit (or a remaining) beyond the limit: a one-off surplus of at most one capacity, spent
+  // before the limit and lost at the window's end. Fixed windows only: a bucket refills to its
+  // capacity and has no window end for a surplus to be lost at.
+  bool allow_over_limit = false;
+};
+
+// A counter read (a cost-0 Decide) just before and just after an Adjust, in one atomic step.
+struct Adjusted {
+  Decision before;
+  Decision after;
+};
+
+// `change` checked against a limit of `spec` before any store is asked; the error names what is
+// wrong: a negative amount or one beyond 2^53, allow_over_limit off a fixed window or on a debit,
+// a remaining beyond the capacity (beyond twice it with allow_over_limit).
+Result<void> ValidateAdjustment(const LimitSpec& spec, const Adjustment& change);
+
+// What `change` amounts to on a counter of `capacity`, as every store applies it: a credit
+// gives `credit` hits back, a debit charges `debit`. A remaining starts the counter afresh (as a
+// reset) and then charges capacity - remaining, or credits the surplus beyond the capacity:
+// exact whatever the counter held, a debt included.
+struct AdjustSteps {
+  bool fresh = false;
+  int64_t credit = 0;
+  int64_t debit = 0;
+};
+AdjustSteps StepsOf(const Adjustment& change, int64_t capacity);
 
 class Limiter {
  public:
@@ -236,6 +276,22 @@ class Limiter {
 
   // Forgets the key's counter (an administrative reset): its next request sees a fresh key.
   virtual void Reset(std::string_view key) = 0;
+
+  // Credits, debits or sets the key's counter (Adjustment) in one atomic step, answering it as
+  // read before and after. What a credit means per algorithm: token bucket and GCRA, tokens
+  // given back (a debt repaid first); leaky bucket, hits drained from the queue; fixed window
+  // and sliding window counter, hits subtracted from the current window (the counter's then
+  // from the previous one); the sliding window log cannot be credited (it would have to forget
+  // logged requests: reset it instead). A debit is a Charge of the amount on every algorithm.
+  // An error: the adjustment does not apply to this limit (a log credit, allow_over_limit off a
+  // fixed window, an amount out of range) or the store could not be asked; nothing changed.
+  // Default: refused, for a store that cannot do it atomically.
+  virtual Result<Adjusted> Adjust(std::string_view key, Timestamp now, const Adjustment& change) {
+    (void)key;
+    (void)now;
+    (void)change;
+    return MakeError("this store cannot adjust a counter");
+  }
 
   virtual StoreStats Stats() const = 0;
   virtual const LimitSpec& spec() const = 0;

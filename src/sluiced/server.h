@@ -16,6 +16,7 @@
 #include "metrics/eviction_watch.h"
 #include "metrics/metrics.h"
 #include "metrics/usage_views.h"
+#include "service/audit_log.h"
 #include "service/caller_auth.h"
 #include "service/rate_limit_service.h"
 #include "sluice/clock.h"
@@ -46,6 +47,9 @@ class Server {
   Result<void> StartService();
   Result<void> StartTls();
   Result<void> StartCallers();
+  Result<void> StartAudit();
+  // The reload's line in --audit-log: the config file's SHA-256 and the outcome.
+  void AuditReload(bool ok, const std::string& error);
   void ReloadCallers();
   Result<void> StartHttp();
   Result<void> StartForwardAuth();
@@ -66,6 +70,8 @@ class Server {
   std::unique_ptr<TlsListeners> tls_;
   std::unique_ptr<UsageViews> usage_;
   std::unique_ptr<RateLimitService> service_;
+  // --audit-log; null when off. Made before the APIs that write to it.
+  std::unique_ptr<AuditLog> audit_;
   // --api-tokens, read by every front end; null when off.
   std::unique_ptr<CallerIdentity> callers_;
   std::unique_ptr<const HttpApi> api_;

@@ -46,6 +46,8 @@ class CachedLimiter final : public internal::ForwardingLimiter {
   void GiveBackThen(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units,
                     GivenBackCallback done) override;
   void Reset(std::string_view key) override;
+  // The key's facts go, and answers asked before it are not learnt, as for a reset.
+  Result<Adjusted> Adjust(std::string_view key, Timestamp now, const Adjustment& change) override;
   bool served_by_layer() const override { return true; }
 
   uint64_t serial() const { return serial_; }
@@ -206,6 +208,9 @@ void CachedLimiter::Learn(std::string_view key, Timestamp now, int64_t cost, con
   fact.limit = d.limit;
   fact.remaining = d.remaining;
   fact.until = now + d.retry_after;
+  // Used for a second at most: quota given back on another node (an admin credit or reset),
+  // which this node cannot see, then refuses here for that long, not for the rest of a month.
+  fact.expires = std::min(fact.until, now + internal::kRefusalTrust);
   fact.replenished = now + d.reset_after;
   store_->cache().Add(serial_, key, fact, now);
 }
@@ -301,6 +306,14 @@ void CachedLimiter::Reset(std::string_view key) {
   inner()->Reset(key);
   store_->Invalidate();
   store_->cache().Drop(serial_, key);
+}
+
+Result<Adjusted> CachedLimiter::Adjust(std::string_view key, Timestamp now,
+                                       const Adjustment& change) {
+  auto adjusted = inner()->Adjust(key, now, change);
+  store_->Invalidate();
+  store_->cache().Drop(serial_, key);
+  return adjusted;
 }
 
 }  // namespace
