@@ -106,8 +106,10 @@ HttpReply HttpApi::AdjustCounter(const HttpRequestView& request, const ApiClient
                    .request_id = request_id,
                    .phase = "intent",
                    .change = body->change_json};
+  std::string counter_key;  // the service's copy goes with its answer: kept for the lines
   auto changed = service_->Adjust(q->domain, q->entries, body->change,
-                                  [&](const std::string& counter_key) -> Result<void> {
+                                  [&](const std::string& key) -> Result<void> {
+                                    counter_key = key;
                                     entry.counter_key = counter_key;
                                     return Audit(entry);
                                   });

@@ -22,18 +22,13 @@ namespace sluice::internal {
 // One refusal the inner store gave: a request of `cost` is refused until `until`, and the key
 // then had `remaining` and was replenished at `replenished` (absolute, so later answers are
 // the same instants measured from their own now).
-// How long a refusal learnt from the inner store is answered from memory at most (then the
-// inner store is asked again, and the fact learnt anew if it still holds): the bound on how long
-// quota given back on another node -- an admin credit or reset there -- stays refused here.
-inline constexpr Duration kRefusalTrust = std::chrono::seconds(1);
-
 struct Refusal {
   int64_t cost = 0;
   int64_t limit = 0;
   int64_t remaining = 0;
   Timestamp until;        // refused until then: the answer's retry_after
   Timestamp replenished;
-  Timestamp expires;      // answered from memory until then: min(until, learnt + kRefusalTrust)
+  Timestamp expires;      // answered from memory until then (OverLimitCacheOptions::refusal_trust)
 };
 
 class RefusalCache {
