@@ -22,8 +22,8 @@
 #include <memory>
 
 #include "sluice/status.h"
-#include "sluice/time.h"
 #include "sluice/store.h"
+#include "sluice/time.h"
 
 namespace sluice {
 

@@ -124,7 +124,8 @@ Result<std::shared_ptr<const ApiTokens>> ParseApiTokens(const std::string& file,
   for (size_t i = 0; i < list->size(); ++i) {
     const YAML::Node item = (*list)[i];
     if (item.IsNull()) return internal::EmptyItemError(file, *list, i, "a client");
-    auto fields = Fields::Of(file, item, "a client", {"name", "token_sha256", "san", "domains", "admin"});
+    auto fields =
+        Fields::Of(file, item, "a client", {"name", "token_sha256", "san", "domains", "admin"});
     if (!fields) return std::unexpected(fields.error());
     const auto name_node = fields->Get("name");
     if (!name_node) return ErrorAt(file, item, "a client needs a name");

@@ -2,7 +2,7 @@
 // store shares, so that a credit means the same on the memory store and on Redis.
 #include <string>
 
-#include "sluice/limiter.h"
+#include "sluice/adjustment.h"
 
 namespace sluice {
 
@@ -26,8 +26,8 @@ Result<void> ValidateAdjustment(const LimitSpec& spec, const Adjustment& change)
   const int64_t capacity = spec.Capacity();
   const int64_t most = change.allow_over_limit ? 2 * capacity : capacity;
   if (change.kind == AdjustKind::kSetRemaining && change.amount > most) {
-    return MakeError("remaining " + std::to_string(change.amount) + " is beyond what the limit holds (" +
-                     std::to_string(most) +
+    return MakeError("remaining " + std::to_string(change.amount) +
+                     " is beyond what the limit holds (" + std::to_string(most) +
                      (change.allow_over_limit ? ", one capacity of surplus included)"
                                               : "; allow_over_limit adds one capacity on a "
                                                 "fixed_window)"));

@@ -54,7 +54,9 @@ Result<AdjustBody> ParseAdjustBody(std::string_view body) {
   bool found = false;
   for (const FlatJson::Node* m = doc.First(doc.root()); m != nullptr; m = doc.Next(*m)) {
     if (m->name == "allow_over_limit") {
-      if (m->kind != FlatJson::Kind::kBool) return MakeError("allow_over_limit: must be true or false");
+      if (m->kind != FlatJson::Kind::kBool) {
+        return MakeError("allow_over_limit: must be true or false");
+      }
       out.change.allow_over_limit = m->integer != 0;
       continue;
     }

@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "service/rate_limit_service.h"
-#include "sluice/limiter.h"
+#include "sluice/adjustment.h"
 #include "sluice/status.h"
 
 namespace sluice::server {

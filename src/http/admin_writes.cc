@@ -8,11 +8,10 @@
 #include <utility>
 
 #include "http/adjust_json.h"
+#include "http/ceil_millis.h"
 #include "http/http_api.h"
 #include "http/http_headers.h"
 #include "http/http_query.h"
-#include "http/ceil_millis.h"
-#include "util/hex.h"
 
 namespace sluice::server {
 namespace {

@@ -129,8 +129,8 @@ HttpReply HttpApi::Admin(const HttpRequestView& request, std::string_view path) 
   if (path == "/v1/state") {
     const bool write = method == "DELETE" || method == "POST";
     if (write && client != nullptr && !client->admin) {
-      return ErrorReply(403, std::string(method) +
-                                 " /v1/state takes the admin token or an admin: true client's");
+      return ErrorReply(
+          403, std::string(method) + " /v1/state takes the admin token or an admin: true client's");
     }
     if (get) return State(request, /*reset=*/false, client);
     if (method == "DELETE") return ResetCounter(request, client);

@@ -71,7 +71,8 @@ Result<void> AuditLog::Reopen() {
 std::string Rfc3339Millis(Timestamp time) {
   const int64_t ns = ToNanos(time);
   const int64_t ms_total = ns >= 0 ? ns / 1000000 : (ns - 999999) / 1000000;
-  const time_t secs = static_cast<time_t>(ms_total >= 0 ? ms_total / 1000 : (ms_total - 999) / 1000);
+  const time_t secs =
+      static_cast<time_t>(ms_total >= 0 ? ms_total / 1000 : (ms_total - 999) / 1000);
   const int ms = static_cast<int>(ms_total - static_cast<int64_t>(secs) * 1000);
   std::tm tm{};
   gmtime_r(&secs, &tm);

@@ -107,8 +107,9 @@ Result<std::unique_ptr<Server>> Server::Start(const Settings& settings) {
   for (const std::string& warning : UnprotectedListenerWarnings(settings)) {
     spdlog::warn("{}", warning);
   }
-  for (auto step : {&Server::StartService, &Server::StartTls, &Server::StartCallers,
-                    &Server::StartAudit, &Server::StartHttp, &Server::StartForwardAuth, &Server::StartGrpc}) {
+  for (auto step :
+       {&Server::StartService, &Server::StartTls, &Server::StartCallers, &Server::StartAudit,
+        &Server::StartHttp, &Server::StartForwardAuth, &Server::StartGrpc}) {
     if (auto started = (server.get()->*step)(); !started) return std::unexpected(started.error());
   }
   server->metrics_.SetStatsSource(
@@ -307,8 +308,7 @@ void Server::Reload() {
   // First, so that a logrotate rename followed by SIGHUP puts this reload's line in the new file.
   if (audit_) {
     if (auto r = audit_->Reopen(); !r) {
-      spdlog::error("audit log: reopen failed, writing on to the file open: {}",
-                    r.error().message);
+      spdlog::error("audit log: reopen failed, writing on to the file open: {}", r.error().message);
     }
   }
   tls_->Reload();  // the certificate pair, whatever becomes of the config

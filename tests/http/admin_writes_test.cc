@@ -4,17 +4,19 @@
 // exhausted counter exactly N more requests pass, after setting remaining R exactly R do, and a
 // surplus is gone when its window ends. Time is a ManualClock.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "config/api_tokens.h"
 #include "http/http_api.h"
 #include "service/audit_log.h"
+#include "service/caller_auth.h"
 #include "service/rate_limit_service.h"
 #include "sluice/clock.h"
 #include "sluice/open_store.h"
@@ -46,9 +48,9 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 10, algorithm: leaky_bucket}
 )yaml";
 
-constexpr const char* kAlgorithms[] = {"fixed_window", "sliding_window_counter",
-                                       "sliding_window_log", "token_bucket", "gcra",
-                                       "leaky_bucket"};
+constexpr const char* kAlgorithms[] = {
+    "fixed_window", "sliding_window_counter", "sliding_window_log", "token_bucket", "gcra",
+    "leaky_bucket"};
 
 // 1.8e9 s is a whole number of hours: windows start there.
 const Timestamp kStart = FromNanos(int64_t{1'800'000'000} * 1'000'000'000);
@@ -81,8 +83,9 @@ class AdminWrites : public ::testing::TestWithParam<std::string> {
     store_options.clock = &clock_;
     store_options.redis_server_time = false;  // the manual clock decides on Redis too
     store_options.redis_command_timeout = std::chrono::milliseconds(5000);
-    store_options.redis_key_prefix = "aw" + std::to_string(getpid()) + "_" +
-                               ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    store_options.redis_key_prefix =
+        "aw" + std::to_string(getpid()) + "_" +
+        ::testing::UnitTest::GetInstance()->current_test_info()->name();
     const std::string where =
         GetParam() == "memory" ? "memory" : "redis://127.0.0.1:" + std::to_string(Redis().port());
     auto store = OpenStore(where, store_options);
@@ -332,6 +335,57 @@ TEST_P(AdminWrites, ACreditOnOneNodeTakesEffectOnAnotherWithinASecond) {
   EXPECT_EQ(Check(other, "fixed_window", "k"), 200);
   EXPECT_EQ(Check(other, "fixed_window", "k"), 200);
   EXPECT_EQ(Check(other, "fixed_window", "k"), 429);
+}
+
+// --api-tokens: a client writes only with admin: true, for its own domains, and is named by its
+// name in the audit log.
+TEST_P(AdminWrites, OnlyAdminClientsWriteAndTheLogNamesThem) {
+  const auto hex = [](std::string_view token) {
+    std::string out;
+    for (unsigned char b : DigestOfToken(token)) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += kHex[b >> 4];
+      out += kHex[b & 0xf];
+    }
+    return out;
+  };
+  const std::string tokens = "clients:\n"
+                             "  - {name: reader, token_sha256: " + hex("tok-reader") +
+                             ", domains: [d]}\n"
+                             "  - {name: support-desk, token_sha256: " + hex("tok-support") +
+                             ", domains: [d], admin: true}\n"
+                             "  - {name: elsewhere, token_sha256: " + hex("tok-elsewhere") +
+                             ", domains: [other], admin: true}\n";
+  auto table = ParseApiTokens("tokens.yaml", tokens);
+  ASSERT_TRUE(table.has_value()) << table.error().message;
+  CallerIdentity callers(*table, &metrics_);
+  HttpApiOptions api_options;
+  api_options.admin_token = "t";
+  api_options.audit = audit_.get();
+  api_options.clock = &clock_;
+  api_options.callers = &callers;
+  HttpApi api(node_.service.get(), &metrics_, api_options);
+  const auto post = [&api](std::string_view token) {
+    return api
+        .Handle({"POST", "/v1/state?domain=d&fixed_window=k", "Bearer " + std::string(token),
+                 R"({"debit": 1})"})
+        .status;
+  };
+  EXPECT_EQ(post("tok-reader"), 403);
+  EXPECT_EQ(post("tok-elsewhere"), 403);
+  EXPECT_EQ(api.Handle({"DELETE", "/v1/state?domain=d&fixed_window=k", "Bearer tok-reader", ""})
+                .status,
+            403);
+  EXPECT_EQ(post("tok-support"), 200);
+  EXPECT_EQ(Passes("fixed_window", "k"), 9);
+  const std::vector<json> lines = AuditLines();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["client"], "support-desk");
+  EXPECT_EQ(lines[1]["client"], "support-desk");
+  std::ifstream in(dir_.path() / "audit.log");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.find("tok-support"), std::string::npos);
+  EXPECT_EQ(text.find(hex("tok-support")), std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, AdminWrites, ::testing::Values("memory", "redis"),

@@ -145,8 +145,7 @@ class MemoryLimiterOf final : public MemoryLimiter {
     ShardFor(h).Refund(alg_, key, static_cast<uint32_t>(h), at, now, cost);
   }
 
-  Result<Adjusted> Adjust(std::string_view key, Timestamp now,
-                          const Adjustment& change) override {
+  Result<Adjusted> Adjust(std::string_view key, Timestamp now, const Adjustment& change) override {
     if (auto valid = ValidateAdjustment(spec_, change); !valid) {
       return std::unexpected(valid.error());
     }

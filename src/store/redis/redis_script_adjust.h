@@ -23,8 +23,8 @@ namespace sluice::internal {
 // counter from the current window's count, then the previous one's; the log drops its newest
 // hits; the buckets take it as a give-back (kRefundBody) of that many units at `now`.
 inline const LuaScript kAdjustScript{std::string(kLuaPrelude) + kLuaBodies +
-                                     "local function refund(KEYS, ARGV)\n" + kRefundBody +
-                                     "end\n" + R"lua(
+                                     "local function refund(KEYS, ARGV)\n" + kRefundBody + "end\n" +
+                                     R"lua(
 local key, alg = KEYS[1], ARGV[2] + 0
 local over, fresh = ARGV[3] == '1', ARGV[4] == '1'
 local debit, credit = ARGV[5] + 0, ARGV[6] + 0
