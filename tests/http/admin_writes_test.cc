@@ -239,6 +239,9 @@ TEST_P(AdminWrites, ASurplusIsCappedAtOneCapacityAndLostAtTheWindowsEnd) {
   clock_.Advance(std::chrono::minutes(59));  // still the same window: the surplus stays
   r = Post("fixed_window", "j", R"({"credit": 0})");
   EXPECT_EQ(BeforeAfter(r).first, 13);
+  // A plain credit neither adds to the surplus nor takes it away.
+  r = Post("fixed_window", "j", R"({"credit": 5})");
+  EXPECT_EQ(BeforeAfter(r), std::make_pair(int64_t{13}, int64_t{13}));
   clock_.Advance(std::chrono::minutes(1));
   EXPECT_EQ(Passes("fixed_window", "j"), 10);
 }
@@ -349,13 +352,16 @@ TEST_P(AdminWrites, OnlyAdminClientsWriteAndTheLogNamesThem) {
     }
     return out;
   };
-  const std::string tokens = "clients:\n"
-                             "  - {name: reader, token_sha256: " + hex("tok-reader") +
-                             ", domains: [d]}\n"
-                             "  - {name: support-desk, token_sha256: " + hex("tok-support") +
-                             ", domains: [d], admin: true}\n"
-                             "  - {name: elsewhere, token_sha256: " + hex("tok-elsewhere") +
-                             ", domains: [other], admin: true}\n";
+  const std::string tokens =
+      "clients:\n"
+      "  - {name: reader, token_sha256: " +
+      hex("tok-reader") +
+      ", domains: [d]}\n"
+      "  - {name: support-desk, token_sha256: " +
+      hex("tok-support") +
+      ", domains: [d], admin: true}\n"
+      "  - {name: elsewhere, token_sha256: " +
+      hex("tok-elsewhere") + ", domains: [other], admin: true}\n";
   auto table = ParseApiTokens("tokens.yaml", tokens);
   ASSERT_TRUE(table.has_value()) << table.error().message;
   CallerIdentity callers(*table, &metrics_);
@@ -373,9 +379,9 @@ TEST_P(AdminWrites, OnlyAdminClientsWriteAndTheLogNamesThem) {
   };
   EXPECT_EQ(post("tok-reader"), 403);
   EXPECT_EQ(post("tok-elsewhere"), 403);
-  EXPECT_EQ(api.Handle({"DELETE", "/v1/state?domain=d&fixed_window=k", "Bearer tok-reader", ""})
-                .status,
-            403);
+  EXPECT_EQ(
+      api.Handle({"DELETE", "/v1/state?domain=d&fixed_window=k", "Bearer tok-reader", ""}).status,
+      403);
   EXPECT_EQ(post("tok-support"), 200);
   EXPECT_EQ(Passes("fixed_window", "k"), 9);
   const std::vector<json> lines = AuditLines();

@@ -22,8 +22,9 @@ void CreditState(const Alg& alg, typename Alg::State& s, Timestamp now, int64_t 
                  bool allow_over_limit) {
   if constexpr (std::is_same_v<Alg, FixedWindow>) {
     // A surplus is a negative count: spent first, and gone with the window (Decide starts the
-    // next one at 0).
-    s.count = std::max(allow_over_limit ? -alg.capacity() : 0, s.count - hits);
+    // next one at 0). A plain credit never adds to one, nor takes one away.
+    const int64_t lowest = allow_over_limit ? -alg.capacity() : std::min<int64_t>(0, s.count);
+    s.count = std::max(lowest, s.count - hits);
   } else if constexpr (std::is_same_v<Alg, SlidingWindowCounter>) {
     // The current window's hits first, then the previous one's (which weigh less: the credit
     // may raise remaining by less than `hits`).

@@ -52,7 +52,8 @@ if credit > 0 then
     local w = floor(now / D)
     local sw, c = read('<dd', 'w', 'c')
     if sw == nil or w > sw then sw, c = w, 0 end
-    c = math.max(over and -limit or 0, c - credit)
+    -- A plain credit never adds to a surplus (a negative count), nor takes one away.
+    c = math.max(over and -limit or math.min(0, c), c - credit)
     if c == 0 then
       redis.call('DEL', key)
     else
