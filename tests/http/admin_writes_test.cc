@@ -46,6 +46,16 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 10, algorithm: gcra}
   - key: leaky_bucket
     rate_limit: {unit: hour, requests_per_unit: 10, algorithm: leaky_bucket}
+  # Beyond Lua's exact doubles for the narrow scripts (a prime rate over a year: 999983 per
+  # 31536000000000 us does not reduce), so Redis runs their wide variants.
+  - key: wide_token_bucket
+    rate_limit: {period: 365d, requests_per_unit: 999983, algorithm: token_bucket}
+  - key: wide_gcra
+    rate_limit: {period: 365d, requests_per_unit: 999983, algorithm: gcra}
+  - key: wide_leaky_bucket
+    rate_limit: {period: 365d, requests_per_unit: 999983, algorithm: leaky_bucket}
+  - key: wide_sliding_window_counter
+    rate_limit: {period: 365d, requests_per_unit: 999983, algorithm: sliding_window_counter}
 )yaml";
 
 constexpr const char* kAlgorithms[] = {
@@ -206,6 +216,26 @@ TEST_P(AdminWrites, RemainingSetsTheCounterExactlyWhateverItHeld) {
     r = Post(alg, "k", R"({"remaining": 0})");
     ASSERT_EQ(r.status, 200) << r.body;
     EXPECT_EQ(Passes(alg, "k"), 0);
+  }
+}
+
+TEST_P(AdminWrites, WideLimitsAreAdjustedAsNarrowOnes) {
+  for (const char* alg :
+       {"wide_token_bucket", "wide_gcra", "wide_leaky_bucket", "wide_sliding_window_counter"}) {
+    SCOPED_TRACE(alg);
+    HttpReply r = Post(alg, "k", R"({"debit": 10})");
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(BeforeAfter(r), std::make_pair(int64_t{999983}, int64_t{999973}));
+    r = Post(alg, "k", R"({"credit": 4})");
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(BeforeAfter(r), std::make_pair(int64_t{999973}, int64_t{999977}));
+    r = Post(alg, "k", R"({"remaining": 3})");
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(BeforeAfter(r).second, 3);
+    EXPECT_EQ(Passes(alg, "k"), 3);
+    r = Post(alg, "k", R"({"credit": 2})");
+    EXPECT_EQ(BeforeAfter(r), std::make_pair(int64_t{0}, int64_t{2}));
+    EXPECT_EQ(Passes(alg, "k"), 2);
   }
 }
 
