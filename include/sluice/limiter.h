@@ -16,9 +16,11 @@
 #include <span>
 #include <string_view>
 
+#include "sluice/adjustment.h"
 #include "sluice/decision.h"
 #include "sluice/limit_spec.h"
 #include "sluice/stats_sink.h"
+#include "sluice/status.h"
 #include "sluice/time.h"
 
 namespace sluice {
@@ -236,6 +238,22 @@ class Limiter {
 
   // Forgets the key's counter (an administrative reset): its next request sees a fresh key.
   virtual void Reset(std::string_view key) = 0;
+
+  // Credits, debits or sets the key's counter (Adjustment) in one atomic step, answering it as
+  // read before and after. What a credit means per algorithm: token bucket and GCRA, tokens
+  // given back (a debt repaid first); leaky bucket, hits drained from the queue; fixed window
+  // and sliding window counter, hits subtracted from the current window (the counter's then
+  // from the previous one); the sliding window log cannot be credited (it would have to forget
+  // logged requests: reset it instead). A debit is a Charge of the amount on every algorithm.
+  // An error: the adjustment does not apply to this limit (a log credit, allow_over_limit off a
+  // fixed window, an amount out of range) or the store could not be asked; nothing changed.
+  // Default: refused, for a store that cannot do it atomically.
+  virtual Result<Adjusted> Adjust(std::string_view key, Timestamp now, const Adjustment& change) {
+    (void)key;
+    (void)now;
+    (void)change;
+    return MakeError("this store cannot adjust a counter");
+  }
 
   virtual StoreStats Stats() const = 0;
   virtual const LimitSpec& spec() const = 0;

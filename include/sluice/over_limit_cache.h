@@ -23,6 +23,7 @@
 
 #include "sluice/status.h"
 #include "sluice/store.h"
+#include "sluice/time.h"
 
 namespace sluice {
 
@@ -30,6 +31,12 @@ struct OverLimitCacheOptions {
   // The accounted memory every key's facts may take together (entries, their keys, the index);
   // beyond it the least recently used of a few sampled entries is dropped. At least 4096.
   size_t max_bytes = size_t{64} << 20;
+  // How long a refusal is answered from memory at most before the inner store is asked again
+  // (and the refusal learnt anew if it still holds): the bound on how long quota given back on
+  // another node -- an admin credit or reset there (POST/DELETE /v1/state) -- stays refused
+  // here. A hot refused key then costs the inner store one call per this time per node. At
+  // least 1 ms; Duration::max(): until the refusal's own retry time.
+  Duration refusal_trust = std::chrono::seconds(1);
 };
 
 // A store whose limiters wrap `inner`'s and answer its sure refusals from memory. `inner` must

@@ -124,7 +124,8 @@ Result<std::shared_ptr<const ApiTokens>> ParseApiTokens(const std::string& file,
   for (size_t i = 0; i < list->size(); ++i) {
     const YAML::Node item = (*list)[i];
     if (item.IsNull()) return internal::EmptyItemError(file, *list, i, "a client");
-    auto fields = Fields::Of(file, item, "a client", {"name", "token_sha256", "san", "domains"});
+    auto fields =
+        Fields::Of(file, item, "a client", {"name", "token_sha256", "san", "domains", "admin"});
     if (!fields) return std::unexpected(fields.error());
     const auto name_node = fields->Get("name");
     if (!name_node) return ErrorAt(file, item, "a client needs a name");
@@ -142,6 +143,11 @@ Result<std::shared_ptr<const ApiTokens>> ParseApiTokens(const std::string& file,
     const auto domains = fields->Get("domains");
     if (!domains) return ErrorAt(file, item, "client '" + client.name + "' needs domains");
     if (auto r = ReadDomains(file, *domains, client); !r) return std::unexpected(r.error());
+    if (const auto admin = fields->Get("admin")) {
+      auto value = internal::ReadBool(file, *admin, "client '" + client.name + "': admin");
+      if (!value) return std::unexpected(value.error());
+      client.admin = *value;
+    }
     client.san = credential->san;
     const size_t index = table->clients_.size();
     const bool fresh = credential->digest

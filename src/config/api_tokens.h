@@ -8,6 +8,10 @@
 //     - name: billing-service
 //       token_sha256: 9f86d081...                      # SHA-256 of its bearer token, 64 hex
 //       domains: [billing]
+//     - name: support-desk
+//       token_sha256: 2c26b46b...
+//       domains: [billing]
+//       admin: true        # may also change counters of its domains (POST/DELETE /v1/state)
 //
 // The file holds digests, never tokens: a token is found by the SHA-256 of what a caller
 // presents (service/caller_auth.h computes it), in a hash map keyed by the 32 bytes, so no
@@ -39,6 +43,9 @@ struct ApiClient {
   std::string san;                   // its certificate's SAN; empty for a client by token
   bool all_domains = false;          // domains: ["*"]
   std::vector<std::string> domains;  // otherwise, the ones it may check (not empty)
+  // May change counters of those domains through the admin API (POST and DELETE /v1/state),
+  // named by `name` in the audit log (--audit-log). False: it reads them only.
+  bool admin = false;
 
   bool MayCheck(std::string_view domain) const;
 };

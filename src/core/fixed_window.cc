@@ -44,7 +44,8 @@ Decision FixedWindow::Decide(State& s, Timestamp now, int64_t cost) const {
     d.retry_after = Duration(until_next);
   }
   d.remaining = std::max<int64_t>(0, limit_ - s.count);
-  d.reset_after = Duration(s.count > 0 ? until_next : 0);
+  // A surplus (a negative count: an admin credit beyond the limit) also ends with the window.
+  d.reset_after = Duration(s.count != 0 ? until_next : 0);
   return d;
 }
 
@@ -60,7 +61,8 @@ void FixedWindow::Refund(State& s, Timestamp at, Timestamp /*now*/, int64_t cost
   // clock step back a request is counted in the state's later window: not refunded, the strict
   // side.)
   if (FloorDiv(ToNanos(at), window_ns_) != s.window) return;
-  s.count = std::max<int64_t>(0, s.count - cost);
+  // Into a surplus (a negative count) only if the admission was taken from one.
+  s.count = std::max<int64_t>(s.count < 0 ? -limit_ : 0, s.count - cost);
 }
 
 Timestamp FixedWindow::ReplenishedAt(const State& s) const {

@@ -127,12 +127,15 @@ HttpReply HttpApi::Admin(const HttpRequestView& request, std::string_view path) 
     client = *who;
   }
   if (path == "/v1/state") {
-    if (method == "DELETE" && client != nullptr) {
-      return ErrorReply(403, "DELETE /v1/state takes the admin token, not a client's");
+    const bool write = method == "DELETE" || method == "POST";
+    if (write && client != nullptr && !client->admin) {
+      return ErrorReply(
+          403, std::string(method) + " /v1/state takes the admin token or an admin: true client's");
     }
     if (get) return State(request, /*reset=*/false, client);
-    if (method == "DELETE") return State(request, /*reset=*/true, client);
-    return MethodNotAllowed("GET, HEAD, DELETE");
+    if (method == "DELETE") return ResetCounter(request, client);
+    if (method == "POST") return AdjustCounter(request, client);
+    return MethodNotAllowed("GET, HEAD, POST, DELETE");
   }
   if (!get) return MethodNotAllowed("GET, HEAD");
   if (path == "/v1/usage") return Usage(request, client);

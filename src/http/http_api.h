@@ -12,9 +12,11 @@
 //   admin, with "Authorization: Bearer <admin_token>" (401 otherwise; 404 when no token is set
 //   and --api-tokens is off); with --api-tokens, a client's own credential reads the GET
 //   routes for the domains it may check (403 for others; /v1/limits lists only those), and
-//   DELETE stays the admin token's:
+//   POST and DELETE stay the admin token's and `admin: true` clients':
 //   GET    /v1/limits           the loaded config
 //   GET    /v1/state?domain=D&k1=v1&k2=v2   one counter, found as a check with entries k1=v1,k2=v2
+//   POST   /v1/state?...        {"credit": N}, {"debit": N} or {"remaining": N}: change it,
+//                               answering it before and after (admin_writes.cc)
 //   DELETE /v1/state?...        forget that counter
 //   GET    /v1/top?domain=D&n=20           the identities most often rejected or near a limit
 //   GET    /v1/usage?domain=D&limit=NAME   a limit's per-client usage over the usage period
@@ -39,10 +41,12 @@
 #include "http/check_json.h"
 #include "http/http_message.h"
 #include "metrics/metrics.h"
+#include "service/audit_log.h"
 #include "service/caller_auth.h"
 #include "service/check.h"
 #include "service/rate_limit_service.h"
 #include "service/ratelimit_headers.h"
+#include "sluice/clock.h"
 
 namespace sluice::server {
 
@@ -58,6 +62,10 @@ struct HttpApiOptions {
   // --api-tokens: who may check which domain; nullptr: anyone may check any (as without it).
   // Must outlive the HttpApi.
   const CallerIdentity* callers = nullptr;
+  // --audit-log: every admin write is recorded there first (admin_writes.cc); nullptr: none is.
+  // Must outlive the HttpApi.
+  AuditLog* audit = nullptr;
+  const Clock* clock = nullptr;  // the audit lines' time; nullptr: a MonotonicClock of its own
 };
 
 class HttpApi final : private CheckReplier {
@@ -76,6 +84,12 @@ class HttpApi final : private CheckReplier {
   HttpReply Admin(const HttpRequestView& request, std::string_view path) const;
   HttpReply Limits(const ApiClient* client) const;
   HttpReply State(const HttpRequestView& request, bool reset, const ApiClient* client) const;
+  // The admin writes (admin_writes.cc), audited: POST and DELETE /v1/state.
+  HttpReply AdjustCounter(const HttpRequestView& request, const ApiClient* client) const;
+  HttpReply ResetCounter(const HttpRequestView& request, const ApiClient* client) const;
+  Result<void> Audit(const AuditEntry& entry) const;
+  Timestamp AuditNow() const;
+  static std::string_view ClientName(const ApiClient* client);
   HttpReply Top(const HttpRequestView& request, const ApiClient* client) const;
   HttpReply Usage(const HttpRequestView& request, const ApiClient* client) const;
   bool Authorized(const HttpRequestView& request) const;
@@ -83,6 +97,7 @@ class HttpApi final : private CheckReplier {
   RateLimitService* service_;
   Metrics* metrics_;
   HttpApiOptions options_;
+  MonotonicClock own_clock_;
 };
 
 }  // namespace sluice::server

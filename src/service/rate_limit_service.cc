@@ -119,6 +119,35 @@ class Service final : public RateLimitService {
     return state;
   }
 
+  std::expected<CounterChange, AdminFailure> Adjust(
+      std::string_view domain, const std::vector<std::pair<std::string, std::string>>& entries,
+      const Adjustment& change, const BeforeWrite& before_write) override {
+    auto found = Find(domain, entries);
+    if (!found) return std::unexpected(AdminFailure{false, found.error().message});
+    if (auto valid = ValidateAdjustment(found->limiter->spec(), change); !valid) {
+      return std::unexpected(AdminFailure{false, valid.error().message});
+    }
+    if (before_write) {
+      if (auto ok = before_write(found->match.counter_key); !ok) {
+        return std::unexpected(AdminFailure{true, ok.error().message});
+      }
+    }
+    auto adjusted =
+        found->limiter->Adjust(IdentityOf(found->match.counter_key), clock_->Now(), change);
+    if (!adjusted) return std::unexpected(AdminFailure{true, adjusted.error().message});
+    CounterChange out;
+    for (CounterState* s : {&out.before, &out.after}) {
+      s->counter_key = found->match.counter_key;
+      s->limit = found->match.limit;
+      s->config = found->set->config();
+    }
+    out.before.remaining = adjusted->before.remaining;
+    out.before.reset_after = adjusted->before.reset_after;
+    out.after.remaining = adjusted->after.remaining;
+    out.after.reset_after = adjusted->after.reset_after;
+    return out;
+  }
+
   Result<void> Reset(std::string_view domain,
                      const std::vector<std::pair<std::string, std::string>>& entries) override {
     auto found = Find(domain, entries);

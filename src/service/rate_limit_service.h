@@ -13,6 +13,7 @@
 #ifndef SLUICE_SERVICE_RATE_LIMIT_SERVICE_H_
 #define SLUICE_SERVICE_RATE_LIMIT_SERVICE_H_
 
+#include <expected>
 #include <functional>
 #include <memory>
 #include <string>
@@ -50,6 +51,20 @@ struct CounterState {
   std::shared_ptr<const Config> config;  // keeps `limit` alive
   int64_t remaining = 0;
   Duration reset_after{0};
+};
+
+// What an admin adjustment (POST /v1/state) did to one counter: read before and after it, in the
+// store's one atomic step.
+struct CounterChange {
+  CounterState before;
+  CounterState after;
+};
+
+// Why an admin adjustment did not happen: the request's fault (400: no such counter, a change
+// that does not apply to the limit), or the store's or the audit log's (503: nothing changed).
+struct AdminFailure {
+  bool unavailable = false;
+  std::string message;
 };
 
 class RateLimitService {
@@ -104,6 +119,21 @@ class RateLimitService {
       std::string_view domain, const std::vector<std::pair<std::string, std::string>>& entries) = 0;
   virtual Result<void> Reset(std::string_view domain,
                              const std::vector<std::pair<std::string, std::string>>& entries) = 0;
+
+  // Admin: credits, debits or sets one counter (Limiter::Adjust), found as State() finds it.
+  // `before_write` runs once the counter is found and the change is known to apply, before the
+  // store is asked, with the counter key: its error (the audit line could not be written)
+  // stops the adjustment, which then never happens (unavailable). Default: refused.
+  using BeforeWrite = std::function<Result<void>(const std::string& counter_key)>;
+  virtual std::expected<CounterChange, AdminFailure> Adjust(
+      std::string_view domain, const std::vector<std::pair<std::string, std::string>>& entries,
+      const Adjustment& change, const BeforeWrite& before_write) {
+    (void)domain;
+    (void)entries;
+    (void)change;
+    (void)before_write;
+    return std::unexpected(AdminFailure{false, "this service cannot adjust counters"});
+  }
 };
 
 }  // namespace sluice::server

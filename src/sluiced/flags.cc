@@ -34,6 +34,7 @@ struct Flags {
   std::string store = "memory";
   std::string admin_token;
   std::string api_tokens;
+  std::string audit_log;
   int threads = std::max(1u, std::thread::hardware_concurrency());
   std::string log_level = "info";
   std::string log_format = "text";
@@ -121,6 +122,11 @@ void AddServingFlags(CLI::App& app, Flags& flags) {
                  "YAML file of the clients that may check, each with a token_sha256 or a client "
                  "certificate san and its domains; reloaded on SIGHUP; docs/security.md")
       ->envname("SLUICE_API_TOKENS");
+  app.add_option("--audit-log", flags.audit_log,
+                 "file the admin writes (POST/DELETE /v1/state) and config reloads are appended "
+                 "to, as JSON lines; reopened on SIGHUP; a write that cannot be logged is "
+                 "refused (503); docs/quotas.md")
+      ->envname("SLUICE_AUDIT_LOG");
   app.add_option("--threads", flags.threads, "I/O threads for HTTP and for gRPC")
       ->envname("SLUICE_THREADS")
       ->check(CLI::Range(1, 1024))
@@ -545,6 +551,7 @@ void SetFrontEnds(const Flags& flags, Settings& s) {
   s.threads = flags.threads;
   s.admin_token = flags.admin_token;
   s.api_tokens = flags.api_tokens;
+  s.audit_log = flags.audit_log;
   s.headers.legacy = flags.legacy_headers;
   // The HTTP API and the forward-auth endpoint are two listeners with the same bounds and
   // timeouts: one place says which flags make them.

@@ -41,6 +41,9 @@ struct Settings {
   // --api-tokens: the file of the clients that may check, and which domains (config/
   // api_tokens.h); empty: off, anyone may check any domain.
   std::string api_tokens;
+  // --audit-log: the admin writes and config reloads, as JSON lines (service/audit_log.h);
+  // empty: off.
+  std::string audit_log;
   int threads = 1;
   TlsOptions tls;  // --tls-*: which listeners are TLS, with what
 

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/config_yaml.h"
 #include "service/check.h"
 #include "sluice/open_store.h"
 #include "sluice/redis_store.h"
@@ -106,8 +107,9 @@ Result<std::unique_ptr<Server>> Server::Start(const Settings& settings) {
   for (const std::string& warning : UnprotectedListenerWarnings(settings)) {
     spdlog::warn("{}", warning);
   }
-  for (auto step : {&Server::StartService, &Server::StartTls, &Server::StartCallers,
-                    &Server::StartHttp, &Server::StartForwardAuth, &Server::StartGrpc}) {
+  for (auto step :
+       {&Server::StartService, &Server::StartTls, &Server::StartCallers, &Server::StartAudit,
+        &Server::StartHttp, &Server::StartForwardAuth, &Server::StartGrpc}) {
     if (auto started = (server.get()->*step)(); !started) return std::unexpected(started.error());
   }
   server->metrics_.SetStatsSource([&service = *server->service_, &tls = *server->tls_,
@@ -207,9 +209,34 @@ void Server::ReloadCallers() {
   callers_->Replace(std::move(*table));
 }
 
+// --audit-log: a file that cannot be opened stops the start (every admin write would be
+// refused).
+Result<void> Server::StartAudit() {
+  if (settings_.audit_log.empty()) return {};
+  auto log = AuditLog::Open(settings_.audit_log);
+  if (!log) return MakeError("cannot open --audit-log: " + log.error().message);
+  audit_ = std::move(*log);
+  spdlog::info("audit log: admin writes and config reloads to {}", settings_.audit_log);
+  return {};
+}
+
+void Server::AuditReload(bool ok, const std::string& error) {
+  if (!audit_) return;
+  std::string hash;  // empty: the file could not be read again
+  if (auto text = internal::ReadFileText(settings_.config, internal::kMaxConfigFileBytes)) {
+    hash = Sha256Hex(*text);
+  }
+  if (auto r = audit_->Append(AuditReloadLine(clock_.Now(), settings_.config, hash, ok, error));
+      !r) {
+    spdlog::error("audit log: the reload's line was not written: {}", r.error().message);
+  }
+}
+
 Result<void> Server::StartHttp() {
   HttpApiOptions api_options;
   api_options.callers = callers_.get();
+  api_options.audit = audit_.get();
+  api_options.clock = &clock_;
   api_options.admin_token = settings_.admin_token;
   api_options.headers = settings_.headers;
   api_options.max_body_bytes = settings_.listener.max_body_bytes;
@@ -287,12 +314,19 @@ Result<void> Server::StartGrpc() {
 }
 
 void Server::Reload() {
+  // First, so that a logrotate rename followed by SIGHUP puts this reload's line in the new file.
+  if (audit_) {
+    if (auto r = audit_->Reopen(); !r) {
+      spdlog::error("audit log: reopen failed, writing on to the file open: {}", r.error().message);
+    }
+  }
   tls_->Reload();  // the certificate pair, whatever becomes of the config
   ReloadCallers();
   auto config = LoadConfig(settings_.config, settings_.load);
   if (!config) {
     spdlog::error("reload failed, keeping the running config: {}", config.error().message);
     metrics_.RecordReload(false);
+    AuditReload(false, config.error().message);
     return;
   }
   LogWarnings(**config, settings_.memory_store);
@@ -304,8 +338,10 @@ void Server::Reload() {
   const std::shared_ptr<const Config> after = *config;
   if (auto r = service_->Reload(std::move(*config)); !r) {
     spdlog::error("reload failed, keeping the running config: {}", r.error().message);
+    AuditReload(false, r.error().message);
     return;
   }
+  AuditReload(true, "");
   WarnRemovedDomains(*before, *after);
   spdlog::info("config reloaded from {}: {}", settings_.config, summary);
 }

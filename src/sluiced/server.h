@@ -16,6 +16,7 @@
 #include "metrics/eviction_watch.h"
 #include "metrics/metrics.h"
 #include "metrics/usage_views.h"
+#include "service/audit_log.h"
 #include "service/caller_auth.h"
 #include "service/rate_limit_service.h"
 #include "sluice/clock.h"
@@ -47,6 +48,9 @@ class Server {
   Result<void> StartService();
   Result<void> StartTls();
   Result<void> StartCallers();
+  Result<void> StartAudit();
+  // The reload's line in --audit-log: the config file's SHA-256 and the outcome.
+  void AuditReload(bool ok, const std::string& error);
   void ReloadCallers();
   Result<void> StartHttp();
   Result<void> StartForwardAuth();
@@ -70,6 +74,8 @@ class Server {
   // --state-dir: the memory store's snapshots; null when off. Before the service goes, it has
   // written the shutdown's snapshot and stopped its timer.
   std::unique_ptr<Snapshotter> snapshotter_;
+  // --audit-log; null when off. Made before the APIs that write to it.
+  std::unique_ptr<AuditLog> audit_;
   // --api-tokens, read by every front end; null when off.
   std::unique_ptr<CallerIdentity> callers_;
   std::unique_ptr<const HttpApi> api_;

@@ -83,6 +83,9 @@ class ForwardingLimiter : public Limiter {
   void Reset(std::string_view key) override {
     Call([&](Limiter& l) { l.Reset(key); });
   }
+  Result<Adjusted> Adjust(std::string_view key, Timestamp now, const Adjustment& change) override {
+    return Call([&](Limiter& l) { return l.Adjust(key, now, change); });
+  }
   StoreStats Stats() const override {
     return Call([](Limiter& l) { return l.Stats(); });
   }

@@ -160,7 +160,7 @@ TEST_F(HttpApiTest, GetRoutesAnswerHeadToo) {
   EXPECT_EQ(Header(post, "Allow"), "GET, HEAD");
   EXPECT_EQ(
       Header(api.Handle({"PUT", "/v1/state?domain=api&api_key=k", "Bearer s3cret", ""}), "Allow"),
-      "GET, HEAD, DELETE");
+      "GET, HEAD, POST, DELETE");
   EXPECT_EQ(api.Handle({"HEAD", "/v1/check", "", ""}).status, 405) << "a check is POST only";
 }
 

@@ -119,6 +119,10 @@ class RecordingLimiter final : public Limiter {
     rec_.Add("limiter.Reset");
     memory_->Reset(key);
   }
+  Result<Adjusted> Adjust(std::string_view key, Timestamp now, const Adjustment& change) override {
+    rec_.Add("limiter.Adjust");
+    return memory_->Adjust(key, now, change);
+  }
   StoreStats Stats() const override {
     rec_.Add("limiter.Stats");
     return memory_->Stats();
@@ -237,6 +241,10 @@ std::vector<LimiterCall> EveryLimiterVirtual() {
       {"GiveBack",
        [](Limiter& l, std::string_view k, Timestamp t) { l.GiveBack(k, ToNanos(t) / 1000, t, 1); }},
       {"Reset", [](Limiter& l, std::string_view k, Timestamp) { l.Reset(k); }},
+      {"Adjust",
+       [](Limiter& l, std::string_view k, Timestamp t) {
+         (void)l.Adjust(k, t, Adjustment{.kind = AdjustKind::kCredit, .amount = 1});
+       }},
       {"Stats", [](Limiter& l, std::string_view, Timestamp) { l.Stats(); }},
       {"ReportStats",
        [](Limiter& l, std::string_view, Timestamp) {

@@ -75,16 +75,18 @@ class Table final : public ViewTable, public std::enable_shared_from_this<Table<
   }
 
   void Reset(std::string_view key) override {
-    {
-      Shard& shard = ShardFor(key);
-      std::lock_guard lock(shard.mu);
-      auto it = shard.map.find(key);
-      if (it != shard.map.end()) {
-        store().Release(EntryBytes(it->first));
-        shard.map.erase(it);
-      }
-    }
+    DropView(key);
     inner()->Reset(key);
+  }
+
+  void DropView(std::string_view key) override {
+    Shard& shard = ShardFor(key);
+    std::lock_guard lock(shard.mu);
+    auto it = shard.map.find(key);
+    if (it != shard.map.end()) {
+      store().Release(EntryBytes(it->first));
+      shard.map.erase(it);
+    }
   }
 
   bool HasView(std::string_view key) const override {

@@ -94,6 +94,9 @@ class ViewTable {
                          Limiter::DecisionCallback done) = 0;
   virtual void Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) = 0;
   virtual void Reset(std::string_view key) = 0;
+  // Forgets the key's view, its unsent hits with it (an admin adjustment: the next request is
+  // decided by the inner store, which then seeds a new view).
+  virtual void DropView(std::string_view key) = 0;
   // Whether a view (seeded) is held for `key` (DecideAll's choice).
   virtual bool HasView(std::string_view key) const = 0;
   // A request of `cost` for `key` is sent to the inner store (DecideAll sends a request there
@@ -188,6 +191,10 @@ class BatchedLimiter final : public ForwardingLimiter {
     Limiter::GiveBack(key, stamp_us, now, units);
   }
   void Reset(std::string_view key) override { table_->Reset(key); }
+  Result<Adjusted> Adjust(std::string_view key, Timestamp now, const Adjustment& change) override {
+    table_->DropView(key);
+    return ForwardingLimiter::Adjust(key, now, change);
+  }
   StoreStats Stats() const override;
   // Its over-admitted hits (batched_stats.cc).
   void ReportStats(StatsSink& sink, std::span<const StatLabel> limit_labels) const override;

@@ -181,7 +181,7 @@ LeasePlan LeaseBook::Plan(std::string_view key, Timestamp now, int64_t cost, boo
   if (!charge && now < e.blocked_until && cost >= e.blocked_cost) {
     counters_.local.fetch_add(1, std::memory_order_relaxed);
     Spend(e, now, cost);
-    out = LocalDecision(e, now, /*allowed=*/false, e.blocked_until - now);
+    out = LocalDecision(e, now, /*allowed=*/false, e.blocked_retry - now);
     return {LeaseStep::kRefused};
   }
   // The shared store decides; it must see the key as this node alone would leave it: after the
@@ -302,7 +302,8 @@ void LeaseBook::Pace(Entry& e, Timestamp now, int64_t cost, int64_t want, int64_
     if (spec_.algorithm != Algorithm::kFixedWindow) until = std::min(until, now + turns * horizon_);
   }
   if (!d.allowed) until = std::max(until, now + d.retry_after);
-  e.blocked_until = until;
+  e.blocked_retry = until;
+  e.blocked_until = std::min(until, now + kBlockTrust);
   e.blocked_cost = d.allowed ? 1 : cost;  // a refused cost 0: a key in debt
 }
 
@@ -333,7 +334,8 @@ void LeaseBook::Charged(std::string_view key, Timestamp now, int64_t cost, const
   if (bucket_) e.full_at = now + d.reset_after;
   // In debt: a decision of the charge's cost (or more) is refused until it is repaid that far.
   if (!d.allowed && d.reason == DecisionReason::kOverLimit && d.retry_after != kNever) {
-    e.blocked_until = now + d.retry_after;
+    e.blocked_retry = now + d.retry_after;
+    e.blocked_until = std::min(e.blocked_retry, now + kBlockTrust);
     e.blocked_cost = cost;
   }
 }

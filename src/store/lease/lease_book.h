@@ -23,6 +23,10 @@
 
 namespace sluice::internal {
 
+// How long a refusal of the shared store is repeated locally at most before the store is asked
+// again: quota given back on another node (an admin credit or reset there) is seen within it.
+inline constexpr Duration kBlockTrust = std::chrono::seconds(1);
+
 // What a node should do with one check of a leased limit.
 enum class LeaseStep : uint8_t {
   kAdmitted,  // spent from the units held: decided
@@ -143,7 +147,10 @@ class LeaseBook {
     Timestamp no_lease_until{};  // decided exactly until then (WorthLeasing)
     // Costs >= blocked_cost the units held cannot cover are refused locally until blocked_until:
     // the shared quota refused them, or will not have a lease's worth of units before then.
+    // blocked_until is at most a second ahead (kBlockTrust); blocked_retry is the shared
+    // store's retry time the local refusals report.
     Timestamp blocked_until{};
+    Timestamp blocked_retry{};
     int64_t blocked_cost = 0;
     bool fetching = false;  // a take that wants units is in flight
     int returning = 0;      // the sweep's give-backs in flight (TakeExpired, Returned)

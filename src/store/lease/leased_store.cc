@@ -106,6 +106,9 @@ class LeasedLimiter final : public internal::ForwardingLimiter {
   // TakeAsync and GiveBack (the leases' own traffic, from a layer above) pass through.
   // The shared counter is forgotten: what this node held of it goes with it.
   void Reset(std::string_view key) override;
+  // As Reset, the node's entry for the key goes first (its local refusal with it); the units it
+  // held stay taken in the shared counter (the strict side), which is then adjusted.
+  Result<Adjusted> Adjust(std::string_view key, Timestamp now, const Adjustment& change) override;
   StoreStats Stats() const override;
   void ReportStats(StatsSink& sink, std::span<const StatLabel> limit_labels) const override {
     ForwardingLimiter::ReportStats(sink, limit_labels);
@@ -355,6 +358,17 @@ void LeasedLimiter::Reset(std::string_view key) {
   std::vector<std::function<void()>> parked = book_->Forget(key);
   inner()->Reset(key);
   for (auto& retry : parked) retry();
+}
+
+Result<Adjusted> LeasedLimiter::Adjust(std::string_view key, Timestamp now,
+                                       const Adjustment& change) {
+  std::promise<void> landed;
+  std::future<void> answered = landed.get_future();
+  if (book_->Park(key, [&landed] { landed.set_value(); })) answered.wait();
+  std::vector<std::function<void()>> parked = book_->Forget(key);
+  auto adjusted = inner()->Adjust(key, now, change);
+  for (auto& retry : parked) retry();
+  return adjusted;
 }
 
 void LeasedLimiter::Refund(std::string_view key, Timestamp at, Timestamp now, int64_t cost) {

@@ -17,6 +17,7 @@
 
 #include "sluice/decision.h"
 #include "sluice/limiter.h"
+#include "store/memory/adjust_state.h"
 #include "store/memory/spin_lock.h"
 
 namespace sluice::internal {
@@ -103,6 +104,38 @@ class alignas(64) MemoryShard {
       RemoveAt(pos);
       ++expirations_;
     }
+  }
+
+  // Reads the key's counter, applies `steps` (adjust_state.h) and reads it again, under the
+  // lock: one atomic step (Limiter::Adjust). A use of the key for LRU.
+  Adjusted Adjust(const Alg& alg, std::string_view key, uint32_t hash, Timestamp now,
+                  const AdjustSteps& steps, bool allow_over_limit) {
+    std::lock_guard<SpinLock> lock(mu_);
+    Tick();
+    Adjusted r;
+    const size_t pos = Find(key, hash);
+    if (pos == kNone) {
+      State state = alg.Initial(now);
+      r.before = alg.Decide(state, now, 0);
+      AdjustState(alg, state, now, steps, allow_over_limit);
+      r.after = alg.Decide(state, now, 0);
+      if (alg.ReplenishedAt(state) > now) Insert(alg, key, hash, std::move(state), now);
+      return r;
+    }
+    Entry& e = slots_[pos];
+    Touch(e);
+    const size_t before = StateHeapBytes(e.state);
+    r.before = alg.Decide(e.state, now, 0);
+    AdjustState(alg, e.state, now, steps, allow_over_limit);
+    r.after = alg.Decide(e.state, now, 0);
+    heap_bytes_ += StateHeapBytes(e.state) - before;  // modular: also right when it shrinks
+    if (alg.ReplenishedAt(e.state) <= now) {
+      RemoveAt(pos);
+      ++expirations_;
+    } else if constexpr (kHasHeapState) {
+      EnforceBudgetAfterGrowth(alg, key, hash, now);
+    }
+    return r;
   }
 
   // Forgets the key's counter (Limiter::Reset).

@@ -181,6 +181,16 @@ class MemoryLimiterOf final : public internal::SnapshotLimiter {
     ShardFor(h).Refund(alg_, key, static_cast<uint32_t>(h), at, now, cost);
   }
 
+  Result<Adjusted> Adjust(std::string_view key, Timestamp now, const Adjustment& change) override {
+    if (auto valid = ValidateAdjustment(spec_, change); !valid) {
+      return std::unexpected(valid.error());
+    }
+    if (key.size() > max_key_bytes_) return MakeError("the counter key is over the store's bound");
+    const uint64_t h = internal::HashKey(key, seed_);
+    return ShardFor(h).Adjust(alg_, key, static_cast<uint32_t>(h), now,
+                              StepsOf(change, alg_.capacity()), change.allow_over_limit);
+  }
+
   void Reset(std::string_view key) override {
     if (key.size() > max_key_bytes_) return;
     const uint64_t h = internal::HashKey(key, seed_);

@@ -46,6 +46,8 @@ class CachedLimiter final : public internal::ForwardingLimiter {
   void GiveBackThen(std::string_view key, int64_t stamp_us, Timestamp now, int64_t units,
                     GivenBackCallback done) override;
   void Reset(std::string_view key) override;
+  // The key's facts go, and answers asked before it are not learnt, as for a reset.
+  Result<Adjusted> Adjust(std::string_view key, Timestamp now, const Adjustment& change) override;
   bool served_by_layer() const override { return true; }
 
   uint64_t serial() const { return serial_; }
@@ -73,8 +75,8 @@ class CachedLimiter final : public internal::ForwardingLimiter {
 class CacheStore final : public internal::ForwardingStore<Store>,
                          public std::enable_shared_from_this<CacheStore> {
  public:
-  CacheStore(std::shared_ptr<Store> inner, size_t max_bytes)
-      : ForwardingStore(std::move(inner)), cache_(max_bytes) {}
+  CacheStore(std::shared_ptr<Store> inner, size_t max_bytes, Duration refusal_trust)
+      : ForwardingStore(std::move(inner)), cache_(max_bytes), refusal_trust_(refusal_trust) {}
 
   Result<std::unique_ptr<Limiter>> MakeLimiter(const LimitSpec& spec,
                                                const LimiterOptions& options) override {
@@ -123,6 +125,7 @@ class CacheStore final : public internal::ForwardingStore<Store>,
   }
 
   internal::RefusalCache& cache() { return cache_; }
+  Duration refusal_trust() const { return refusal_trust_; }
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
   // After a refund or reset reached the inner store: answers asked before it may describe the
   // key as it was, and must not be remembered.
@@ -165,6 +168,7 @@ class CacheStore final : public internal::ForwardingStore<Store>,
   }
 
   internal::RefusalCache cache_;
+  const Duration refusal_trust_;
   std::atomic<uint64_t> next_serial_{1};
   std::atomic<uint64_t> generation_{0};
   std::atomic<uint64_t> cached_{0};
@@ -206,6 +210,10 @@ void CachedLimiter::Learn(std::string_view key, Timestamp now, int64_t cost, con
   fact.limit = d.limit;
   fact.remaining = d.remaining;
   fact.until = now + d.retry_after;
+  // Used for refusal_trust at most (a second by default): quota given back on another node (an
+  // admin credit or reset), which this node cannot see, then refuses here for that long, not
+  // for the rest of a month.
+  fact.expires = now + std::min(d.retry_after, store_->refusal_trust());
   fact.replenished = now + d.reset_after;
   store_->cache().Add(serial_, key, fact, now);
 }
@@ -303,6 +311,14 @@ void CachedLimiter::Reset(std::string_view key) {
   store_->cache().Drop(serial_, key);
 }
 
+Result<Adjusted> CachedLimiter::Adjust(std::string_view key, Timestamp now,
+                                       const Adjustment& change) {
+  auto adjusted = inner()->Adjust(key, now, change);
+  store_->Invalidate();
+  store_->cache().Drop(serial_, key);
+  return adjusted;
+}
+
 }  // namespace
 
 Result<std::shared_ptr<Store>> OpenOverLimitCache(std::shared_ptr<Store> inner,
@@ -311,7 +327,10 @@ Result<std::shared_ptr<Store>> OpenOverLimitCache(std::shared_ptr<Store> inner,
   if (options.max_bytes < internal::RefusalCache::kLeastBytes) {
     return std::unexpected(Error{"over-limit cache: max_bytes below the least, 4096"});
   }
-  return std::make_shared<CacheStore>(std::move(inner), options.max_bytes);
+  if (options.refusal_trust < std::chrono::milliseconds(1)) {
+    return std::unexpected(Error{"over-limit cache: refusal_trust below the least, 1ms"});
+  }
+  return std::make_shared<CacheStore>(std::move(inner), options.max_bytes, options.refusal_trust);
 }
 
 }  // namespace sluice

@@ -38,7 +38,7 @@ std::optional<Decision> RefusalCache::Find(uint64_t limiter, std::string_view ke
   Entry& e = it->second;
   for (size_t i = 0; i < e.count; ++i) {
     const Refusal& f = e.facts[i];
-    if (f.until <= now) continue;
+    if (f.expires <= now) continue;
     // A fixed window's count, and so its remaining, stays until the window ends, when every
     // cost up to the limit may pass again: one refusal answers every larger cost.
     const bool applies = f.cost == cost || (fixed_window && f.cost < cost && cost <= capacity);
@@ -74,12 +74,12 @@ void RefusalCache::Add(uint64_t limiter, std::string_view key, const Refusal& fa
   // replace the one that ends first.
   size_t kept = 0;
   for (size_t i = 0; i < e.count; ++i) {
-    if (e.facts[i].until > now && e.facts[i].cost != fact.cost) e.facts[kept++] = e.facts[i];
+    if (e.facts[i].expires > now && e.facts[i].cost != fact.cost) e.facts[kept++] = e.facts[i];
   }
   if (kept == kFactsPerKey) {
     auto first =
         std::min_element(e.facts.begin(), e.facts.end(),
-                         [](const Refusal& a, const Refusal& b) { return a.until < b.until; });
+                         [](const Refusal& a, const Refusal& b) { return a.expires < b.expires; });
     *first = fact;
   } else {
     e.facts[kept++] = fact;
@@ -112,7 +112,7 @@ void RefusalCache::MakeRoom(Shard& shard, size_t need, Timestamp now) {
       while (shard.map.bucket_size(b) == 0) b = (b + 1) % buckets;
       const auto& [k, e] = *shard.map.begin(b);
       const bool ended = std::none_of(e.facts.begin(), e.facts.begin() + e.count,
-                                      [now](const Refusal& f) { return f.until > now; });
+                                      [now](const Refusal& f) { return f.expires > now; });
       const uint64_t used = ended ? 0 : e.used;
       if (victim == shard.map.end() || used < victim_used) {
         victim_used = used;

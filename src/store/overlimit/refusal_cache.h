@@ -26,8 +26,9 @@ struct Refusal {
   int64_t cost = 0;
   int64_t limit = 0;
   int64_t remaining = 0;
-  Timestamp until;
+  Timestamp until;  // refused until then: the answer's retry_after
   Timestamp replenished;
+  Timestamp expires;  // answered from memory until then (OverLimitCacheOptions::refusal_trust)
 };
 
 class RefusalCache {

@@ -5,6 +5,7 @@
 #include <array>
 #include <utility>
 
+#include "store/redis/redis_script_adjust.h"
 #include "store/redis/redis_script_lease.h"
 #include "store/redis/redis_store_impl.h"
 #include "util/hex.h"
@@ -220,6 +221,39 @@ void RedisLimiter::RefundInBackground(std::string_view key, std::string at_arg, 
                                   }
                                   if (done) done(reply.has_value());
                                 });
+}
+
+Result<Adjusted> RedisLimiter::Adjust(std::string_view key, Timestamp now,
+                                      const Adjustment& change) {
+  if (auto valid = ValidateAdjustment(spec_, change); !valid) return std::unexpected(valid.error());
+  Decision d;
+  std::string redis_key;
+  if (!Prepare(key, 0, /*charge=*/false, d, redis_key)) {
+    if (d.degraded) return MakeError("redis: the store is unavailable (circuit breaker open)");
+    return MakeError("the counter key is over the store's bound");
+  }
+  const int64_t most = 2 * spec_.Capacity();
+  const AdjustSteps steps = StepsOf(change, spec_.Capacity());
+  std::vector<std::string> args = {NowArg(store_->options(), now),
+                                   std::to_string(script_id_),
+                                   change.allow_over_limit ? "1" : "0",
+                                   steps.fresh ? "1" : "0",
+                                   std::to_string(std::min(steps.debit, most)),
+                                   std::to_string(std::min(steps.credit, most))};
+  args.insert(args.end(), params_.begin(), params_.end());
+  const std::string keys[1] = {std::move(redis_key)};
+  auto reply = store_->transport().Eval(kAdjustScript, keys, args);
+  if (!reply) {
+    CountFailure(/*short_circuit=*/false);
+    return MakeError("redis: " + reply.error().message);
+  }
+  Adjusted r;
+  r.before.limit = r.after.limit = spec_.Capacity();
+  if (reply->type != RedisReply::Type::kArray || reply->elements.size() != 2 ||
+      !ReadDecision(reply->elements[0], r.before) || !ReadDecision(reply->elements[1], r.after)) {
+    return MakeError("redis: unexpected reply from the adjust script");
+  }
+  return r;
 }
 
 void RedisLimiter::Reset(std::string_view key) {

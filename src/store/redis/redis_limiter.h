@@ -81,6 +81,9 @@ class RedisLimiter final : public Limiter {
   void RefundAsync(std::string_view key, Timestamp at, Timestamp now, int64_t cost) override;
   // Forgets the key's counter.
   void Reset(std::string_view key) override;
+  // One kAdjustScript call (redis_script_adjust.h), waited for; an error when Redis did not
+  // answer (nothing changed, or the change is unknown if the answer was lost).
+  Result<Adjusted> Adjust(std::string_view key, Timestamp now, const Adjustment& change) override;
   // Both in one script (redis_script_lease.h), under the store's clock; the nodes drawing on
   // the key are counted in a hash next to it.
   void TakeAsync(std::string_view key, Timestamp now, const LeaseRequest& request,

@@ -115,7 +115,7 @@ return {now, results, rejected and 1 or 0}
 // admitted where the pure bucket refuses. A longer TTL is only kept memory: every script
 // refills or drains the state it reads to its own `now`, so a key past its time reads as a
 // fresh one would.
-inline const LuaScript kRefundScript{std::string(kLuaPrelude) + kLuaWidePrelude + R"lua(
+inline constexpr char kRefundBody[] = R"lua(
 local key, alg = KEYS[1], ARGV[3] + 0
 -- The wide sliding window counter keeps the narrow one's state.
 if alg == 10 then alg = 5 end
@@ -152,7 +152,8 @@ if alg == 1 or alg == 5 then
   if sw == nil then return 1 end
   prev = prev or 0
   local wa = fdiv(at, D)
-  if sw == wa then c = math.max(0, c - cost)
+  -- A fixed window's surplus (a negative count, an admin credit) is kept, as the memory store does.
+  if sw == wa then c = math.max(c < 0 and -p[1] or 0, c - cost)
   elseif alg == 5 and sw == wa + 1 then prev = math.max(0, prev - cost)
   else return 1 end
   -- The window's TTL stays as it was.
@@ -240,7 +241,8 @@ elseif alg == 6 then
   end
 end
 return 1
-)lua"};
+)lua";
+inline const LuaScript kRefundScript{std::string(kLuaPrelude) + kLuaWidePrelude + kRefundBody};
 
 }  // namespace sluice::internal
 

@@ -146,5 +146,50 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, LeasedAtTheLimit,
                                   std::to_string(p.param.per_node) + "_per_node";
                          });
 
+// An admin credit made through one leased node reaches a key another node refuses locally (its
+// shared quota refused it until the window's end, an hour away): that node repeats the refusal
+// for at most a second (kBlockTrust), then asks Redis, which has the credit.
+TEST(LeasedCredit, ACreditOnOneNodeIsSeenOnAnotherWithinASecond) {
+  testing::RedisServer redis;
+  ManualClock clock(kStart);
+  auto scheduler = std::make_shared<ManualScheduler>(clock);
+  const LimitSpec hourly{Algorithm::kFixedWindow, 5, std::chrono::hours(1), 0, false};
+  std::vector<std::shared_ptr<LeasedStore>> nodes;
+  std::vector<std::unique_ptr<Limiter>> limiters;
+  for (int n = 0; n < 2; ++n) {
+    RedisStoreOptions o;
+    o.port = redis.port();
+    o.use_server_time = false;
+    o.command_timeout = seconds(5);
+    o.scheduler = testing::IdleScheduler();
+    auto shared = OpenRedisStore(o);
+    ASSERT_TRUE(shared.has_value());
+    auto leased =
+        OpenLeasedStore(*shared, {.holder = "node-" + std::to_string(n), .scheduler = scheduler});
+    ASSERT_TRUE(leased.has_value());
+    nodes.push_back(*leased);
+    auto limiter = nodes.back()->MakeLimiter(
+        hourly, {.id = "credit", .fail_open = false, .sync = {.mode = SyncMode::kLeased}});
+    ASSERT_TRUE(limiter.has_value());
+    limiters.push_back(std::move(*limiter));
+  }
+  Limiter& a = *limiters[0];
+  Limiter& b = *limiters[1];
+  int admitted = 0;
+  for (int i = 0; i < 20; ++i) admitted += b.Decide("k", kStart, 1).allowed;
+  ASSERT_EQ(admitted, 5);
+  ASSERT_FALSE(b.Decide("k", kStart + milliseconds(10), 1).allowed);
+  auto credited = a.Adjust("k", kStart + milliseconds(20),
+                           Adjustment{.kind = AdjustKind::kCredit, .amount = 3});
+  ASSERT_TRUE(credited.has_value()) << credited.error().message;
+  EXPECT_EQ(credited->after.remaining, 3);
+  // A second after b learnt the refusal it asks Redis again: exactly the credit passes.
+  const Timestamp later = kStart + milliseconds(10) + seconds(1);
+  scheduler->Advance(later - clock.Now());
+  admitted = 0;
+  for (int i = 0; i < 20; ++i) admitted += b.Decide("k", later, 1).allowed;
+  EXPECT_EQ(admitted, 3);
+}
+
 }  // namespace
 }  // namespace sluice

@@ -38,8 +38,12 @@ struct Node {
 };
 
 // A Redis store deciding at the times it is given (no monitor: only decisions talk to Redis)
-// and the cache in front of it. Nodes opened with the same prefix share their counters.
-Node OpenNode(const std::string& prefix, size_t cache_bytes = size_t{1} << 20) {
+// and the cache in front of it. Nodes opened with the same prefix share their counters. The
+// refusals are trusted until their retry time unless `trust` says otherwise: the tests that
+// count Redis calls over many seconds count what the facts save (the default second is
+// ACreditElsewhereIsSeenWithinTheTrust's).
+Node OpenNode(const std::string& prefix, size_t cache_bytes = size_t{1} << 20,
+              Duration trust = Duration::max()) {
   RedisStoreOptions o;
   o.port = testing::SharedRedisServer().port();
   o.use_server_time = false;
@@ -51,7 +55,7 @@ Node OpenNode(const std::string& prefix, size_t cache_bytes = size_t{1} << 20) {
   EXPECT_TRUE(redis.has_value()) << (redis ? "" : redis.error().message);
   if (!redis) return node;
   node.redis = *redis;
-  auto cached = OpenOverLimitCache(node.redis, {.max_bytes = cache_bytes});
+  auto cached = OpenOverLimitCache(node.redis, {.max_bytes = cache_bytes, .refusal_trust = trust});
   EXPECT_TRUE(cached.has_value()) << (cached ? "" : cached.error().message);
   if (cached) node.cached = *cached;
   return node;
@@ -368,6 +372,45 @@ TEST(OverLimitCache, RefusesToOpenWithoutAStoreOrWithATinyBound) {
   const auto tiny = OpenOverLimitCache(node.redis, {.max_bytes = 100});
   ASSERT_FALSE(tiny.has_value());
   EXPECT_NE(tiny.error().message.find("4096"), std::string::npos) << tiny.error().message;
+}
+
+// An admin credit on one node (Limiter::Adjust) is seen on another, whose cache holds the key's
+// refusal, once its trust (a second by default) has passed: a month-long window does not keep a
+// credited key refused from memory for the rest of the month.
+TEST(OverLimitCache, ACreditElsewhereIsSeenWithinTheTrust) {
+  const LimitSpec monthly{Algorithm::kFixedWindow, 3, std::chrono::hours(24 * 30), 0, false};
+  Node a = OpenNode(UniquePrefix("credit"), size_t{1} << 20, seconds(1));
+  Node b = OpenNode(UniquePrefix("credit"), size_t{1} << 20, seconds(1));
+  auto la = Make(*a.cached, monthly, "monthly");
+  auto lb = Make(*b.cached, monthly, "monthly");
+  ASSERT_NE(la, nullptr);
+  ASSERT_NE(lb, nullptr);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(lb->Decide("k", kStart, 1).allowed);
+  ASSERT_FALSE(lb->Decide("k", kStart, 1).allowed);
+  const uint64_t calls = b.RedisCalls();
+  auto credited = la->Adjust("k", kStart, Adjustment{.kind = AdjustKind::kCredit, .amount = 2});
+  ASSERT_TRUE(credited.has_value()) << credited.error().message;
+  EXPECT_EQ(credited->after.remaining, 2);
+  // Within the second, b answers from memory what it learnt: refused (the bound, measured).
+  EXPECT_FALSE(lb->Decide("k", kStart + milliseconds(999), 1).allowed);
+  EXPECT_EQ(b.RedisCalls(), calls);
+  // Then it asks Redis, which has the credit.
+  EXPECT_TRUE(lb->Decide("k", kStart + seconds(1), 1).allowed);
+  EXPECT_TRUE(lb->Decide("k", kStart + seconds(1), 1).allowed);
+  EXPECT_FALSE(lb->Decide("k", kStart + seconds(1), 1).allowed);
+}
+
+// On the node that made it, the credit drops the key's facts at once.
+TEST(OverLimitCache, ACreditHereIsSeenAtOnce) {
+  const LimitSpec monthly{Algorithm::kFixedWindow, 3, std::chrono::hours(24 * 30), 0, false};
+  Node a = OpenNode(UniquePrefix("credit-here"));
+  auto limiter = Make(*a.cached, monthly, "monthly");
+  ASSERT_NE(limiter, nullptr);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(limiter->Decide("k", kStart, 1).allowed);
+  ASSERT_FALSE(limiter->Decide("k", kStart, 1).allowed);
+  ASSERT_TRUE(limiter->Adjust("k", kStart, Adjustment{.kind = AdjustKind::kCredit, .amount = 1}));
+  EXPECT_TRUE(limiter->Decide("k", kStart, 1).allowed);
+  EXPECT_FALSE(limiter->Decide("k", kStart, 1).allowed);
 }
 
 }  // namespace
