@@ -83,6 +83,14 @@ class ForwardingLimiter : public Limiter {
   void Reset(std::string_view key) override {
     Call([&](Limiter& l) { l.Reset(key); });
   }
+  // `old` is this layer's limiter of the same limit (the store's own, by owner()): the inner
+  // limiter takes over its inner limiter's counters.
+  void TakeOver(Limiter& old, Timestamp now) override {
+    if (old.owner() != owner() || &old == this) return;
+    const std::shared_ptr<Limiter> old_inner = static_cast<ForwardingLimiter&>(old).Current();
+    if (old_inner == nullptr) return;
+    Call([&](Limiter& l) { l.TakeOver(*old_inner, now); });
+  }
   StoreStats Stats() const override {
     return Call([](Limiter& l) { return l.Stats(); });
   }
