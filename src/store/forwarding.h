@@ -84,9 +84,9 @@ class ForwardingLimiter : public Limiter {
     Call([&](Limiter& l) { l.Reset(key); });
   }
   // `old` is this layer's limiter of the same limit (the store's own, by owner()): the inner
-  // limiter takes over its inner limiter's counters.
+  // limiter takes over its inner limiter's counters (itself: nothing, the inner store's call).
   void TakeOver(Limiter& old, Timestamp now) override {
-    if (old.owner() != owner() || &old == this) return;
+    if (old.owner() != owner()) return;
     const std::shared_ptr<Limiter> old_inner = static_cast<ForwardingLimiter&>(old).Current();
     if (old_inner == nullptr) return;
     Call([&](Limiter& l) { l.TakeOver(*old_inner, now); });

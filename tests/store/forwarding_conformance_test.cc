@@ -119,6 +119,11 @@ class RecordingLimiter final : public Limiter {
     rec_.Add("limiter.Reset");
     memory_->Reset(key);
   }
+  void TakeOver(Limiter& old, Timestamp now) override {
+    rec_.Add("limiter.TakeOver");
+    auto* recording = dynamic_cast<RecordingLimiter*>(&old);
+    memory_->TakeOver(recording != nullptr ? *recording->memory_ : old, now);
+  }
   StoreStats Stats() const override {
     rec_.Add("limiter.Stats");
     return memory_->Stats();
@@ -237,6 +242,8 @@ std::vector<LimiterCall> EveryLimiterVirtual() {
       {"GiveBack",
        [](Limiter& l, std::string_view k, Timestamp t) { l.GiveBack(k, ToNanos(t) / 1000, t, 1); }},
       {"Reset", [](Limiter& l, std::string_view k, Timestamp) { l.Reset(k); }},
+      // Taking over its own counters: nothing to take, but the inner limiter's to say so.
+      {"TakeOver", [](Limiter& l, std::string_view, Timestamp t) { l.TakeOver(l, t); }},
       {"Stats", [](Limiter& l, std::string_view, Timestamp) { l.Stats(); }},
       {"ReportStats",
        [](Limiter& l, std::string_view, Timestamp) {
