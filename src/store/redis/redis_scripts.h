@@ -300,7 +300,12 @@ local w = floor(now / D)
 local v = redis.pcall('GET', KEYS[1])
 if v and v.err then v = unhash(KEYS[1], '<ddd', 'w', 'c', 'p') end
 local sw, cur, prev = w, 0, 0
-if v then sw, cur, prev = struct.unpack('<ddd', v) end
+if v then
+  sw, cur, prev = struct.unpack('<ddd', v)
+  -- Counts kept over a lowering of the limit: at most two capacities, as the memory store keeps
+  -- (src/core/carry_over.h; otherwise a no-op: a charge never passes 2 x limit).
+  cur, prev = math.min(cur, 2 * limit), math.min(prev, 2 * limit)
+end
 -- With hits in its current window the key expires a window after that one ends: a later write
 -- in the same window keeps the TTL.
 local kept = cur > 0
