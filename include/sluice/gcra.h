@@ -40,6 +40,10 @@ class Gcra {
   // `now` shrinks by cost*T (never below 0). The token bucket's Refund, in TAT terms.
   void Refund(State& state, Timestamp at, Timestamp now, int64_t cost) const;
   Timestamp ReplenishedAt(const State& state) const;
+  // The backlog ahead of `now` in hits (backlog / T), rounded up to a whole hit and at most two
+  // capacities: the token bucket's capacity minus tokens, what a reload that changes the spec
+  // keeps (src/core/carry_over.h).
+  int64_t Used(const State& state, Timestamp now) const;
   static size_t HeapBytes(const State&) { return 0; }
   int64_t capacity() const { return capacity_; }
 

@@ -42,6 +42,9 @@ class BasicLeakyBucket {
   // drops by `cost` (never below 0). A shaper's later requests are released sooner accordingly.
   void Refund(State& state, Timestamp at, Timestamp now, int64_t cost) const;
   Timestamp ReplenishedAt(const State& state) const;
+  // The hits queued and not yet drained at `now`, rounded up to a whole hit (beyond the capacity
+  // after a Charge): what a reload that changes the spec keeps (src/core/carry_over.h).
+  int64_t Used(const State& state, Timestamp now) const;
   static size_t HeapBytes(const State&) { return 0; }
   int64_t capacity() const { return capacity_; }
   bool shaper() const { return shaper_; }

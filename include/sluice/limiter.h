@@ -255,6 +255,18 @@ class Limiter {
     return MakeError("this store cannot adjust a counter");
   }
 
+  // Takes over the counters of `old`, the limiter this one replaces for the same limit under an
+  // earlier spec (a reload that changed the limit), their usage converted to this limiter's
+  // spec as of `now` (docs/quotas.md, "Changing a limit mid-period"). Call it before this
+  // limiter decides anything; `old` may still be deciding meanwhile. A store that keeps each
+  // counter under the limit's id with the spec it was written under (Redis) converts a counter
+  // when it is next used instead: nothing to do here (the default). A limiter of another store,
+  // or of another algorithm or window length, leaves this one empty.
+  virtual void TakeOver(Limiter& old, Timestamp now) {
+    (void)old;
+    (void)now;
+  }
+
   virtual StoreStats Stats() const = 0;
   virtual const LimitSpec& spec() const = 0;
 

@@ -54,6 +54,13 @@ struct LimiterOptions {
   // How nodes share this limit. Stores without shared counters (the memory store) ignore it;
   // the Redis store honours it behind the layers OpenStore puts in front of it.
   QuotaSync sync = {};
+  // Orders this limit's spec among the specs nodes made limiters of the same id with: when the
+  // limit changes, nodes reload one after another, and a store whose counters are shared (Redis)
+  // records with each counter the spec and generation it was written under, carries a counter
+  // of an older generation over to this spec and decides one of a newer generation under the
+  // spec it records (docs/quotas.md, "Changing a limit mid-period"). The service gives the
+  // microsecond (its clock's: wall time) at which it installed the spec. Others ignore it.
+  int64_t spec_generation = 0;
   // How regions share this limit (docs/regions.md). The spec a store is given is already this
   // region's static part; the region layer (region_store.h) moves a leased limit's part, and
   // every other store ignores it.

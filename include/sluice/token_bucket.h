@@ -41,6 +41,10 @@ class BasicTokenBucket {
   void Refund(State& state, Timestamp at, Timestamp now, int64_t cost) const;
   // From this instant on the state is indistinguishable from Initial(): it may be dropped.
   Timestamp ReplenishedAt(const State& state) const;
+  // The hits taken and not yet refilled at `now` -- capacity minus tokens, rounded up to a whole
+  // hit, beyond the capacity while in debt: what a reload that changes the spec keeps
+  // (src/core/carry_over.h).
+  int64_t Used(const State& state, Timestamp now) const;
   static size_t HeapBytes(const State&) { return 0; }
   int64_t capacity() const { return capacity_; }
 

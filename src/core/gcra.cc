@@ -114,4 +114,12 @@ Timestamp Gcra::ReplenishedAt(const State& s) const {
   return FromNanos(s.tat_ns + (s.tat_frac > 0 ? 1 : 0));
 }
 
+int64_t Gcra::Used(const State& s, Timestamp now) const {
+  const __int128 ahead = static_cast<__int128>(s.tat_ns) - ToNanos(now);
+  const __int128 backlog = ahead > 0 ? ahead * n_ + s.tat_frac : (ahead == 0 ? s.tat_frac : 0);
+  // Beyond two capacities only after the clock stepped back: read as the most a key holds.
+  const __int128 most = 2 * capacity_scaled_;
+  return static_cast<int64_t>(CeilDiv(std::min(backlog, most), d_));
+}
+
 }  // namespace sluice

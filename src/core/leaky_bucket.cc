@@ -105,6 +105,13 @@ Timestamp BasicLeakyBucket<kWide>::ReplenishedAt(const State& s) const {
   return FromNanos(s.last_ns + static_cast<int64_t>(CeilDiv(s.scaled_level, n_)));
 }
 
+template <bool kWide>
+int64_t BasicLeakyBucket<kWide>::Used(const State& state, Timestamp now) const {
+  State s = state;
+  Drain(s, ToNanos(now));
+  return static_cast<int64_t>(CeilDiv(s.scaled_level, d_));  // level <= 2 * B * d
+}
+
 template class BasicLeakyBucket<false>;
 template class BasicLeakyBucket<true>;
 

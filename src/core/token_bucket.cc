@@ -99,6 +99,14 @@ Timestamp BasicTokenBucket<kWide>::ReplenishedAt(const State& s) const {
                    static_cast<int64_t>(CeilDiv(capacity_scaled_ - s.scaled_tokens, n_)));
 }
 
+template <bool kWide>
+int64_t BasicTokenBucket<kWide>::Used(const State& state, Timestamp now) const {
+  State s = state;
+  Refill(s, ToNanos(now));
+  // Tokens lie in [-B, B]: the deficit is at most 2 * B * d, its quotient at most 2 * B.
+  return static_cast<int64_t>(CeilDiv(capacity_scaled_ - s.scaled_tokens, d_));
+}
+
 template class BasicTokenBucket<false>;
 template class BasicTokenBucket<true>;
 

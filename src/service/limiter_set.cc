@@ -25,7 +25,7 @@ std::string StoreLimitId(std::string_view id) {
 }  // namespace
 
 Result<std::shared_ptr<Limiter>> LimiterSet::Make(Store& store, const Limit& limit, size_t limits,
-                                                  bool transient) {
+                                                  bool transient, Timestamp installed) {
   LimiterOptions options;
   options.id = StoreLimitId(limit.id);
   options.fail_open = limit.failure_mode == FailureMode::kOpen;
@@ -33,6 +33,7 @@ Result<std::shared_ptr<Limiter>> LimiterSet::Make(Store& store, const Limit& lim
   options.transient = transient;
   options.sync = limit.sync;
   options.region = limit.regions;
+  options.spec_generation = ToNanos(installed) / 1000;
   auto made = store.MakeLimiter(limit.spec, options);
   if (!made) return MakeError(limit.origin + ": " + made.error().message);
   return std::shared_ptr<Limiter>(std::move(*made));
@@ -40,7 +41,7 @@ Result<std::shared_ptr<Limiter>> LimiterSet::Make(Store& store, const Limit& lim
 
 Result<std::shared_ptr<const LimiterSet>> LimiterSet::Install(std::shared_ptr<const Config> config,
                                                               const LimiterSet* previous,
-                                                              Store& store) {
+                                                              Store& store, Timestamp now) {
   auto set = std::make_shared<LimiterSet>();
   set->store_ = &store;
   size_t limited = 0;
@@ -50,17 +51,22 @@ Result<std::shared_ptr<const LimiterSet>> LimiterSet::Install(std::shared_ptr<co
   for (const auto& [name, domain] : config->domains()) {
     for (const Limit& limit : domain.limits) {
       if (limit.kind != LimitKind::kLimited || set->limiters_.contains(limit.id)) continue;
+      const Entry* old = nullptr;
       if (previous != nullptr) {
-        auto old = previous->limiters_.find(limit.id);
-        if (old != previous->limiters_.end() && old->second.spec == limit.spec &&
-            old->second.failure_mode == limit.failure_mode && old->second.sync == limit.sync &&
-            old->second.regions == limit.regions) {
-          set->limiters_.emplace(limit.id, old->second);
-          continue;
-        }
+        auto it = previous->limiters_.find(limit.id);
+        if (it != previous->limiters_.end()) old = &it->second;
       }
-      auto limiter = Make(store, limit, limited, /*transient=*/false);
+      if (old != nullptr && old->spec == limit.spec && old->failure_mode == limit.failure_mode &&
+          old->sync == limit.sync && old->regions == limit.regions) {
+        set->limiters_.emplace(limit.id, *old);
+        continue;
+      }
+      auto limiter = Make(store, limit, limited, /*transient=*/false, now);
       if (!limiter) return std::unexpected(limiter.error());
+      // Before the set is published, so the new limiter decides nothing before it holds the
+      // old counters; the old one decides until then (what it takes after its counters were
+      // copied is not carried: docs/quotas.md).
+      if (old != nullptr) (*limiter)->TakeOver(*old->limiter, now);
       set->limiters_.emplace(limit.id, Entry{limit.spec, limit.failure_mode, limit.sync,
                                              limit.regions, std::move(*limiter)});
     }
@@ -99,7 +105,8 @@ Result<LimiterSet::Found> LimiterSet::For(const Limit& limit) const {
 Result<std::shared_ptr<Limiter>> LimiterSet::MakeOverride(const Limit& limit) const {
   while (!overrides_.empty() && overrides_.size() >= max_overrides_) DropLeastRecentlyUsed();
   while (true) {
-    auto limiter = Make(*store_, limit, 1, /*transient=*/true);
+    // An override's rate names its counters: no other spec writes them (generation 0).
+    auto limiter = Make(*store_, limit, 1, /*transient=*/true, Timestamp{});
     if (limiter || overrides_.empty()) return limiter;
     // The store may still count a limiter this set dropped (a check in flight holds it, or a
     // set from before a reload does): drop more of the least recently used ones. The rate was

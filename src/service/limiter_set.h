@@ -2,7 +2,9 @@
 // service's store, plus the limiters of Envoy's per-request `limit` overrides, made on first
 // use as transient limiters (LimiterOptions::transient). Installing a new config reuses the
 // limiter (and so the counters) of every limit whose id, spec and failure mode are unchanged,
-// and keeps the override limiters.
+// and keeps the override limiters. A limit whose id is kept but whose spec (or failure mode)
+// changed gets a new limiter that takes over the old one's counters, their usage converted
+// (Limiter::TakeOver; docs/quotas.md, "Changing a limit mid-period").
 //
 // Any client can send any override rate, so the override limiters are kept least recently used
 // first, at most min(kMaxOverrides, Store::MaxTransientLimiters()) of them: a new rate beyond
@@ -31,10 +33,10 @@ namespace sluice::server {
 class LimiterSet {
  public:
   // Every limited limit of `config` gets a limiter; those of `previous` (may be null) are reused
-  // where id, spec and failure mode match.
+  // where id, spec and failure mode match, and taken over as of `now` where only the id does.
   static Result<std::shared_ptr<const LimiterSet>> Install(std::shared_ptr<const Config> config,
-                                                           const LimiterSet* previous,
-                                                           Store& store);
+                                                           const LimiterSet* previous, Store& store,
+                                                           Timestamp now);
 
   // A limiter found by For(). `hold` keeps an override limiter alive while a check uses it
   // (For() may drop it from the set meanwhile); null for a configured limit, which the set
@@ -75,9 +77,10 @@ class LimiterSet {
   };
   using OverrideList = std::list<Override>;  // most recently used first
 
-  // A limiter for `limit` in the store, which shares its memory among `limits` limits.
+  // A limiter for `limit` in the store, which shares its memory among `limits` limits, its
+  // spec installed at `installed` (LimiterOptions::spec_generation).
   static Result<std::shared_ptr<Limiter>> Make(Store& store, const Limit& limit, size_t limits,
-                                               bool transient);
+                                               bool transient, Timestamp installed);
   // Makes an override limiter, dropping least recently used ones for room. Under overrides_mu_.
   Result<std::shared_ptr<Limiter>> MakeOverride(const Limit& limit) const;
   void DropLeastRecentlyUsed() const;  // under overrides_mu_

@@ -64,7 +64,7 @@ class Service final : public RateLimitService {
 
   Result<void> Install(std::shared_ptr<const Config> config) {
     const std::shared_ptr<const LimiterSet> previous = current_.load();
-    auto set = LimiterSet::Install(std::move(config), previous.get(), *store_);
+    auto set = LimiterSet::Install(std::move(config), previous.get(), *store_, clock_->Now());
     if (!set) return std::unexpected(set.error());
     current_.store(std::move(*set));
     return {};

@@ -86,6 +86,14 @@ class ForwardingLimiter : public Limiter {
   Result<Adjusted> Adjust(std::string_view key, Timestamp now, const Adjustment& change) override {
     return Call([&](Limiter& l) { return l.Adjust(key, now, change); });
   }
+  // `old` is this layer's limiter of the same limit (the store's own, by owner()): the inner
+  // limiter takes over its inner limiter's counters (itself: nothing, the inner store's call).
+  void TakeOver(Limiter& old, Timestamp now) override {
+    if (old.owner() != owner()) return;
+    const std::shared_ptr<Limiter> old_inner = static_cast<ForwardingLimiter&>(old).Current();
+    if (old_inner == nullptr) return;
+    Call([&](Limiter& l) { l.TakeOver(*old_inner, now); });
+  }
   StoreStats Stats() const override {
     return Call([](Limiter& l) { return l.Stats(); });
   }

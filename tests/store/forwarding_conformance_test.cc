@@ -123,6 +123,11 @@ class RecordingLimiter final : public Limiter {
     rec_.Add("limiter.Adjust");
     return memory_->Adjust(key, now, change);
   }
+  void TakeOver(Limiter& old, Timestamp now) override {
+    rec_.Add("limiter.TakeOver");
+    auto* recording = dynamic_cast<RecordingLimiter*>(&old);
+    memory_->TakeOver(recording != nullptr ? *recording->memory_ : old, now);
+  }
   StoreStats Stats() const override {
     rec_.Add("limiter.Stats");
     return memory_->Stats();
@@ -245,6 +250,8 @@ std::vector<LimiterCall> EveryLimiterVirtual() {
        [](Limiter& l, std::string_view k, Timestamp t) {
          (void)l.Adjust(k, t, Adjustment{.kind = AdjustKind::kCredit, .amount = 1});
        }},
+      // Taking over its own counters: nothing to take, but the inner limiter's to say so.
+      {"TakeOver", [](Limiter& l, std::string_view, Timestamp t) { l.TakeOver(l, t); }},
       {"Stats", [](Limiter& l, std::string_view, Timestamp) { l.Stats(); }},
       {"ReportStats",
        [](Limiter& l, std::string_view, Timestamp) {

@@ -138,6 +138,25 @@ class alignas(64) MemoryShard {
     return r;
   }
 
+  // Calls f(key, state) for every counter held, under the shard's lock (a reload's carry-over:
+  // f copies, it must not call into this shard).
+  template <typename F>
+  void ForEachCounter(F&& f) const {
+    std::lock_guard<SpinLock> lock(mu_);
+    for (size_t i = 0; i < capacity_; ++i) {
+      const Entry& e = slots_[i];
+      if (Used(e)) f(std::string_view(KeyPtr(e), Len(e)), e.state);
+    }
+  }
+
+  // Takes in a counter carried over from a limiter this one replaces, unless the key has one
+  // already (decided here since: that is the newer state) or the state is replenished.
+  void Adopt(const Alg& alg, std::string_view key, uint32_t hash, State&& state, Timestamp now) {
+    std::lock_guard<SpinLock> lock(mu_);
+    if (Find(key, hash) != kNone || alg.ReplenishedAt(state) <= now) return;
+    Insert(alg, key, hash, std::move(state), now);
+  }
+
   // Forgets the key's counter (Limiter::Reset).
   void Reset(std::string_view key, uint32_t hash) {
     std::lock_guard<SpinLock> lock(mu_);

@@ -4,11 +4,14 @@
 #include <array>
 #include <bit>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "core/carry_over.h"
 #include "sluice/decide_all.h"
 #include "sluice/fixed_window.h"
 #include "sluice/gcra.h"
@@ -113,8 +116,23 @@ struct Owner {
   std::string id;  // LimiterOptions::id: names the limiter's counters in snapshots
 };
 
+// A store limiter's counters as their usage (core/carry_over.h), for the limiter that replaces
+// it at a reload (Limiter::TakeOver). Every limiter this store makes for the config is one;
+// its transient limiters (override_table.h) are not.
+class UsageSource {
+ public:
+  using Counter = std::pair<std::string, internal::Usage>;
+  // Each shard's counters as of `now`, one shard at a time (copied under its lock, then handed
+  // to `take` outside it, so deciding in the old limiter waits only for the copy).
+  virtual void ExportUsage(Timestamp now,
+                           const std::function<void(std::vector<Counter>&)>& take) const = 0;
+
+ protected:
+  ~UsageSource() = default;
+};
+
 template <typename Alg>
-class MemoryLimiterOf final : public internal::SnapshotLimiter {
+class MemoryLimiterOf final : public internal::SnapshotLimiter, public UsageSource {
  public:
   // `fixed_bytes`: what the limiter itself takes besides its shards' tables (counted in its
   // Stats when a store's bound includes it; 0 otherwise).
@@ -195,6 +213,34 @@ class MemoryLimiterOf final : public internal::SnapshotLimiter {
     if (key.size() > max_key_bytes_) return;
     const uint64_t h = internal::HashKey(key, seed_);
     ShardFor(h).Reset(key, static_cast<uint32_t>(h));
+  }
+
+  void TakeOver(Limiter& old, Timestamp now) override {
+    // Only a limiter this store made for the config holds counters to take (owner() says whose
+    // it is; the cast tells the config's limiters from the transient ones of the same store).
+    if (owner() == nullptr || old.owner() != owner() || &old == this) return;
+    const auto* source = dynamic_cast<const UsageSource*>(&old);
+    if (source == nullptr || CarryOverFor(old.spec(), spec_) == CarryOver::kDrop) return;
+    source->ExportUsage(now, [&](std::vector<Counter>& counters) {
+      for (Counter& c : counters) {
+        auto state = internal::StateFromUsage(alg_, c.second, now);
+        if (!state) continue;
+        const uint64_t h = internal::HashKey(c.first, seed_);
+        ShardFor(h).Adopt(alg_, c.first, static_cast<uint32_t>(h), std::move(*state), now);
+      }
+    });
+  }
+
+  void ExportUsage(Timestamp now,
+                   const std::function<void(std::vector<Counter>&)>& take) const override {
+    std::vector<Counter> counters;
+    for (size_t i = 0; i <= shard_mask_; ++i) {
+      counters.clear();
+      shards_[i].shard->ForEachCounter([&](std::string_view key, const auto& state) {
+        counters.emplace_back(std::string(key), internal::UsageOf(alg_, state, now));
+      });
+      take(counters);
+    }
   }
 
   size_t Sweep(Timestamp now) override {

@@ -14,7 +14,8 @@ namespace {
 // counts below 2^33 and times -- two fill times of a bucket -- below 2^53 us (docs/redis.md).
 constexpr int64_t kWideDivisor = int64_t{1} << 45;
 
-Result<ScriptCall> BucketCall(const LimitSpec& spec, int64_t period_us, const Error& out_of_range) {
+Result<ScriptCall> BucketCall(const LimitSpec& spec, int64_t period_us, const Error& out_of_range,
+                              int64_t generation) {
   const auto rate = Reduce(spec.limit, period_us);
   const __int128 cap = static_cast<__int128>(spec.Capacity()) * rate.d;
   // Four capacities: a backlog of one capacity of debt plus a charge of two stays exact.
@@ -41,6 +42,7 @@ Result<ScriptCall> BucketCall(const LimitSpec& spec, int64_t period_us, const Er
                                              : "-1");
   }
   if (narrow) {
+    call.params.push_back(std::to_string(generation));
     call.script = spec.algorithm == Algorithm::kTokenBucket ? &kTokenBucketScript
                   : spec.algorithm == Algorithm::kGcra      ? &kGcraScript
                                                             : &kLeakyBucketScript;
@@ -55,13 +57,13 @@ Result<ScriptCall> BucketCall(const LimitSpec& spec, int64_t period_us, const Er
 
 }  // namespace
 
-Result<ScriptCall> ScriptFor(const LimitSpec& spec) {
+Result<ScriptCall> ScriptFor(const LimitSpec& spec, int64_t generation) {
   auto valid = ValidateLimitSpec(spec);
   if (!valid) return std::unexpected(valid.error());
-  return ScriptForValidSpec(spec);
+  return ScriptForValidSpec(spec, generation);
 }
 
-Result<ScriptCall> ScriptForValidSpec(const LimitSpec& spec) {
+Result<ScriptCall> ScriptForValidSpec(const LimitSpec& spec, int64_t generation) {
   if (spec.algorithm == Algorithm::kSlidingWindowLog) {
     auto params = SlidingWindowLogParams(spec);
     if (!params) return std::unexpected(params.error());
@@ -79,7 +81,7 @@ Result<ScriptCall> ScriptForValidSpec(const LimitSpec& spec) {
     case Algorithm::kTokenBucket:
     case Algorithm::kGcra:
     case Algorithm::kLeakyBucket:
-      return BucketCall(spec, period_us, out_of_range);
+      return BucketCall(spec, period_us, out_of_range, generation);
     case Algorithm::kFixedWindow:
     case Algorithm::kSlidingWindowCounter: {
       // The fixed window only adds counts; the counter's estimate passes 2^53 past this.

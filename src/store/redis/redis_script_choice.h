@@ -4,6 +4,7 @@
 #ifndef SLUICE_STORE_REDIS_REDIS_SCRIPT_CHOICE_H_
 #define SLUICE_STORE_REDIS_REDIS_SCRIPT_CHOICE_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,11 +22,13 @@ struct ScriptCall {
   int id = 0;
 };
 
-Result<ScriptCall> ScriptFor(const LimitSpec& spec);
+// `generation` (LimiterOptions::spec_generation) goes with a narrow bucket's spec arguments:
+// its key records the spec it was written under (redis_scripts.h, bucket_read).
+Result<ScriptCall> ScriptFor(const LimitSpec& spec, int64_t generation = 0);
 
 // The same for a spec ValidateLimitSpec accepts, without checking that again: only the Redis
 // store's own bounds (docs/redis.md, "The whole range"). Tests reach wider specs through it.
-Result<ScriptCall> ScriptForValidSpec(const LimitSpec& spec);
+Result<ScriptCall> ScriptForValidSpec(const LimitSpec& spec, int64_t generation = 0);
 
 }  // namespace sluice::internal
 

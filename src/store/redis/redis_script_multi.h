@@ -145,6 +145,22 @@ local function write(packed, ttl_us)
   end
 end
 local function keep(format, a, b, ttl_us) write(struct.pack(format, a, b), ttl_us) end
+-- A narrow bucket's state (bucket_read, redis_scripts.h) if the key was written under this
+-- spec, or before specs were recorded, and the generation to write it back with; nil when it
+-- holds another spec's counter: a give-back across a change of the limit is not made (the
+-- quota stays taken, the strict side).
+local function bucket_state(cap, n, d, gen, ...)
+  local v = redis.pcall('GET', key)
+  if v and v.err then v = unhash(key, '<dd', ...) end
+  if not v then return nil end
+  local a, b, rcap, rn, rd, rgen = struct.unpack('<dd', v)
+  if #v == 48 then
+    a, b, rcap, rn, rd, rgen = struct.unpack('<dddddd', v)
+    if rcap ~= cap or rn ~= n or rd ~= d then return nil end
+    gen = math.max(gen, rgen)
+  end
+  return a, b, gen
+end
 if alg == 1 or alg == 5 then
   local D = p[2]
   local sw, c, prev
@@ -162,7 +178,7 @@ if alg == 1 or alg == 5 then
   else redis.call('SET', key, struct.pack('<ddd', sw, c, prev), 'KEEPTTL') end
 elseif alg == 2 or alg == 4 then
   local cap, n, d = p[1], p[2], p[3]
-  local s, last = state('<dd', 's', 'l')
+  local s, last, gen = bucket_state(cap, n, d, alg == 2 and p[4] or p[6], 's', 'l')
   if s == nil then return 1 end  -- full (token bucket) or empty (leaky bucket) already
   if now > last then
     local e = now - last
@@ -174,16 +190,18 @@ elseif alg == 2 or alg == 4 then
     end
     last = now
   end
+  local ttl
   if alg == 2 then
     s = math.min(cap, s + cost * d)
-    keep('<dd', s, last, last - now + cdiv(cap - s, n))
+    ttl = last - now + cdiv(cap - s, n)
   else
     s = math.max(0, s - cost * d)
-    keep('<dd', s, last, last - now + cdiv(s, n))
+    ttl = last - now + cdiv(s, n)
   end
+  write(struct.pack('<dddddd', s, last, cap, n, d, gen), ttl)
 elseif alg == 3 then
   local cap, n, d = p[1], p[2], p[3]
-  local t, f = state('<dd', 't', 'f')
+  local t, f, gen = bucket_state(cap, n, d, p[4], 't', 'f')
   if t == nil then return 1 end
   -- The backlog ahead of now in 1/n us (relative, so it stays exact below 2^53).
   local backlog = (t - now) * n + f - cost * d
@@ -191,7 +209,8 @@ elseif alg == 3 then
     redis.call('DEL', key)
   else
     local whole = fdiv(backlog, n)
-    keep('<dd', now + whole, backlog - whole * n, cdiv(backlog, n))
+    write(struct.pack('<dddddd', now + whole, backlog - whole * n, cap, n, d, gen),
+          cdiv(backlog, n))
   end
 elseif alg == 7 or alg == 9 then
   -- The wide buckets (redis_script_wide.h): the same give-back in whole units and a fraction.

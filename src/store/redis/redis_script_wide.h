@@ -60,7 +60,8 @@ local function wide_read(v, d)
     local _, last, W, f = struct.unpack('<dddd', v)
     return W, f, last
   end
-  if #v ~= 16 then error('sluice: not a bucket state') end
+  -- 48 bytes: a narrow key with its spec (redis_scripts.h, bucket_read), read as a 16-byte one.
+  if #v ~= 16 and #v ~= 48 then error('sluice: not a bucket state') end
   local s, last = struct.unpack('<dd', v)
   local W = floor(s / d)
   return W, s - W * d, last

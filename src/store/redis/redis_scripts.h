@@ -48,6 +48,31 @@ local function unhash(key, format, ...)
   end
   return struct.pack(format, unpack(st))
 end
+-- A narrow bucket's key holds {a, b} (its state) and the spec it was written under, {cap, n, d,
+-- generation}: 48 bytes (docs/quotas.md, "Changing a limit mid-period"). Returns the state, the
+-- spec to decide under and, when the key was written under an older spec than this node's
+-- (generation, then cap/n/d, differ), that spec as {cap, n, d}: the caller carries the usage
+-- over. A key written under a newer generation is decided under the spec it records, so nodes
+-- reloading one after another never convert a counter back. A 16-byte key (written before
+-- specs were recorded) or a wide one (32 bytes, redis_script_wide.h) is read under this spec.
+local function bucket_read(v, cap, n, d, gen)
+  if #v ~= 48 then
+    local a, b = struct.unpack('<dd', v)
+    return a, b, cap, n, d, gen, nil
+  end
+  local a, b, rcap, rn, rd, rgen = struct.unpack('<dddddd', v)
+  if rcap == cap and rn == n and rd == d then return a, b, cap, n, d, math.max(gen, rgen), nil end
+  if rgen > gen then return a, b, rcap, rn, rd, rgen, nil end
+  return a, b, cap, n, d, gen, {rcap, rn, rd}
+end
+-- Writes a narrow bucket's key with its spec, replenished ttl_us from now (gone when 0).
+local function bucket_write(key, a, b, cap, n, d, gen, ttl_us)
+  if ttl_us > 0 then
+    redis.call('SET', key, struct.pack('<dddddd', a, b, cap, n, d, gen), 'PX', ceil(ttl_us / 1000))
+  else
+    redis.call('DEL', key)
+  end
+end
 local now
 if ARGV[1] == '' then
   local t = redis.call('TIME')
@@ -95,19 +120,32 @@ return {0, math.max(0, limit - count), count ~= 0 and until_next or 0, until_nex
 )lua";
 inline const LuaScript kFixedWindowScript{std::string(kLuaPrelude) + kFixedWindowBody};
 
-// Token bucket. KEYS[1]: packed {tokens * d, last refill (us)}, expiring when full again.
-// ARGV: now_us|'', capacity*d, n, d, cost, flags. Returns {allowed, remaining, reset_us,
-// retry_us}.
+// Token bucket. KEYS[1]: packed {tokens * d, last refill (us)} and its spec (bucket_read),
+// expiring when full again. ARGV: now_us|'', capacity*d, n, d, generation, cost, flags. Returns
+// {allowed, remaining, reset_us, retry_us}.
 inline constexpr char kTokenBucketBody[] = R"lua(
-local cap, n, d, cost = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0
-local charge = (ARGV[6] or 0) % 2 == 1
+local cap, n, d, gen, cost = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
+local charge = (ARGV[7] or 0) % 2 == 1
 local v = redis.pcall('GET', KEYS[1])
 if v and v.err then v = unhash(KEYS[1], '<dd', 's', 'l') end
 local s, last = cap, now
 if v then
-  s, last = struct.unpack('<dd', v)
+  local from
+  s, last, cap, n, d, gen, from = bucket_read(v, cap, n, d, gen)
   -- A wide key's (redis_script_wide.h) first fields, read after a change of rate: clamped.
-  if #v ~= 16 then s = math.max(-cap, math.min(cap, s)) end
+  if #v == 32 then s = math.max(-cap, math.min(cap, s)) end
+  if from then
+    -- The hits used under the old spec as of now (capacity - tokens, refilled at its rate,
+    -- rounded up), at most two new capacities: the new bucket is full less that.
+    local rcap, rn, rd = from[1], from[2], from[3]
+    if now > last then
+      local e = now - last
+      if e >= 2 * rcap or (e >= rcap and s >= 0) then s = rcap else s = math.min(rcap, s + e * rn) end
+    end
+    local used = math.min(ceil((rcap - s) / rd), 2 * cap / d)
+    s, last = cap - used * d, now
+    bucket_write(KEYS[1], s, last, cap, n, d, gen, ceil((cap - s) / n))
+  end
 end
 if now > last then
   local e = now - last
@@ -131,23 +169,37 @@ else
   retry = behind + ceil((need - s) / n)
 end
 local reset = behind + ceil((cap - s) / n)
-if taken > 0 then
-  redis.call('SET', KEYS[1], struct.pack('<dd', s, last), 'PX', ceil(reset / 1000))
-end
+if taken > 0 then bucket_write(KEYS[1], s, last, cap, n, d, gen, reset) end
 return {allowed, math.max(0, floor(s / d)), reset, retry}
 )lua";
 inline const LuaScript kTokenBucketScript{std::string(kLuaPrelude) + kTokenBucketBody};
 
-// GCRA. KEYS[1]: packed {theoretical arrival time (us), its fraction in 1/n us}.
-// ARGV: now_us|'', capacity*d, n, d, cost, flags. Returns {allowed, remaining, reset_us,
-// retry_us}.
+// GCRA. KEYS[1]: packed {theoretical arrival time (us), its fraction in 1/n us} and its spec
+// (bucket_read). ARGV: now_us|'', capacity*d, n, d, generation, cost, flags. Returns {allowed,
+// remaining, reset_us, retry_us}.
 inline constexpr char kGcraBody[] = R"lua(
-local cap, n, d, cost = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0
-local charge = (ARGV[6] or 0) % 2 == 1
+local cap, n, d, gen, cost = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
+local charge = (ARGV[7] or 0) % 2 == 1
 local v = redis.pcall('GET', KEYS[1])
 if v and v.err then v = unhash(KEYS[1], '<dd', 't', 'f') end
 local tat, frac = now, 0
-if v then tat, frac = struct.unpack('<dd', v) end
+if v then
+  local from
+  tat, frac, cap, n, d, gen, from = bucket_read(v, cap, n, d, gen)
+  if from then
+    -- The backlog under the old spec in hits (rounded up, at most two capacities of either
+    -- spec), as the backlog of the new one.
+    local rcap, rn, rd = from[1], from[2], from[3]
+    local ahead, backlog = tat - now, 0
+    if ahead > 2 * rcap then backlog = 2 * rcap
+    elseif ahead > 0 then backlog = math.min(2 * rcap, ahead * rn + frac)
+    elseif ahead == 0 then backlog = frac end
+    local after = math.min(ceil(backlog / rd), 2 * cap / d) * d
+    local whole = floor(after / n)
+    tat, frac = now + whole, after - whole * n
+    bucket_write(KEYS[1], tat, frac, cap, n, d, gen, ceil(after / n))
+  end
+end
 local ahead = tat - now
 local backlog = 0
 -- A backlog is at most 2 * cap (one capacity of debt); beyond that the clock stepped back.
@@ -159,18 +211,14 @@ if backlog + need <= cap then
   local after = backlog + need
   local whole = floor(after / n)
   local reset = ceil(after / n)
-  if need > 0 then
-    redis.call('SET', KEYS[1], struct.pack('<dd', now + whole, after - whole * n), 'PX',
-               ceil(reset / 1000))
-  end
+  if need > 0 then bucket_write(KEYS[1], now + whole, after - whole * n, cap, n, d, gen, reset) end
   return {1, floor((cap - after) / d), reset, 0}
 end
 if charge then
   local after = math.min(backlog + need, 2 * cap)
   if after > backlog then
     local whole = floor(after / n)
-    redis.call('SET', KEYS[1], struct.pack('<dd', now + whole, after - whole * n), 'PX',
-               ceil((ceil(after / n)) / 1000))
+    bucket_write(KEYS[1], now + whole, after - whole * n, cap, n, d, gen, ceil(after / n))
     backlog = after
   end
   need = math.min(need, cap)
@@ -181,19 +229,35 @@ return {0, remaining, ceil(backlog / n), ceil((backlog + need - cap) / n)}
 )lua";
 inline const LuaScript kGcraScript{std::string(kLuaPrelude) + kGcraBody};
 
-// Leaky bucket. KEYS[1]: packed {queued hits * d, last leak (us)}, expiring when empty again.
-// ARGV: now_us|'', capacity*d, n, d, shaper 0|1, max_delay_us (-1: none), cost, flags.
-// Returns {allowed, remaining, reset_us, retry_us, delay_us}.
+// Leaky bucket. KEYS[1]: packed {queued hits * d, last leak (us)} and its spec (bucket_read),
+// expiring when empty again. ARGV: now_us|'', capacity*d, n, d, shaper 0|1, max_delay_us (-1:
+// none), generation, cost, flags. Returns {allowed, remaining, reset_us, retry_us, delay_us}.
 inline constexpr char kLeakyBucketBody[] = R"lua(
 local cap, n, d = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
-local shaper, max_wait = ARGV[5] == '1', ARGV[6] + 0
-local cost, charge = ARGV[7] + 0, (ARGV[8] or 0) % 2 == 1
+local shaper, max_wait, gen = ARGV[5] == '1', ARGV[6] + 0, ARGV[7] + 0
+local cost, charge = ARGV[8] + 0, (ARGV[9] or 0) % 2 == 1
 local v = redis.pcall('GET', KEYS[1])
 if v and v.err then v = unhash(KEYS[1], '<dd', 's', 'l') end
 local level, last = 0, now
 if v then
-  level, last = struct.unpack('<dd', v)
-  if #v ~= 16 then level = math.max(0, math.min(2 * cap, level)) end
+  local from
+  level, last, cap, n, d, gen, from = bucket_read(v, cap, n, d, gen)
+  if #v == 32 then level = math.max(0, math.min(2 * cap, level)) end
+  if from then
+    -- The hits queued under the old spec as of now (drained at its rate, rounded up), at most
+    -- two new capacities.
+    local rcap, rn, rd = from[1], from[2], from[3]
+    if now > last then
+      local e = now - last
+      if e >= 2 * rcap or (e >= rcap and level <= rcap) then
+        level = 0
+      else
+        level = math.max(0, level - e * rn)
+      end
+    end
+    level, last = math.min(ceil(level / rd), 2 * cap / d) * d, now
+    bucket_write(KEYS[1], level, last, cap, n, d, gen, ceil(level / n))
+  end
 end
 if now > last then
   local e = now - last
@@ -222,9 +286,7 @@ else
   if bounded then retry = math.max(retry, behind + ceil(level / n) - max_wait) end
 end
 local reset = behind + ceil(level / n)
-if level > before then
-  redis.call('SET', KEYS[1], struct.pack('<dd', level, last), 'PX', ceil(reset / 1000))
-end
+if level > before then bucket_write(KEYS[1], level, last, cap, n, d, gen, reset) end
 return {allowed, math.max(0, floor((cap - level) / d)), reset, retry, delay}
 )lua";
 inline const LuaScript kLeakyBucketScript{std::string(kLuaPrelude) + kLeakyBucketBody};
@@ -239,7 +301,12 @@ local w = floor(now / D)
 local v = redis.pcall('GET', KEYS[1])
 if v and v.err then v = unhash(KEYS[1], '<ddd', 'w', 'c', 'p') end
 local sw, cur, prev = w, 0, 0
-if v then sw, cur, prev = struct.unpack('<ddd', v) end
+if v then
+  sw, cur, prev = struct.unpack('<ddd', v)
+  -- Counts kept over a lowering of the limit: at most two capacities, as the memory store keeps
+  -- (src/core/carry_over.h; otherwise a no-op: a charge never passes 2 x limit).
+  cur, prev = math.min(cur, 2 * limit), math.min(prev, 2 * limit)
+end
 -- With hits in its current window the key expires a window after that one ends: a later write
 -- in the same window keeps the TTL.
 local kept = cur > 0

@@ -38,7 +38,7 @@ Result<std::unique_ptr<Limiter>> RedisStoreImpl::MakeLimiter(const LimitSpec& sp
     return MakeError("redis limit id '" + std::string(limit_id) +
                      "' must be 1-256 bytes without '{' or '}'");
   }
-  auto call = ScriptFor(spec);
+  auto call = ScriptFor(spec, options.spec_generation);
   if (!call) return std::unexpected(call.error());
   return std::unique_ptr<Limiter>(
       std::make_unique<RedisLimiter>(shared_from_this(), spec, options.id, options.fail_open,

@@ -16,6 +16,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "store/redis/redis_client.h"
@@ -258,7 +259,9 @@ class RedisWide : public ::testing::Test {
   const internal::LuaScript& Persisting(const internal::LuaScript& s) {
     auto& wrapped = persisting_[&s];
     if (wrapped) return *wrapped;
-    std::string prefix = internal::kLuaPrelude;
+    // The prelude: this version's, or (the old scripts below) the one before bucket_read.
+    constexpr std::string_view kPreludeEnd = "now = ARGV[1] + 0\nend\n";
+    std::string prefix = s.source.substr(0, s.source.find(kPreludeEnd) + kPreludeEnd.size());
     for (const std::string& more : {std::string(internal::kLuaWidePrelude), internal::kLuaBodies}) {
       if (s.source.starts_with(prefix + more)) prefix += more;
     }
@@ -470,6 +473,8 @@ const internal::LuaScript kOldLeakyBucketScript{std::string(kOldPrelude) + kOldL
 internal::ScriptCall WideCall(const LimitSpec& spec, const internal::ScriptCall& narrow) {
   internal::ScriptCall wide = narrow;
   wide.id = narrow.id + internal::kWideScriptId;
+  // A narrow bucket's last argument is its spec's generation, which the wide scripts do not take.
+  if (HasBurst(spec.algorithm)) wide.params.pop_back();
   switch (spec.algorithm) {
     case Algorithm::kTokenBucket:
       wide.script = &internal::kTokenBucketWideScript;
@@ -615,8 +620,11 @@ TEST_F(RedisWide, OldNarrowAndWideScriptsReadEachOthersKeys) {
     ASSERT_EQ(narrow->id, internal::ScriptAlgorithmId(spec.algorithm)) << "a narrow spec";
     const internal::ScriptCall wide = WideCall(spec, *narrow);
     internal::ScriptCall old = *narrow;
-    if (spec.algorithm == Algorithm::kTokenBucket) old.script = &kOldTokenBucketScript;
-    if (spec.algorithm == Algorithm::kLeakyBucket) old.script = &kOldLeakyBucketScript;
+    if (spec.algorithm == Algorithm::kTokenBucket || spec.algorithm == Algorithm::kLeakyBucket) {
+      old.script = spec.algorithm == Algorithm::kTokenBucket ? &kOldTokenBucketScript
+                                                             : &kOldLeakyBucketScript;
+      old.params.pop_back();  // the old scripts take no generation
+    }
     const internal::ScriptCall* calls[] = {&old, narrow.operator->(), &wide};
     Oracle oracle(spec);
     std::mt19937_64 rng(seed);
