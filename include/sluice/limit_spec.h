@@ -29,6 +29,9 @@ enum class CalendarUnit : uint8_t { kNone, kDay, kWeek, kMonth, kYear };
 // "day", "week", "month", "year" ("" for kNone).
 std::string_view CalendarUnitName(CalendarUnit unit);
 
+// Whether the system tzdata knows the IANA zone `name`; the error names it.
+Result<void> ValidateTimeZone(std::string_view name);
+
 struct CalendarSpec {
   CalendarUnit unit = CalendarUnit::kNone;
   std::string timezone;             // an IANA name from the system tzdata ("Europe/Lisbon")

@@ -40,6 +40,11 @@ Result<void> ValidateCalendar(const LimitSpec& spec) {
 
 }  // namespace
 
+Result<void> ValidateTimeZone(std::string_view name) {
+  if (auto zone = internal::FindTimeZone(name); !zone) return std::unexpected(zone.error());
+  return {};
+}
+
 Result<LimitSpec> ValidateLimitSpec(const LimitSpec& spec) {
   const std::string name(AlgorithmName(spec.algorithm));
   if (auto calendar = ValidateCalendar(spec); !calendar) return std::unexpected(calendar.error());

@@ -212,6 +212,9 @@ Result<std::unique_ptr<MemoryLimiter>> MakeOverrideLimiter(const LimitSpec& spec
       }
       return Make<LeakyBucket>(spec, std::move(table), max_key_bytes, owner, std::move(on_destroy));
     case Algorithm::kFixedWindow:
+      // Per-request overrides are fixed-length windows (the HTTP and gRPC codecs refuse a
+      // calendar); a table slot keeps FixedWindow's state.
+      if (spec.IsCalendar()) return MakeError("a per-request override cannot be a calendar window");
       return Make<FixedWindow>(spec, std::move(table), max_key_bytes, owner, std::move(on_destroy));
     case Algorithm::kSlidingWindowLog:
       return Make<SlidingWindowLog>(spec, std::move(table), max_key_bytes, owner,
