@@ -62,6 +62,10 @@ Result<ScriptCall> ScriptFor(const LimitSpec& spec) {
 }
 
 Result<ScriptCall> ScriptForValidSpec(const LimitSpec& spec) {
+  if (spec.IsCalendar()) {
+    return MakeError("the redis store does not keep calendar windows yet (" +
+                     DescribeLimitSpec(spec) + "); use the memory store for this rule");
+  }
   if (spec.algorithm == Algorithm::kSlidingWindowLog) {
     auto params = SlidingWindowLogParams(spec);
     if (!params) return std::unexpected(params.error());
