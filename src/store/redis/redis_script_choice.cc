@@ -63,8 +63,8 @@ Result<ScriptCall> ScriptFor(const LimitSpec& spec) {
 
 Result<ScriptCall> ScriptForValidSpec(const LimitSpec& spec) {
   if (spec.IsCalendar()) {
-    return MakeError("the redis store does not keep calendar windows yet (" +
-                     DescribeLimitSpec(spec) + "); use the memory store for this rule");
+    // The window's bounds are per call (RedisLimiter::AppendArgs); the spec gives the limit.
+    return ScriptCall{&kCalendarWindowScript, {std::to_string(spec.limit)}, kCalendarScriptId};
   }
   if (spec.algorithm == Algorithm::kSlidingWindowLog) {
     auto params = SlidingWindowLogParams(spec);
