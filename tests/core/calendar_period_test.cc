@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <ctime>
+#include <map>
 #include <optional>
 #include <random>
 #include <string>
@@ -257,6 +258,60 @@ TEST(CalendarPeriod, After2037KeepsTheLastListedOffset) {
   const Secs jan = InSeconds(At("Europe/Lisbon", CalendarUnit::kMonth, 2209000000));
   EXPECT_EQ(Local(jan.start).tm_hour, 0);
   EXPECT_EQ(Local(jan.start).tm_mday, 1);
+}
+
+// The start of the local day after `local`'s date plus `days` (or the 1st of the month after
+// plus `months`), by glibc's mktime: a midnight that does not exist normalizes to the instant
+// the clocks jumped to.
+int64_t NextLocalStart(std::tm local, CalendarUnit unit) {
+  std::tm next{};
+  next.tm_year = local.tm_year;
+  next.tm_mon = unit == CalendarUnit::kMonth ? local.tm_mon + 1 : local.tm_mon;
+  next.tm_mday = unit == CalendarUnit::kMonth ? 1 : local.tm_mday + 1;
+  next.tm_isdst = -1;
+  return static_cast<int64_t>(std::mktime(&next));
+}
+
+// CalendarWindow against a counter per local period that glibc names: admitted iff the period's
+// count plus the cost fits; reset at the next local period start by mktime.
+TEST(CalendarWindowProperty, DecidesAsACounterPerLocalPeriod) {
+  for (const char* zone : {"Europe/Lisbon", "Australia/Lord_Howe", "America/Havana",
+                           "Pacific/Chatham", "Asia/Kathmandu"}) {
+    for (const CalendarUnit unit : {CalendarUnit::kDay, CalendarUnit::kMonth}) {
+      ScopedTz tz(zone);
+      LimitSpec spec;
+      spec.algorithm = Algorithm::kFixedWindow;
+      spec.limit = unit == CalendarUnit::kDay ? 5 : 40;
+      spec.period = std::chrono::hours(24);
+      spec.calendar = {unit, zone, false};
+      auto alg = CalendarWindow::Create(spec);
+      ASSERT_TRUE(alg.has_value()) << alg.error().message;
+      std::mt19937_64 rng(unit == CalendarUnit::kDay ? 1 : 2);
+      std::uniform_int_distribution<int64_t> gap(0, unit == CalendarUnit::kDay ? 4 * 3600 : 86400);
+      std::uniform_int_distribution<int64_t> cost(1, 3);
+      int64_t t = 1767225600;  // 2026-01-01 00:00Z
+      CalendarWindow::State state = alg->Initial(FromNanos(t * kNs));
+      std::map<int64_t, int64_t> counted;  // period key -> hits admitted
+      int refused = 0;
+      while (t < 1798761600) {  // 2027-01-01 00:00Z
+        t += gap(rng);
+        const int64_t c = cost(rng);
+        const std::tm local = Local(t);
+        int64_t& n = counted[PeriodKey(local, unit, false)];
+        const bool fits = n + c <= spec.limit;
+        if (fits) n += c;
+        const Decision d = alg->Decide(state, FromNanos(t * kNs), c);
+        SCOPED_TRACE(std::string(zone) + " t=" + std::to_string(t));
+        ASSERT_EQ(d.allowed, fits);
+        ASSERT_EQ(d.remaining, spec.limit - n);
+        if (n > 0) {
+          ASSERT_EQ(d.reset_after, std::chrono::seconds(NextLocalStart(local, unit) - t));
+        }
+        refused += fits ? 0 : 1;
+      }
+      EXPECT_GT(refused, 10) << zone;
+    }
+  }
 }
 
 TEST(CalendarWindow, DecidesInTheCalendarMonthAndResetsAtItsEnd) {
