@@ -8,8 +8,9 @@
 //   fixed_window, sliding_window_log, sliding_window_counter:
 //                         at most limit hits per window of length period; burst must be unset.
 //   fixed_window with a calendar: the window is the calendar day, week, month or year in an
-//                         IANA time zone (docs/quotas.md, "Calendar periods"); period is then
-//                         only the longest such window's nominal length, for reports.
+//                         IANA time zone (docs/quotas.md, "Calendar periods"); period (any
+//                         valid length) is then not the window: sluiced sets the unit's nominal
+//                         one (a month 30 days) for what reports a single length.
 #ifndef SLUICE_LIMIT_SPEC_H_
 #define SLUICE_LIMIT_SPEC_H_
 

@@ -1,6 +1,7 @@
 #include "sluice/calendar_window.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "core/arith.h"
 #include "core/calendar_period.h"
@@ -8,6 +9,9 @@
 #include "core/validate.h"
 
 namespace sluice {
+
+// Snapshots and the stores copy states as they are.
+static_assert(std::is_trivially_copyable_v<CalendarWindow::State>);
 
 Result<CalendarWindow> CalendarWindow::Create(const LimitSpec& spec) {
   if (auto valid = internal::ValidateLimitSpecFor(spec, Algorithm::kFixedWindow); !valid) {
