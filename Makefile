@@ -53,10 +53,11 @@ test-asan: deps
 # ThreadSanitizer over the concurrent code: the memory store, DecideAll, the stores' scheduler, the
 # pipelined Redis connections (under failure, with many asynchronous decisions in flight, and a
 # store whose last reference goes on its own I/O thread), the store suite on
-# the memory store and on Redis (asynchronous decisions answered on I/O threads), the metrics,
+# the memory store and on Redis (asynchronous decisions answered on I/O threads), the memory
+# store's snapshots beside decisions and reloads, the metrics,
 # sluiced's asynchronous Redis checks, the usage views; the client SDK's shared budget, pacer and Client (async
 # and blocking calls on one connection pool).
-TSAN_TESTS = store_test redis_test redis_failure_test metrics_test \
+TSAN_TESTS = store_test memory_snapshot_test redis_test redis_failure_test metrics_test \
   rate_limit_service_redis_test redis_faults_test lease_test batched_test client_test \
   client_net_test
 test-tsan: deps
@@ -97,7 +98,7 @@ bench: build
 # arguments) or a part that measures nothing fails here, not in a later benchmark run.
 # run-bench --smoke runs run-redis-bench --smoke.
 BENCH_SMOKE = run-bench run-overlimit-bench run-sync-bench run-usage-bench run-server-bench \
-  run-forward-auth-bench run-grpc-tls-bench run-tls-bench
+  run-forward-auth-bench run-grpc-tls-bench run-tls-bench run-snapshot-bench
 test-bench-smoke: build
 	@set -e; for s in $(BENCH_SMOKE); do \
 	  echo "== scripts/$$s --smoke"; BUILD_DIR=build scripts/$$s --smoke; done

@@ -15,6 +15,8 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "sluice/limiter.h"
 #include "sluice/status.h"
@@ -67,6 +69,46 @@ Result<std::unique_ptr<MemoryLimiter>> MakeMemoryLimiter(const LimitSpec& spec,
 // at once. DecideAllAsync answers on the caller's thread before it returns. Always ready.
 inline constexpr size_t kTransientLimiters = 1024;
 Result<std::shared_ptr<Store>> OpenMemoryStore(const MemoryStoreOptions& options = {});
+
+// Counters that survive a restart (docs/quotas.md): a memory store's live counters as the bytes
+// of a snapshot file, and such bytes given to a new store. sluiced's --state-dir writes and
+// reads the file; a snapshot holds each configured limit's counters under its
+// LimiterOptions::id with the spec they were counted under, and the overrides' counters.
+//
+// Times: a store's instants are its clock's; `to_wall` is what turns one into the wall-clock
+// instant, system_clock::now() - clock.Now() (zero for a clock that is the wall clock). Save
+// adds the saving process's, Load subtracts the loading process's.
+struct SnapshotSaved {
+  uint64_t counters = 0;  // live counters written (overrides included)
+  uint64_t limits = 0;    // limiters they belong to (the overrides' table counted as one)
+};
+struct SnapshotLoaded {
+  // Empty when the whole file was read; else why it stopped (corrupt, truncated, a format
+  // version this build does not read): what came before that point was still taken.
+  std::string error;
+  uint64_t counters = 0;  // live counters read, waiting for their limits
+  uint64_t expired = 0;   // read but replenished by now: left out
+};
+struct SnapshotRestored {
+  uint64_t restored = 0;      // counters now in their limiters again
+  uint64_t expired = 0;       // replenished before their limiter was made
+  uint64_t rule_changed = 0;  // their limit's spec changed meaning (docs/quotas.md): dropped
+  uint64_t unmatched = 0;     // no limiter with their id was made: dropped
+};
+class MemorySnapshots {
+ public:
+  virtual ~MemorySnapshots() = default;
+  // Every counter live at `now`, as a snapshot file. Each shard's lock is held only while its
+  // counters are copied out, one shard at a time; decisions on other shards go on meanwhile.
+  virtual std::string Save(Timestamp now, Duration to_wall, SnapshotSaved* saved = nullptr) = 0;
+  // Reads a snapshot into this store, before its limiters are made: the overrides' counters at
+  // once, the configured limits' as MakeLimiter makes a limiter of their id.
+  virtual SnapshotLoaded Load(std::string_view bytes, Timestamp now, Duration to_wall) = 0;
+  // Ends the restore: the counters no limiter took are dropped. Returns what became of them.
+  virtual SnapshotRestored FinishRestore() = 0;
+};
+// The snapshots of a memory store OpenMemoryStore made; null for any other store.
+MemorySnapshots* SnapshotsOf(Store& store);
 
 }  // namespace sluice
 

@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -74,6 +76,8 @@ struct Flags {
   std::string redis_tls_key;
   std::string redis_tls_server_name;
   bool redis_tls_insecure_skip_verify = false;
+  std::string state_dir;
+  std::string snapshot_interval = "10s";
 };
 
 // What the config is, where sluiced listens, how it answers, how it logs.
@@ -418,6 +422,73 @@ MemoryBudget ComputeMemoryBudget(size_t memory_max, size_t cache, bool memory_st
   return b;
 }
 
+// --state-dir and --snapshot-interval: the memory store's counters across restarts.
+CLI::Option* AddStateFlags(CLI::App& app, Flags& flags) {
+  app.add_option("--state-dir", flags.state_dir,
+                 "directory where the memory store keeps its counters across restarts (a "
+                 "snapshot every --snapshot-interval and at shutdown; locked: one sluiced a "
+                 "directory); docs/quotas.md")
+      ->envname("SLUICE_STATE_DIR");
+  return app
+      .add_option("--snapshot-interval", flags.snapshot_interval,
+                  "how often --state-dir's snapshot is written, 10ms to 1h")
+      ->envname("SLUICE_SNAPSHOT_INTERVAL")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            const auto d = sluice::ParseDuration(text);
+            if (!d) return d.error().message;
+            if (*d < std::chrono::milliseconds(10) || *d > std::chrono::hours(1)) {
+              return "'" + text + "' is outside 10ms to 1h";
+            }
+            return "";
+          },
+          "DURATION"))
+      ->capture_default_str();
+}
+
+// --state-dir keeps the memory store's counters; Redis keeps its own. Given on the command line
+// with another store, the flags are refused; given by the environment alone (the Debian unit sets
+// SLUICE_STATE_DIR for every store), they are ignored with a warning, so that a unit pointed at
+// Redis in /etc/default/sluiced still starts. Clears flags.state_dir when ignored.
+int CheckStateFlags(Flags& flags, bool interval_set, bool on_command_line) {
+  if (flags.state_dir.empty() && !interval_set) return 0;
+  if (flags.store != "memory" || !flags.global_store.empty()) {
+    if (!on_command_line) {
+      std::fprintf(stderr,
+                   "sluiced: warning: SLUICE_STATE_DIR and SLUICE_SNAPSHOT_INTERVAL are ignored: "
+                   "they keep the memory store's counters, and this store keeps its own\n");
+      flags.state_dir.clear();
+      return 0;
+    }
+    std::fprintf(stderr,
+                 "sluiced: --state-dir and --snapshot-interval (SLUICE_STATE_DIR, "
+                 "SLUICE_SNAPSHOT_INTERVAL) keep the memory store's counters across restarts; "
+                 "they need --store memory without --global-store\n");
+    return 2;
+  }
+  if (flags.state_dir.empty()) {
+    std::fprintf(stderr,
+                 "sluiced: --snapshot-interval (SLUICE_SNAPSHOT_INTERVAL) needs --state-dir "
+                 "(SLUICE_STATE_DIR): the directory the snapshots go to\n");
+    return 2;
+  }
+  return 0;
+}
+
+// Whether argv names one of the flags (as "--flag VALUE" or "--flag=VALUE").
+bool OnCommandLine(int argc, char** argv, std::initializer_list<std::string_view> names) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    for (std::string_view name : names) {
+      if (arg == name ||
+          (arg.starts_with(name) && arg.size() > name.size() && arg[name.size()] == '=')) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 // The checks that span flags (each flag's own range was CLI11's): 0, or 2 with the message
 // printed. A setting must have its effect: the memory store has no cache in front of it, and
 // the over-limit cache is counted inside --memory-max-bytes. Sets `cache` to the over-limit
@@ -539,6 +610,8 @@ Settings SettingsFrom(const Flags& flags, uint64_t cache) {
   SetStore(flags, budget, s);
   s.near_limit_ratio = flags.near_limit_ratio;
   s.usage_period = flags.usage_period;
+  s.state_dir = flags.state_dir;
+  s.snapshot_interval = *ParseDuration(flags.snapshot_interval);  // checked
   if (usage_tracking) {
     s.usage = UsageOptions{.period = *ParseDuration(flags.usage_period),  // checked
                            .near_limit_ratio = flags.near_limit_ratio,
@@ -559,12 +632,18 @@ std::expected<Settings, int> ParseFlags(int argc, char** argv) {
   CLI::Option* local_cache_bytes = AddMemoryFlags(app, flags);
   AddTlsFlags(app, flags.tls);
   AddRedisTlsFlags(app, flags);
+  CLI::Option* snapshot_interval = AddStateFlags(app, flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return std::unexpected(app.exit(e));
   }
   if (int code = ReadStoreFiles(flags); code != 0) return std::unexpected(code);
+  if (int code = CheckStateFlags(flags, snapshot_interval->count() > 0,
+                                 OnCommandLine(argc, argv, {"--state-dir", "--snapshot-interval"}));
+      code != 0) {
+    return std::unexpected(code);
+  }
   uint64_t cache = 0;
   if (int code = CheckCombinations(flags, local_cache_bytes->count() > 0, cache); code != 0) {
     return std::unexpected(code);

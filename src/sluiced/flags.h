@@ -51,6 +51,10 @@ struct Settings {
   bool memory_store = true;
   OpenStoreOptions store_options;
   OverLimitHits over_limit_hits = OverLimitHits::kDrop;
+  // --state-dir: where the memory store's counters are kept across restarts (empty: nowhere),
+  // written every --snapshot-interval (sluiced/snapshotter.h).
+  std::string state_dir;
+  Duration snapshot_interval = std::chrono::seconds(10);
 
   // The per-client usage views; nullopt: --usage-tracking off. The clock is the server's to set.
   std::optional<UsageOptions> usage;

@@ -110,11 +110,12 @@ Result<std::unique_ptr<Server>> Server::Start(const Settings& settings) {
                     &Server::StartHttp, &Server::StartForwardAuth, &Server::StartGrpc}) {
     if (auto started = (server.get()->*step)(); !started) return std::unexpected(started.error());
   }
-  server->metrics_.SetStatsSource(
-      [&service = *server->service_, &tls = *server->tls_](StatsSink& sink) {
-        service.ReportStats(sink);
-        tls.ReportStats(sink);
-      });
+  server->metrics_.SetStatsSource([&service = *server->service_, &tls = *server->tls_,
+                                   snapshotter = server->snapshotter_.get()](StatsSink& sink) {
+    service.ReportStats(sink);
+    tls.ReportStats(sink);
+    if (snapshotter != nullptr) snapshotter->ReportStats(sink);
+  });
   if (settings.memory_store) server->WatchEvictions();
   return server;
 }
@@ -156,9 +157,17 @@ Result<void> Server::StartService() {
   }
   auto store = OpenTheStore(settings_, &clock_, LogRedisEvent);
   if (!store) return MakeError("cannot start the service: " + store.error().message);
+  // The snapshot is loaded before the service makes the limiters that take its counters.
+  if (!settings_.state_dir.empty()) {
+    auto snapshotter =
+        Snapshotter::Open(settings_.state_dir, settings_.snapshot_interval, *store, clock_);
+    if (!snapshotter) return std::unexpected(snapshotter.error());
+    snapshotter_ = std::move(*snapshotter);
+  }
   auto service = RateLimitService::Create(config_, std::move(*store), options, &metrics_);
   if (!service) return MakeError("cannot start the service: " + service.error().message);
   service_ = std::move(*service);
+  if (snapshotter_) snapshotter_->Start();
   return {};
 }
 
@@ -313,6 +322,9 @@ void Server::Stop() {
   if (grpc_) stopping.emplace_back([this] { grpc_->Shutdown(); });
   for (std::thread& t : stopping) t.join();
   eviction_task_.reset();  // it reads the service's store
+  // Nothing decides any more: the last snapshot holds every counter.
+  if (snapshotter_ && snapshotter_->Stop()) spdlog::info("state: counters written at shutdown");
+  snapshotter_.reset();
   // A check still waiting on Redis when the grace ran out is answered by the store as it
   // closes, and that answer goes to the HTTP API and a server's io_context: close the store
   // now, while they exist, rather than after them in reverse declaration order.

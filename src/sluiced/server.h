@@ -22,6 +22,7 @@
 #include "sluice/scheduler.h"
 #include "sluice/status.h"
 #include "sluiced/flags.h"
+#include "sluiced/snapshotter.h"
 #include "sluiced/tls_listeners.h"
 
 namespace sluice::server {
@@ -66,6 +67,9 @@ class Server {
   std::unique_ptr<TlsListeners> tls_;
   std::unique_ptr<UsageViews> usage_;
   std::unique_ptr<RateLimitService> service_;
+  // --state-dir: the memory store's snapshots; null when off. Before the service goes, it has
+  // written the shutdown's snapshot and stopped its timer.
+  std::unique_ptr<Snapshotter> snapshotter_;
   // --api-tokens, read by every front end; null when off.
   std::unique_ptr<CallerIdentity> callers_;
   std::unique_ptr<const HttpApi> api_;

@@ -5,8 +5,8 @@
 
 The Grafana dashboard and the promtool rules (docs/prometheus/) query these series by name and
 label, so a refactor of how the stores report their stats must leave them as they are. For each
-setup -- the memory store, exact Redis, a leased limit, a batched limit, a region leasing its part
-from a global store -- it starts the real sluiced (on redis-servers of its own, on loopback), sends
+setup -- the memory store (also with --state-dir), exact Redis, a leased limit, a batched limit,
+a region leasing its part from a global store -- it starts the real sluiced (on redis-servers of its own, on loopback), sends
 the same few checks, scrapes /metrics and reduces it to one line per series: the `# TYPE` lines
 and each sample's name with its labels (values that vary from run to run -- timings, counts,
 the version -- are not recorded). That list must equal DIR/<setup>.txt; --update writes it.
@@ -52,9 +52,11 @@ REGION = CONFIG + """  - key: regional
       regions: {mode: leased, refresh: 200ms, shares: {us: 0.5, eu: 0.5}}
 """
 
-# setup -> (config, needs the region's Redis, needs a global Redis, extra flags)
+# setup -> (config, needs the region's Redis, needs a global Redis, extra flags; "{workdir}" in
+# one is the setup's temporary directory)
 SETUPS = {
     "memory": (CONFIG, False, False, []),
+    "memory_state_dir": (CONFIG, False, False, ["--state-dir", "{workdir}/state"]),
     "redis_exact": (CONFIG, True, False, []),
     "redis_leased": (LEASED, True, False, []),
     "redis_batched": (BATCHED, True, False, []),
@@ -188,7 +190,7 @@ def run_setup(binary, name, workdir):
     servers = []
     sluiced = None
     try:
-        args = ["--config", config] + extra
+        args = ["--config", config] + [a.format(workdir=workdir) for a in extra]
         if regional_redis:
             servers.append(Redis(workdir))
             args += ["--store", servers[-1].address()]

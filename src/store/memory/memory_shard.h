@@ -146,6 +146,30 @@ class alignas(64) MemoryShard {
     return dropped;
   }
 
+  // Calls f(key, state) for every counter not replenished at `now`, under the shard's lock (a
+  // snapshot copies them out; f must be quick and must not block). Returns how many.
+  template <typename F>
+  size_t ForEachLive(const Alg& alg, Timestamp now, F&& f) const {
+    std::lock_guard<SpinLock> lock(mu_);
+    size_t n = 0;
+    for (size_t pos = 0; pos < capacity_; ++pos) {
+      const Entry& e = slots_[pos];
+      if (!Used(e) || alg.ReplenishedAt(e.state) <= now) continue;
+      f(std::string_view(KeyPtr(e), Len(e)), e.state);
+      ++n;
+    }
+    return n;
+  }
+
+  // Puts a restored counter for `key`, replacing the key's own if it has one; like a new key,
+  // within the budget (evicting if need be). A replenished state is not kept.
+  void Restore(const Alg& alg, std::string_view key, uint32_t hash, State&& state, Timestamp now) {
+    if (alg.ReplenishedAt(state) <= now) return;
+    std::lock_guard<SpinLock> lock(mu_);
+    if (const size_t pos = Find(key, hash); pos != kNone) RemoveAt(pos);
+    Insert(alg, key, hash, std::move(state), now);
+  }
+
   void AddStats(StoreStats& s) const {
     std::lock_guard<SpinLock> lock(mu_);
     s.keys += count_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <condition_variable>
 #include <mutex>
 #include <random>
 #include <utility>
@@ -17,8 +18,10 @@
 #include "sluice/sliding_window_log.h"
 #include "sluice/token_bucket.h"
 #include "store/memory/key_hash.h"
+#include "store/memory/limiter_snapshot.h"
 #include "store/memory/memory_shard.h"
 #include "store/memory/override_table.h"
+#include "store/memory/snapshot_stage.h"
 
 namespace sluice {
 namespace {
@@ -28,13 +31,15 @@ namespace {
 // the store's bound counts on.
 class LiveLimiters {
  public:
-  void Add(const Limiter* limiter) {
+  void Add(const internal::SnapshotLimiter* limiter) {
     std::lock_guard<std::mutex> lock(mu_);
     limiters_.push_back(limiter);
   }
-  void Remove(const Limiter* limiter) {
-    std::lock_guard<std::mutex> lock(mu_);
+  // Waits while a snapshot is copying this limiter's counters (ForEach), never longer.
+  void Remove(const internal::SnapshotLimiter* limiter) {
+    std::unique_lock<std::mutex> lock(mu_);
     std::erase(limiters_, limiter);
+    saved_.wait(lock, [&] { return in_snapshot_ != limiter; });
   }
   // Takes one of `max` transient places, if one is free (given back by ReleaseTransient when
   // the transient limiter is destroyed or could not be made).
@@ -55,7 +60,7 @@ class LiveLimiters {
   StoreStats Sum() const {
     StoreStats total;
     std::lock_guard<std::mutex> lock(mu_);
-    for (const Limiter* limiter : limiters_) {
+    for (const internal::SnapshotLimiter* limiter : limiters_) {
       const StoreStats s = limiter->Stats();
       total.keys += s.keys;
       total.bytes += s.bytes;
@@ -66,28 +71,59 @@ class LiveLimiters {
     }
     return total;
   }
+  // Calls f(limiter) for each limiter alive when it is reached, one after another (one
+  // snapshot at a time). The lock is not held during f: a limiter made or destroyed meanwhile
+  // (a reload, a request dropping the last set of an older config) waits only if it is the one
+  // f has, for that one's counters.
+  template <typename F>
+  void ForEach(F&& f) const {
+    std::lock_guard<std::mutex> one_snapshot(snapshot_mu_);
+    std::vector<const internal::SnapshotLimiter*> listed;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      listed = limiters_;
+    }
+    for (const internal::SnapshotLimiter* limiter : listed) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (std::find(limiters_.begin(), limiters_.end(), limiter) == limiters_.end()) continue;
+        in_snapshot_ = limiter;
+      }
+      f(*limiter);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        in_snapshot_ = nullptr;
+      }
+      saved_.notify_all();
+    }
+  }
 
  private:
   mutable std::mutex mu_;
-  std::vector<const Limiter*> limiters_;
-  size_t transient_ = 0;  // guarded by mu_
+  std::vector<const internal::SnapshotLimiter*> limiters_;
+  size_t transient_ = 0;                                            // guarded by mu_
+  mutable std::mutex snapshot_mu_;                                  // held by ForEach
+  mutable const internal::SnapshotLimiter* in_snapshot_ = nullptr;  // guarded by mu_
+  mutable std::condition_variable saved_;  // in_snapshot_ went back to null
 };
 
 // Where a limiter belongs: a store (which counts it in its Stats() and its bound) or none.
 struct Owner {
   const Store* store = nullptr;
   std::shared_ptr<LiveLimiters> live;
+  std::string id;  // LimiterOptions::id: names the limiter's counters in snapshots
 };
 
 template <typename Alg>
-class MemoryLimiterOf final : public MemoryLimiter {
+class MemoryLimiterOf final : public internal::SnapshotLimiter {
  public:
   // `fixed_bytes`: what the limiter itself takes besides its shards' tables (counted in its
   // Stats when a store's bound includes it; 0 otherwise).
   MemoryLimiterOf(Alg alg, const LimitSpec& spec, const MemoryStoreOptions& options, size_t shards,
                   uint64_t seed, Owner owner, size_t fixed_bytes)
-      : MemoryLimiter(owner.store),
+      : SnapshotLimiter(owner.store),
         live_(std::move(owner.live)),
+        id_(std::move(owner.id)),
         fixed_bytes_(fixed_bytes),
         alg_(std::move(alg)),
         spec_(spec),
@@ -168,6 +204,27 @@ class MemoryLimiterOf final : public MemoryLimiter {
 
   const LimitSpec& spec() const override { return spec_; }
 
+  const std::string& id() const override { return id_; }
+
+  uint64_t SaveSection(Timestamp now, int64_t to_wall_ns,
+                       internal::SnapshotWriter& out) const override {
+    return internal::SaveLimitSection(
+        id_, spec_, alg_,
+        shard_mask_ + 1, [this](size_t i) -> const auto& { return *shards_[i].shard; }, now,
+        to_wall_ns, out);
+  }
+
+  void RestoreSection(const internal::LimitSection& section, Timestamp now, int64_t to_wall_ns,
+                      SnapshotRestored& counts) override {
+    internal::RestoreLimitSection(section, alg_, now, to_wall_ns, counts,
+                                  [&](std::string_view key, typename Alg::State&& state) {
+                                    if (key.size() > max_key_bytes_) return;
+                                    const uint64_t h = internal::HashKey(key, seed_);
+                                    ShardFor(h).Restore(alg_, key, static_cast<uint32_t>(h),
+                                                        std::move(state), now);
+                                  });
+  }
+
  private:
   bool Valid(std::string_view key, int64_t cost) const {
     return cost >= 0 && key.size() <= max_key_bytes_;
@@ -193,6 +250,7 @@ class MemoryLimiterOf final : public MemoryLimiter {
 
  private:
   const std::shared_ptr<LiveLimiters> live_;
+  const std::string id_;
   const size_t fixed_bytes_;
   const Alg alg_;
   const LimitSpec spec_;
@@ -287,7 +345,7 @@ Result<std::unique_ptr<MemoryLimiter>> MakeOwnedLimiter(const LimitSpec& spec,
   return MakeError("unknown algorithm");
 }
 
-class MemoryStore final : public Store {
+class MemoryStore final : public Store, public MemorySnapshots {
  public:
   // The split of the bound is in memory_store.h (OpenMemoryStore).
   explicit MemoryStore(const MemoryStoreOptions& options) : options_(options) {
@@ -314,8 +372,9 @@ class MemoryStore final : public Store {
     MemoryStoreOptions options = options_;
     options.max_bytes = (options_.max_bytes - options_.max_bytes / 4) /
                         std::max<size_t>(1, limiter.limits_sharing_memory);
-    auto made = MakeOwnedLimiter(spec, options, Owner{this, live_});
+    auto made = MakeOwnedLimiter(spec, options, Owner{this, live_, limiter.id});
     if (!made) return std::unexpected(made.error());
+    stage_.Restore(static_cast<internal::SnapshotLimiter&>(**made));
     return std::unique_ptr<Limiter>(std::move(*made));
   }
 
@@ -352,6 +411,29 @@ class MemoryStore final : public Store {
 
   bool Ready() override { return true; }
 
+  std::string Save(Timestamp now, Duration to_wall, SnapshotSaved* saved) override {
+    std::string out;
+    internal::SnapshotWriter writer(out, ToNanos(now + to_wall));
+    SnapshotSaved counts;
+    live_->ForEach([&](const internal::SnapshotLimiter& limiter) {
+      counts.counters += limiter.SaveSection(now, to_wall.count(), writer);
+      ++counts.limits;
+    });
+    if (overrides_ != nullptr) {
+      counts.counters += overrides_->SaveSection(now, to_wall.count(), writer);
+      ++counts.limits;
+    }
+    writer.Finish();
+    if (saved != nullptr) *saved = counts;
+    return out;
+  }
+
+  SnapshotLoaded Load(std::string_view bytes, Timestamp now, Duration to_wall) override {
+    return stage_.Load(std::string(bytes), now, to_wall.count(), overrides_.get());
+  }
+
+  SnapshotRestored FinishRestore() override { return stage_.Finish(); }
+
   // The override table is counted once here: its views (the transient limiters) are not in
   // live_, and each reports the whole table.
   StoreStats Stats() const override {
@@ -384,6 +466,7 @@ class MemoryStore final : public Store {
   size_t transient_reserve_ = 0;  // their bytes, kept out of the overrides' part
   std::shared_ptr<internal::OverrideTable> overrides_;  // null if the bound is too small
   std::string overrides_error_;
+  internal::SnapshotStage stage_;  // a loaded snapshot's counters waiting for their limiters
 };
 
 }  // namespace
@@ -392,6 +475,8 @@ Result<std::unique_ptr<MemoryLimiter>> MakeMemoryLimiter(const LimitSpec& spec,
                                                          const MemoryStoreOptions& options) {
   return MakeOwnedLimiter(spec, options, Owner{});
 }
+
+MemorySnapshots* SnapshotsOf(Store& store) { return dynamic_cast<MemorySnapshots*>(&store); }
 
 Result<std::shared_ptr<Store>> OpenMemoryStore(const MemoryStoreOptions& options) {
   if (auto valid = CheckOptions(options); !valid) return std::unexpected(valid.error());

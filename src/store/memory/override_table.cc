@@ -3,7 +3,10 @@
 #include <bit>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <utility>
+
+#include "store/memory/state_codec.h"
 
 namespace sluice::internal {
 namespace {
@@ -28,6 +31,36 @@ std::string RatePrefix(const LimitSpec& spec) {
   // Only a shaper's max_delay means anything (ValidateLimitSpec); the flag above delimits it.
   if (spec.shaper) AppendVarint(p, static_cast<uint64_t>(spec.max_delay.count()));
   return p;
+}
+
+bool GetVarint(std::string_view key, size_t& pos, uint64_t& v) {
+  v = 0;
+  for (int shift = 0; shift < 64 && pos < key.size(); shift += 7) {
+    const auto b = static_cast<uint8_t>(key[pos++]);
+    v |= uint64_t{b & 0x7fu} << shift;
+    if ((b & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+// The spec RatePrefix wrote at the start of a table key, and where the caller's key begins.
+bool ParseRatePrefix(std::string_view key, LimitSpec& spec, size_t& end) {
+  size_t pos = 0;
+  uint64_t limit = 0, period = 0, burst = 0, max_delay = 0;
+  if (key.empty()) return false;
+  spec.algorithm = static_cast<Algorithm>(static_cast<uint8_t>(key[pos++]));
+  if (!GetVarint(key, pos, limit) || !GetVarint(key, pos, period) || !GetVarint(key, pos, burst) ||
+      pos >= key.size()) {
+    return false;
+  }
+  spec.shaper = key[pos++] != 0;
+  if (spec.shaper && !GetVarint(key, pos, max_delay)) return false;
+  spec.limit = static_cast<int64_t>(limit);
+  spec.period = Duration(static_cast<int64_t>(period));
+  spec.burst = static_cast<int64_t>(burst);
+  spec.max_delay = spec.shaper ? Duration(static_cast<int64_t>(max_delay)) : Duration::max();
+  end = pos;
+  return ValidateLimitSpec(spec).has_value();
 }
 
 template <typename Alg>
@@ -184,6 +217,81 @@ size_t OverrideTable::Sweep(Timestamp now) {
   size_t dropped = 0;
   for (size_t i = 0; i <= shard_mask_; ++i) dropped += shards_[i]->Sweep(OverrideAlg(nullptr), now);
   return dropped;
+}
+
+uint64_t OverrideTable::SaveSection(Timestamp now, int64_t to_wall_ns, SnapshotWriter& out) const {
+  ByteWriter& w = out.writer();
+  out.BeginSection(SectionKind::kOverrides);
+  const size_t count_at = w.size();
+  w.Put<uint64_t>(0);
+  uint64_t count = 0;
+  std::string chunk;  // one shard's counters, copied under its lock (limiter_snapshot.h)
+  for (size_t i = 0; i <= shard_mask_; ++i) {
+    chunk.clear();
+    ByteWriter cw(chunk);
+    shards_[i]->ForEachLive(
+        OverrideAlg(nullptr), now, [&](std::string_view key, const OverrideState& state) {
+          LimitSpec spec;
+          size_t end = 0;
+          if (!ParseRatePrefix(key, spec, end)) return;  // every key has one: RatePrefix
+          std::visit(
+              [&](const auto& inner) {
+                const uint8_t tag = StateTagFor(spec);
+                WithAlgOfTag(tag, SnapshotAlgs{}, [&](auto alg) {
+                  using Alg = typename decltype(alg)::type;
+                  using S = std::decay_t<decltype(inner)>;
+                  if constexpr (std::is_same_v<typename Alg::State, S>) {
+                    cw.PutBytes(key);
+                    cw.Put<uint8_t>(tag);
+                    EncodeState<Alg>(inner, TimeFrame{spec.period.count(), to_wall_ns}, cw);
+                    ++count;
+                  }
+                });
+              },
+              state.inner);
+        });
+    w.PutRaw(chunk);
+  }
+  w.PatchAt<uint64_t>(count_at, count);
+  out.EndSection();
+  return count;
+}
+
+void OverrideTable::RestoreSection(uint64_t count, std::string_view counters, Timestamp now,
+                                   int64_t to_wall_ns, SnapshotRestored& counts) {
+  ByteReader r(counters);
+  for (uint64_t i = 0; i < count; ++i) {
+    std::string_view key;
+    uint8_t tag = 0;
+    LimitSpec spec;
+    size_t end = 0;
+    if (!r.GetBytes(key) || !r.Get(tag)) return;
+    // A key's prefix is its whole spec, so its counter can never meet another rate's; only a
+    // tag this build would not keep for it (another build's state) is refused.
+    if (!ParseRatePrefix(key, spec, end) || tag != StateTagFor(spec)) return;
+    const TimeFrame frame{spec.period.count(), to_wall_ns};
+    bool sound = false;
+    WithAlgOfTag(tag, SnapshotAlgs{}, [&](auto id) {
+      using Alg = typename decltype(id)::type;
+      // No override is a calendar window (its tag never matches a rate's): none is kept here.
+      if constexpr (!std::is_same_v<Alg, CalendarWindow>) {
+        typename Alg::State state{};
+        auto alg = Alg::Create(spec);
+        if (!alg || !DecodeState<Alg>(r, frame, spec, state)) return;
+        sound = true;
+        const Timestamp replenished = alg->ReplenishedAt(state);
+        if (replenished <= now) {
+          ++counts.expired;
+          return;
+        }
+        const uint64_t h = HashKey(key, seed_);
+        ShardFor(h).Restore(OverrideAlg(nullptr), key, static_cast<uint32_t>(h),
+                            OverrideState{std::move(state), replenished}, now);
+        ++counts.restored;
+      }
+    });
+    if (!sound) return;
+  }
 }
 
 void OverrideTable::AddStats(StoreStats& s) const {

@@ -24,6 +24,7 @@
 #include "sluice/token_bucket.h"
 #include "store/memory/key_hash.h"
 #include "store/memory/memory_shard.h"
+#include "store/memory/snapshot_format.h"
 
 namespace sluice::internal {
 
@@ -104,6 +105,11 @@ class OverrideTable {
   size_t Sweep(Timestamp now);
   // Counters, bytes (tables and fixed parts), the bound, evictions by reason, expirations.
   void AddStats(StoreStats& s) const;
+  // Snapshots (snapshot_format.h): writes the overrides' section, every counter live at `now`
+  // (returns how many); and puts a saved section's counters back.
+  uint64_t SaveSection(Timestamp now, int64_t to_wall_ns, SnapshotWriter& out) const;
+  void RestoreSection(uint64_t count, std::string_view counters, Timestamp now, int64_t to_wall_ns,
+                      SnapshotRestored& counts);
   // What one shard may hold: a counter's largest state must fit in it a few times over.
   size_t shard_budget() const { return shard_budget_; }
 
