@@ -63,7 +63,8 @@ install(TARGETS ${sluice_installed_libraries}
 # batched, over-limit cache) belong to libraries that are not installed.
 set(sluice_public_headers
   # sluice_core
-  adjustment.h algorithm.h clock.h decision.h duration.h fixed_window.h gcra.h leaky_bucket.h limit_spec.h
+  adjustment.h algorithm.h calendar_window.h clock.h decision.h duration.h fixed_window.h gcra.h
+  leaky_bucket.h limit_spec.h
   region_scope.h sliding_window_counter.h sliding_window_log.h stats_sink.h status.h time.h
   token_bucket.h
   # sluice_store

@@ -7,17 +7,39 @@
 //                         refused and takes nothing).
 //   fixed_window, sliding_window_log, sliding_window_counter:
 //                         at most limit hits per window of length period; burst must be unset.
+//   fixed_window with a calendar: the window is the calendar day, week, month or year in an
+//                         IANA time zone (docs/quotas.md, "Calendar periods"); period (any
+//                         valid length) is then not the window: sluiced sets the unit's nominal
+//                         one (a month 30 days) for what reports a single length.
 #ifndef SLUICE_LIMIT_SPEC_H_
 #define SLUICE_LIMIT_SPEC_H_
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "sluice/algorithm.h"
 #include "sluice/status.h"
 #include "sluice/time.h"
 
 namespace sluice {
+
+// A calendar period in a time zone, instead of a window of fixed length.
+enum class CalendarUnit : uint8_t { kNone, kDay, kWeek, kMonth, kYear };
+
+// "day", "week", "month", "year" ("" for kNone).
+std::string_view CalendarUnitName(CalendarUnit unit);
+
+// Whether the system tzdata knows the IANA zone `name`; the error names it.
+Result<void> ValidateTimeZone(std::string_view name);
+
+struct CalendarSpec {
+  CalendarUnit unit = CalendarUnit::kNone;
+  std::string timezone;             // an IANA name from the system tzdata ("Europe/Lisbon")
+  bool week_starts_sunday = false;  // weeks start on Monday (ISO 8601) unless set
+
+  bool operator==(const CalendarSpec&) const = default;
+};
 
 struct LimitSpec {
   Algorithm algorithm = Algorithm::kTokenBucket;
@@ -28,10 +50,13 @@ struct LimitSpec {
   // Shaper only: the longest delay an admitted request may get. Duration::max() (the default):
   // what the queue allows, just under burst/rate. At most burst/rate (ValidateLimitSpec).
   Duration max_delay = Duration::max();
+  // fixed_window only: windows are calendar periods in a zone (unit kNone: they are not).
+  CalendarSpec calendar{};
 
   // The capacity actually used: burst if set, else limit.
   int64_t Capacity() const { return burst > 0 ? burst : limit; }
   bool HasMaxDelay() const { return max_delay != Duration::max(); }
+  bool IsCalendar() const { return calendar.unit != CalendarUnit::kNone; }
 
   bool operator==(const LimitSpec&) const = default;
 };

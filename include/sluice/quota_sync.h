@@ -31,7 +31,8 @@ struct QuotaSync {
 // Whether a limit can be leased or batched: its admissions must be units taken from one count
 // (token bucket, GCRA, fixed window, leaky-bucket meter). A sliding window can neither lend hits
 // ahead of time nor have its state read back from Redis's answers, and a shaper's delay depends
-// on every node's queue. The one place this rule is decided; each caller words its own error.
+// on every node's queue; leases and batches are sized by a fixed-length period, which a
+// calendar window is not. The one place this rule is decided; each caller words its own error.
 bool SharedSyncCanServe(const LimitSpec& spec);
 
 }  // namespace sluice

@@ -213,11 +213,12 @@ class DomainParser {
   }
 
   Result<Limit> ParseRateLimit(const YAML::Node& node, bool shadow_mode) {
-    auto fields = Fields::Of(file_, node, "rate_limit",
-                             {"unit", "period", "requests_per_unit", "name", "replaces",
-                              "unlimited", "algorithm", "burst", "shaper", "max_delay", "mode",
-                              "failure_mode", "over_limit_hits", "sync", "scope", "regions"},
-                             &warnings_);
+    auto fields =
+        Fields::Of(file_, node, "rate_limit",
+                   {"unit", "period", "calendar", "timezone", "week_start", "requests_per_unit",
+                    "name", "replaces", "unlimited", "algorithm", "burst", "shaper", "max_delay",
+                    "mode", "failure_mode", "over_limit_hits", "sync", "scope", "regions"},
+                   &warnings_);
     if (!fields) return std::unexpected(fields.error());
     Limit limit;
     if (const auto n = fields->Get("name")) {
@@ -250,9 +251,18 @@ class DomainParser {
     }
     if (unlimited) return ParseUnlimited(*fields, std::move(limit));
 
-    auto period = ParseWindow(*fields, node);
-    if (!period) return std::unexpected(period.error());
-    limit.period = *period;
+    auto calendar = ParseCalendar(file_, *fields);
+    if (!calendar) return std::unexpected(calendar.error());
+    if (*calendar) {
+      // A calendar rule reports its unit's nominal length where one length is asked for
+      // (docs/quotas.md, "What clients see"); its windows are the spec's calendar periods.
+      limit.period = LimitPeriod::Of(CalendarReportUnit((*calendar)->unit));
+      limit.spec.calendar = std::move(**calendar);
+    } else {
+      auto period = ParseWindow(*fields, node);
+      if (!period) return std::unexpected(period.error());
+      limit.period = *period;
+    }
 
     if (!rpu) {
       WarnAt(warnings_, file_, node,
@@ -261,8 +271,8 @@ class DomainParser {
     }
     limit.requests_per_unit = rpu.value_or(0);
     if (limit.requests_per_unit == 0) {
-      for (std::string_view f :
-           {"algorithm", "burst", "shaper", "max_delay", "sync", "scope", "regions"}) {
+      for (std::string_view f : {"algorithm", "burst", "shaper", "max_delay", "sync", "scope",
+                                 "regions", "calendar", "timezone", "week_start"}) {
         if (fields->Present(f)) {
           return ErrorAt(file_, fields->KeyOf(f),
                          "requests_per_unit: 0 blocks every request; '" + std::string(f) +
@@ -310,8 +320,8 @@ class DomainParser {
   // a unit it does not know are ignored there, so they load here with a warning. sluice's own
   // algorithm parameters mean nothing without a limit and stay errors.
   Result<Limit> ParseUnlimited(const Fields& fields, Limit limit) {
-    for (std::string_view f :
-         {"period", "algorithm", "burst", "shaper", "max_delay", "sync", "scope", "regions"}) {
+    for (std::string_view f : {"period", "calendar", "timezone", "week_start", "algorithm", "burst",
+                               "shaper", "max_delay", "sync", "scope", "regions"}) {
       if (fields.Present(f)) {
         return ErrorAt(file_, fields.KeyOf(f),
                        "an unlimited rate_limit takes no '" + std::string(f) + "'");
@@ -342,6 +352,9 @@ class DomainParser {
     spec.algorithm = default_algorithm_;
     spec.limit = limit.requests_per_unit;
     spec.period = limit.period.length;
+    // A calendar window is a fixed window: `calendar` alone picks it.
+    spec.calendar = std::move(limit.spec.calendar);
+    if (spec.IsCalendar()) spec.algorithm = Algorithm::kFixedWindow;
     if (const auto a = fields.Get("algorithm")) {
       auto name = ReadString(file_, *a, "algorithm", kMaxNameBytes);
       if (!name) return std::unexpected(name.error());
@@ -350,6 +363,12 @@ class DomainParser {
         return ErrorAt(file_, *a,
                        "unknown algorithm '" + *name +
                            "' (expected one of: " + std::string(kAlgorithmNames) + ")");
+      }
+      if (spec.IsCalendar() && *alg != Algorithm::kFixedWindow) {
+        return ErrorAt(file_, *a,
+                       "calendar windows are fixed windows: algorithm must be fixed_window (or "
+                       "left out), not " +
+                           *name);
       }
       spec.algorithm = *alg;
     }
@@ -408,6 +427,12 @@ class DomainParser {
                                     LimitName(limit), warnings_);
     if (!regions) return std::unexpected(regions.error());
     limit.regions = std::move(*regions);
+    if (limit.regions.global && limit.spec.IsCalendar()) {
+      return ErrorAt(file_, fields.KeyOf("scope"),
+                     LimitName(limit) +
+                         ": scope: global cannot serve a calendar window (regions share a limit "
+                         "per fixed-length period; keep the calendar rule per store)");
+    }
     return limit;
   }
 
@@ -441,6 +466,12 @@ class DomainParser {
                      "unknown sync mode '" + *mode + "' (expected exact, leased or batched)");
     }
     const std::string name = LimitName(limit);
+    if (sync.mode != SyncMode::kExact && limit.spec.IsCalendar()) {
+      return ErrorAt(file_, mode_node,
+                     name + ": sync mode " + *mode +
+                         " cannot serve a calendar window (leases and batches are sized by a "
+                         "fixed-length period); use sync: exact");
+    }
     if (sync.mode != SyncMode::kExact && !SharedSyncCanServe(limit.spec)) {
       if (limit.spec.shaper) {
         return ErrorAt(file_, mode_node,

@@ -53,6 +53,7 @@ void ApplyDefaultSync(Domain& domain, const QuotaSync& sync, internal::Warnings&
                          (sync.mode == SyncMode::kLeased ? "leased" : "batched") +
                          " does not apply to this " + std::string(AlgorithmName(a)) +
                          (limit.spec.shaper ? " shaper" : "") +
+                         (limit.spec.IsCalendar() ? " calendar" : "") +
                          " limit, which stays exact (set its sync: to say so)");
       continue;
     }

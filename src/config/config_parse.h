@@ -43,6 +43,15 @@ Result<RegionScope> ParseRegionScope(const std::string& file,
                                      const std::optional<YAML::Node>& regions, const Limit& limit,
                                      const std::string& limit_name, Warnings& warnings);
 
+// A rate_limit's `calendar: day|week|month|year`, `timezone:` (an IANA name, default UTC) and
+// `week_start: monday|sunday`; nullopt without `calendar`. Refuses `calendar` beside `unit` or
+// `period`, the other two without it, and a zone the system tzdata does not know.
+Result<std::optional<CalendarSpec>> ParseCalendar(const std::string& file, const Fields& fields);
+
+// The ratelimit unit a calendar rule reports where only a unit fits (the gRPC answer's unit,
+// `unit` in JSON): day, week, month, year. Its length is the nominal one (a month 30 days).
+Unit CalendarReportUnit(CalendarUnit unit);
+
 // Whether `name` can be a region's name (letters, digits, '_', '-', '.'; 1 to 64 bytes).
 bool IsRegionName(std::string_view name);
 

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/arith.h"
+#include "core/calendar_period.h"
 #include "sluice/duration.h"
 #include "sluice/sliding_window_log.h"
 
@@ -16,10 +17,37 @@ constexpr Duration kMaxPeriod = std::chrono::hours(24 * 3650);
 // Window counters keep counts in 32 bits.
 constexpr int64_t kMaxWindowLimit = 0xffffffffLL;
 
+// A calendar belongs to a fixed window, in a zone the system tzdata knows.
+Result<void> ValidateCalendar(const LimitSpec& spec) {
+  if (!spec.IsCalendar()) {
+    if (!spec.calendar.timezone.empty() || spec.calendar.week_starts_sunday) {
+      return MakeError("timezone and week_start apply only to a calendar window");
+    }
+    return {};
+  }
+  if (spec.algorithm != Algorithm::kFixedWindow) {
+    return MakeError("calendar windows apply only to fixed_window, not " +
+                     std::string(AlgorithmName(spec.algorithm)));
+  }
+  if (spec.calendar.week_starts_sunday && spec.calendar.unit != CalendarUnit::kWeek) {
+    return MakeError("week_start applies only to calendar: week");
+  }
+  if (auto zone = internal::FindTimeZone(spec.calendar.timezone); !zone) {
+    return std::unexpected(zone.error());
+  }
+  return {};
+}
+
 }  // namespace
+
+Result<void> ValidateTimeZone(std::string_view name) {
+  if (auto zone = internal::FindTimeZone(name); !zone) return std::unexpected(zone.error());
+  return {};
+}
 
 Result<LimitSpec> ValidateLimitSpec(const LimitSpec& spec) {
   const std::string name(AlgorithmName(spec.algorithm));
+  if (auto calendar = ValidateCalendar(spec); !calendar) return std::unexpected(calendar.error());
   if (spec.limit <= 0) {
     return MakeError("limit must be a positive number of requests (got " +
                      std::to_string(spec.limit) + ")");
@@ -109,8 +137,12 @@ Result<LimitSpec> ValidateLimitSpecFor(const LimitSpec& spec, Algorithm expected
 }  // namespace internal
 
 std::string DescribeLimitSpec(const LimitSpec& spec) {
-  std::string out = std::string(AlgorithmName(spec.algorithm)) + " " + std::to_string(spec.limit) +
-                    "/" + FormatDuration(spec.period);
+  std::string out =
+      std::string(AlgorithmName(spec.algorithm)) + " " + std::to_string(spec.limit) + "/" +
+      (spec.IsCalendar() ? "calendar " + std::string(CalendarUnitName(spec.calendar.unit)) + " " +
+                               spec.calendar.timezone
+                         : FormatDuration(spec.period));
+  if (spec.calendar.week_starts_sunday) out += " from sunday";
   if (spec.burst > 0) out += " burst " + std::to_string(spec.burst);
   if (spec.shaper) out += " shaper";
   if (spec.HasMaxDelay()) out += " max_delay " + FormatDuration(spec.max_delay);

@@ -8,8 +8,10 @@ bool SharedSyncCanServe(const LimitSpec& spec) {
   switch (spec.algorithm) {
     case Algorithm::kTokenBucket:
     case Algorithm::kGcra:
-    case Algorithm::kFixedWindow:
       return true;
+    case Algorithm::kFixedWindow:
+      // Leases and batches are sized by a fixed-length period, which a calendar window is not.
+      return !spec.IsCalendar();
     case Algorithm::kLeakyBucket:
       return !spec.shaper;
     case Algorithm::kSlidingWindowLog:

@@ -49,6 +49,7 @@ void AppendConfigLimit(std::string& out, const Limit& limit) {
   }
   out += "\"period_s\":";
   util::AppendJsonSecondsOfMicros(out, limit.period.length / std::chrono::microseconds(1));
+  if (limit.kind == LimitKind::kLimited) AppendCalendarJson(out, limit.spec);
   out += ",\"requests_per_unit\":";
   util::AppendJsonInt(out, limit.requests_per_unit);
   if (limit.kind == LimitKind::kLimited) {

@@ -46,6 +46,15 @@ Result<int64_t> ParseHits(const Node& v, const std::string& where) {
 
 Result<LimitOverride> ParseOverride(const FlatJson& doc, const Node& v, const std::string& where) {
   if (v.kind != Kind::kObject) return MakeError(where + ": must be an object");
+  // A per-request limit keeps its own counter per rate; calendar windows are a rule's, whose
+  // zone and bounds the operator chose (docs/quotas.md, "Calendar periods").
+  for (const char* f : {"calendar", "timezone", "week_start"}) {
+    if (doc.Find(v, f) != nullptr) {
+      return MakeError(where + "." + f +
+                       ": a per-request limit cannot be a calendar window; configure "
+                       "calendar on a rule");
+    }
+  }
   if (auto f = UnknownField(doc, v, {"requests_per_unit", "unit", "period"}); !f.empty()) {
     return MakeError(where + ": unknown field '" + f + "'");
   }
@@ -224,6 +233,15 @@ Result<CheckRequest> ParseCheckRequest(std::string_view body, const CheckLimits&
   return request;
 }
 
+void AppendCalendarJson(std::string& out, const LimitSpec& spec) {
+  if (!spec.IsCalendar()) return;
+  out += ",\"calendar\":";
+  util::AppendJsonStringOfBytes(out, CalendarUnitName(spec.calendar.unit));
+  out += ",\"timezone\":";
+  util::AppendJsonStringOfBytes(out, spec.calendar.timezone);
+  if (spec.calendar.week_starts_sunday) out += ",\"week_start\":\"sunday\"";
+}
+
 void AppendLimitJson(std::string& out, const Limit* limit) {
   if (limit == nullptr) {
     out += "null";
@@ -239,6 +257,7 @@ void AppendLimitJson(std::string& out, const Limit* limit) {
   }
   out += ",\"period_s\":";
   util::AppendJsonSecondsOfMicros(out, limit->period.length / std::chrono::microseconds(1));
+  if (limit->kind == LimitKind::kLimited) AppendCalendarJson(out, limit->spec);
   if (limit->kind == LimitKind::kLimited) {
     out += ",\"algorithm\":";
     util::AppendJsonStringOfBytes(out, AlgorithmName(limit->spec.algorithm));

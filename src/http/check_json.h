@@ -46,7 +46,13 @@ std::string RenderCheckResponse(const CheckResponse& response);
 
 // {"name":...,"requests_per_unit":...,"unit":...,"algorithm":...,"burst":...}; `null` for a
 // null limit. An unlimited or blocked limit has "algorithm":null and "burst":null.
+// A calendar rule adds "calendar", "timezone" and, for Sunday weeks, "week_start" after
+// "period_s" (which is then the unit's nominal length; docs/quotas.md, "What clients see").
 void AppendLimitJson(std::string& out, const Limit* limit);
+
+// ,"calendar":"month","timezone":"Europe/Lisbon"[,"week_start":"sunday"] for a calendar spec;
+// nothing for any other.
+void AppendCalendarJson(std::string& out, const LimitSpec& spec);
 
 }  // namespace sluice::server
 

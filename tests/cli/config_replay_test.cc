@@ -172,6 +172,35 @@ TEST_F(ConfigReplayTest, APeriodRuleReplaysOnItsWindow) {
   EXPECT_EQ(replay->requests_over, 3u);
 }
 
+// A `calendar` rule (issue 27) replays in the zone's calendar: March 2026 in Lisbon ends at
+// 04-01 00:00 WEST = 03-31 23:00Z (1774998000). 5 a month: 5 in March's last hour pass, 4 at
+// April's first minute pass, 2 more half an hour later: one over. (A 30-day `unit: month`
+// window, epoch-aligned, holds all 11 and refuses 6.)
+TEST_F(ConfigReplayTest, ACalendarRuleReplaysInTheLocalMonth) {
+  auto config = server::LoadConfig(
+      dir_.Write("calendar.yaml",
+                 "domain: c\ndescriptors:\n  - key: k\n    rate_limit: {name: monthly, "
+                 "calendar: month, timezone: Europe/Lisbon, requests_per_unit: 5}\n"));
+  ASSERT_TRUE(config) << config.error().message;
+  constexpr int64_t kAprilMs = int64_t{1774998000} * 1000;
+  const std::pair<int64_t, int> groups[] = {
+      {kAprilMs - 3'600'000, 3}, {kAprilMs - 60'000, 2}, {kAprilMs, 4}, {kAprilMs + 1'800'000, 2}};
+  std::string jsonl;
+  for (const auto& [at, n] : groups) {
+    for (int j = 0; j < n; ++j) {
+      nlohmann::json check = {{"domain", "c"},
+                              {"descriptors", {{{"entries", {{{"key", "k"}, {"value", "v"}}}}}}}};
+      jsonl += nlohmann::json{{"t_ms", at + j}, {"check", check}}.dump() + "\n";
+    }
+  }
+  auto in = test::TmpFileWith(jsonl);
+  test::MemOut out;
+  auto replay = ReplayConfig(*config, in.get(), ConfigReplayOutput::kSummary, out.file());
+  ASSERT_TRUE(replay) << replay.error().message;
+  EXPECT_EQ(replay->lines, 11u);
+  EXPECT_EQ(replay->requests_over, 1u);
+}
+
 TEST_F(ConfigReplayTest, JsonlWritesEachAnswer) {
   auto in = test::TmpFileWith(Jsonl(Traffic()));
   test::MemOut out;

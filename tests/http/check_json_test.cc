@@ -101,6 +101,38 @@ TEST(CheckJson, RendersAPeriodInSeconds) {
   EXPECT_NE(out.find(R"("requests_per_unit":3,"period_s":300,)"), std::string::npos) << out;
 }
 
+TEST(CheckJson, RefusesACalendarOverrideAndRendersACalendarRule) {
+  const std::string head = R"({"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}],)";
+  EXPECT_EQ(ParseError(head + R"("limit":{"requests_per_unit":1,"calendar":"month"}}]})"),
+            "descriptors[0].limit.calendar: a per-request limit cannot be a calendar window; "
+            "configure calendar on a rule");
+  EXPECT_EQ(ParseError(head + R"("limit":{"requests_per_unit":1,"unit":"day",)"
+                              R"("timezone":"Asia/Tokyo"}}]})"),
+            "descriptors[0].limit.timezone: a per-request limit cannot be a calendar window; "
+            "configure calendar on a rule");
+
+  Limit limit;
+  limit.name = "monthly";
+  limit.kind = LimitKind::kLimited;
+  limit.period = LimitPeriod::Of(Unit::kMonth);
+  limit.requests_per_unit = 1000;
+  limit.spec.algorithm = Algorithm::kFixedWindow;
+  limit.spec.limit = 1000;
+  limit.spec.period = limit.period.length;
+  limit.spec.calendar = {CalendarUnit::kMonth, "Europe/Lisbon", false};
+  std::string out;
+  AppendLimitJson(out, &limit);
+  EXPECT_EQ(out, R"({"name":"monthly","requests_per_unit":1000,"unit":"month",)"
+                 R"("period_s":2592000,"calendar":"month","timezone":"Europe/Lisbon",)"
+                 R"("algorithm":"fixed_window","burst":1000})");
+  limit.spec.calendar = {CalendarUnit::kWeek, "UTC", true};
+  out.clear();
+  AppendLimitJson(out, &limit);
+  EXPECT_NE(out.find(R"("calendar":"week","timezone":"UTC","week_start":"sunday",)"),
+            std::string::npos)
+      << out;
+}
+
 TEST(CheckJson, RejectsMalformedAndWrongTypes) {
   EXPECT_EQ(ParseError("{\"domain\":"), "the body is not valid JSON");
   EXPECT_EQ(ParseError(""), "the body is not valid JSON");

@@ -39,7 +39,9 @@ inline bool SpecKeepsCounters(const LimitSpec& saved, const LimitSpec& now) {
   const bool window = now.algorithm == Algorithm::kFixedWindow ||
                       now.algorithm == Algorithm::kSlidingWindowCounter ||
                       now.algorithm == Algorithm::kSlidingWindowLog;
-  return window && saved.algorithm == now.algorithm && saved.period == now.period;
+  // A calendar window keeps its counters only in the same calendar and zone.
+  return window && saved.algorithm == now.algorithm && saved.period == now.period &&
+         saved.calendar == now.calendar;
 }
 
 // Writes a section for a limiter of `Alg` whose shards are shard(0) .. shard(shards - 1).

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/carry_over.h"
+#include "sluice/calendar_window.h"
 #include "sluice/decide_all.h"
 #include "sluice/fixed_window.h"
 #include "sluice/gcra.h"
@@ -385,6 +386,10 @@ Result<std::unique_ptr<MemoryLimiter>> MakeOwnedLimiter(const LimitSpec& spec,
       if (wide) return Make<WideLeakyBucket>(spec, options, shards, seed, std::move(owner));
       return Make<LeakyBucket>(spec, options, shards, seed, std::move(owner));
     case Algorithm::kFixedWindow:
+      // A calendar window records its bounds; the plain window keeps its 16-byte state.
+      if (spec.IsCalendar()) {
+        return Make<CalendarWindow>(spec, options, shards, seed, std::move(owner));
+      }
       return Make<FixedWindow>(spec, options, shards, seed, std::move(owner));
     case Algorithm::kSlidingWindowLog:
       return Make<SlidingWindowLog>(spec, options, shards, seed, std::move(owner));

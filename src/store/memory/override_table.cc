@@ -273,19 +273,22 @@ void OverrideTable::RestoreSection(uint64_t count, std::string_view counters, Ti
     bool sound = false;
     WithAlgOfTag(tag, SnapshotAlgs{}, [&](auto id) {
       using Alg = typename decltype(id)::type;
-      typename Alg::State state{};
-      auto alg = Alg::Create(spec);
-      if (!alg || !DecodeState<Alg>(r, frame, spec, state)) return;
-      sound = true;
-      const Timestamp replenished = alg->ReplenishedAt(state);
-      if (replenished <= now) {
-        ++counts.expired;
-        return;
+      // No override is a calendar window (its tag never matches a rate's): none is kept here.
+      if constexpr (!std::is_same_v<Alg, CalendarWindow>) {
+        typename Alg::State state{};
+        auto alg = Alg::Create(spec);
+        if (!alg || !DecodeState<Alg>(r, frame, spec, state)) return;
+        sound = true;
+        const Timestamp replenished = alg->ReplenishedAt(state);
+        if (replenished <= now) {
+          ++counts.expired;
+          return;
+        }
+        const uint64_t h = HashKey(key, seed_);
+        ShardFor(h).Restore(OverrideAlg(nullptr), key, static_cast<uint32_t>(h),
+                            OverrideState{std::move(state), replenished}, now);
+        ++counts.restored;
       }
-      const uint64_t h = HashKey(key, seed_);
-      ShardFor(h).Restore(OverrideAlg(nullptr), key, static_cast<uint32_t>(h),
-                          OverrideState{std::move(state), replenished}, now);
-      ++counts.restored;
     });
     if (!sound) return;
   }
@@ -317,6 +320,9 @@ Result<std::unique_ptr<MemoryLimiter>> MakeOverrideLimiter(const LimitSpec& spec
       }
       return Make<LeakyBucket>(spec, std::move(table), max_key_bytes, owner, std::move(on_destroy));
     case Algorithm::kFixedWindow:
+      // Per-request overrides are fixed-length windows (the HTTP and gRPC codecs refuse a
+      // calendar); a table slot keeps FixedWindow's state.
+      if (spec.IsCalendar()) return MakeError("a per-request override cannot be a calendar window");
       return Make<FixedWindow>(spec, std::move(table), max_key_bytes, owner, std::move(on_destroy));
     case Algorithm::kSlidingWindowLog:
       return Make<SlidingWindowLog>(spec, std::move(table), max_key_bytes, owner,

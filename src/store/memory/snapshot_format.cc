@@ -54,12 +54,17 @@ void SnapshotWriter::Finish() {
 }
 
 void PutSpec(ByteWriter& w, const LimitSpec& spec) {
-  w.Put<uint8_t>(static_cast<uint8_t>(spec.algorithm));
+  w.Put<uint8_t>(static_cast<uint8_t>(spec.algorithm) | (spec.IsCalendar() ? kCalendarFlag : 0));
   w.Put<int64_t>(spec.limit);
   w.Put<int64_t>(spec.period.count());
   w.Put<int64_t>(spec.burst);
   w.Put<uint8_t>(spec.shaper ? 1 : 0);
   w.Put<int64_t>(spec.max_delay.count());
+  if (spec.IsCalendar()) {
+    w.Put<uint8_t>(static_cast<uint8_t>(spec.calendar.unit));
+    w.Put<uint8_t>(spec.calendar.week_starts_sunday ? 1 : 0);
+    w.PutBytes(spec.calendar.timezone);
+  }
 }
 
 bool GetSpec(ByteReader& r, LimitSpec& spec) {
@@ -68,6 +73,14 @@ bool GetSpec(ByteReader& r, LimitSpec& spec) {
   if (!r.Get(algorithm) || !r.Get(limit) || !r.Get(period) || !r.Get(burst) || !r.Get(shaper) ||
       !r.Get(max_delay)) {
     return false;
+  }
+  if ((algorithm & kCalendarFlag) != 0) {
+    uint8_t unit = 0, sunday = 0;
+    std::string_view zone;
+    if (!r.Get(unit) || !r.Get(sunday) || !r.GetBytes(zone)) return false;
+    if (unit == 0 || unit > static_cast<uint8_t>(CalendarUnit::kYear)) return false;
+    spec.calendar = {static_cast<CalendarUnit>(unit), std::string(zone), sunday != 0};
+    algorithm &= static_cast<uint8_t>(~kCalendarFlag);
   }
   spec.algorithm = static_cast<Algorithm>(algorithm);
   spec.limit = limit;

@@ -6,7 +6,9 @@
 //   sections kind (u8), 3 zero bytes, CRC-32C of the section (u32: its first 16 bytes with this
 //            field zero, then its body), body length (u64), body:
 //     limit      id (varint length, bytes), spec (algorithm u8, limit i64, period ns i64, burst
-//                i64, shaper u8, max_delay ns i64), state tag (u8, state_codec.h), counters
+//                i64, shaper u8, max_delay ns i64; from version 2, when the algorithm byte has
+//                kCalendarFlag, then calendar unit u8, week starts Sunday u8, time zone
+//                (varint length, bytes)), state tag (u8, state_codec.h), counters
 //                (u64), then each: key (varint length, bytes), state (state_codec.h)
 //     overrides  counters (u64), then each: the table's key (rate prefix and key), state tag,
 //                state
@@ -27,7 +29,9 @@
 namespace sluice::internal {
 
 inline constexpr std::string_view kSnapshotMagic = "SLUICESN";
-inline constexpr uint32_t kFormatVersion = 1;
+// Version 2 added calendar specs (kCalendarFlag), which version 1 files never have: both read.
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint8_t kCalendarFlag = 0x80;
 
 enum class SectionKind : uint8_t { kLimit = 1, kOverrides = 2, kEnd = 0xff };
 

@@ -73,7 +73,7 @@ uint8_t StateTagFor(const LimitSpec& spec) {
     case Algorithm::kGcra:
       return StateCodec<Gcra>::kTag;
     case Algorithm::kFixedWindow:
-      return StateCodec<FixedWindow>::kTag;
+      return spec.IsCalendar() ? StateCodec<CalendarWindow>::kTag : StateCodec<FixedWindow>::kTag;
     case Algorithm::kSlidingWindowCounter:
       return StateCodec<SlidingWindowCounter>::kTag;
     case Algorithm::kSlidingWindowLog:

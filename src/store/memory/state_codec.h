@@ -21,6 +21,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "sluice/calendar_window.h"
 #include "sluice/fixed_window.h"
 #include "sluice/gcra.h"
 #include "sluice/leaky_bucket.h"
@@ -102,11 +103,21 @@ struct StateCodec<SlidingWindowLog> {
   static constexpr uint8_t kTag = 8;
 };
 
+// A calendar window's bounds are instants like any other: saved as wall-clock ones, so the open
+// window ends when it would have (the next is worked out from the zone rules by the new process).
+template <>
+struct StateCodec<CalendarWindow> {
+  static constexpr uint8_t kTag = 9;
+  using S = CalendarWindow::State;
+  using Layout = Fields<Field<&S::start_ns, FieldKind::kInstant>,
+                        Field<&S::end_ns, FieldKind::kInstant>, Field<&S::count>>;
+};
+
 // Every algorithm whose state a snapshot holds.
 template <typename... A>
 struct AlgList {};
 using SnapshotAlgs = AlgList<TokenBucket, WideTokenBucket, LeakyBucket, WideLeakyBucket, Gcra,
-                             FixedWindow, SlidingWindowCounter, SlidingWindowLog>;
+                             FixedWindow, SlidingWindowCounter, SlidingWindowLog, CalendarWindow>;
 
 // Calls f(std::type_identity<Alg>{}) for the algorithm of SnapshotAlgs whose tag is `tag`;
 // false if none has it.

@@ -42,7 +42,21 @@ RedisLimiter::RedisLimiter(std::shared_ptr<RedisStoreImpl> store, const LimitSpe
       limit_id_(std::move(limit_id)),
       fail_open_(fail_open),
       params_(std::move(params)),
-      script_(script) {}
+      script_(script) {
+  // ScriptFor validated the spec, zone included.
+  if (spec_.IsCalendar()) {
+    if (auto calendar = CalendarWindow::Create(spec_)) calendar_ = *calendar;
+  }
+}
+
+void RedisLimiter::AppendCalendarBounds(Timestamp now, std::vector<std::string>& args) const {
+  const CalendarWindow::State current = calendar_->WindowAt(now);
+  const CalendarWindow::State before = calendar_->WindowAt(FromNanos(current.start_ns - 1));
+  const CalendarWindow::State next = calendar_->WindowAt(FromNanos(current.end_ns));
+  for (int64_t bound : {before.start_ns, current.start_ns, current.end_ns, next.end_ns}) {
+    args.push_back(std::to_string(bound / kNanosPerUs));
+  }
+}
 
 Decision RedisLimiter::Failed(const Decision& d, const Error& error) {
   const bool short_circuit = IsShortCircuit(error);
@@ -89,7 +103,7 @@ std::vector<std::string> RedisLimiter::ScriptArgs(Timestamp now, int64_t cost, b
   std::vector<std::string> args;
   args.reserve(params_.size() + 3);
   args.push_back(NowArg(store_->options(), now));
-  AppendArgs(cost, charge, args);
+  AppendArgs(now, cost, charge, args);
   return args;
 }
 
@@ -134,7 +148,7 @@ void RedisLimiter::Refund(std::string_view key, Timestamp at, Timestamp now, int
   const RedisStoreOptions& options = store_->options();
   std::vector<std::string> args = {NowArg(options, now), NowArg(options, at),
                                    std::to_string(script_id_)};
-  AppendArgs(cost, /*charge=*/false, args);
+  AppendArgs(now, cost, /*charge=*/false, args);
   const std::string keys[1] = {RedisKeyFor(options.key_prefix, limit_id_, key)};
   if (auto reply = store_->transport().Eval(kRefundScript, keys, args); !reply) {
     Failed(Decision{}, reply.error());
@@ -151,7 +165,7 @@ void RedisLimiter::TakeAsync(std::string_view key, Timestamp now, const LeaseReq
   const int64_t want = std::clamp<int64_t>(request.want, 0, spec_.Capacity());
   std::vector<std::string> args = {NowArg(store_->options(), now), std::to_string(script_id_),
                                    std::to_string(params_.size() + 2)};
-  AppendArgs(request.cost, /*charge=*/false, args);
+  AppendArgs(now, request.cost, /*charge=*/false, args);
   args.push_back(std::to_string(want));
   args.emplace_back(request.holder);
   args.push_back(std::to_string(std::max<int64_t>(1, request.ttl.count() / kNanosPerUs)));
@@ -207,7 +221,7 @@ void RedisLimiter::RefundInBackground(std::string_view key, std::string at_arg, 
   const RedisStoreOptions& options = store_->options();
   std::vector<std::string> args = {NowArg(options, now), std::move(at_arg),
                                    std::to_string(script_id_)};
-  AppendArgs(cost, /*charge=*/false, args);
+  AppendArgs(now, cost, /*charge=*/false, args);
   std::vector<std::string> keys = {RedisKeyFor(options.key_prefix, limit_id_, key)};
   // The store, not this limiter, hears of a failure: the limiter may be gone by then. The
   // store's connections send what is queued before they close.

@@ -7,10 +7,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "sluice/calendar_window.h"
 #include "sluice/limiter.h"
 #include "sluice/redis_store.h"
 #include "store/redis/redis_reply.h"
@@ -53,11 +55,13 @@ class RedisLimiter final : public Limiter {
                std::string& redis_key);
   // A single-limit script's ARGV: now (empty under Redis's clock), the spec's, the cost, charge.
   std::vector<std::string> ScriptArgs(Timestamp now, int64_t cost, bool charge) const;
-  // The script arguments after now: the spec's, the cost (a charge's clamped to twice the
+  // The script arguments after now: the spec's (for a calendar window, also the bounds of the
+  // windows before, holding and after `now`), the cost (a charge's clamped to twice the
   // capacity, which is all a key can hold), then the flags (charge, quota).
-  void AppendArgs(int64_t cost, bool charge, std::vector<std::string>& args,
+  void AppendArgs(Timestamp now, int64_t cost, bool charge, std::vector<std::string>& args,
                   bool quota = false) const {
     args.insert(args.end(), params_.begin(), params_.end());
+    if (calendar_) AppendCalendarBounds(now, args);
     args.push_back(std::to_string(std::min(cost, 2 * spec_.Capacity())));
     args.push_back(std::to_string((charge ? 1 : 0) + (quota ? 2 : 0)));  // redis_scripts.h
   }
@@ -118,6 +122,8 @@ class RedisLimiter final : public Limiter {
   // any, hears when Redis answered.
   void RefundInBackground(std::string_view key, std::string at_arg, Timestamp now, int64_t cost,
                           GivenBackCallback done = nullptr);
+  // The bounds (us) of the calendar windows before, holding and after `now`: b0 < b1 < b2 < b3.
+  void AppendCalendarBounds(Timestamp now, std::vector<std::string>& args) const;
   // Decide (charge false) or Charge, waiting for Redis.
   Decision Run(std::string_view key, Timestamp now, int64_t cost, bool charge);
   void RunAsync(std::string_view key, Timestamp now, int64_t cost, bool charge,
@@ -130,6 +136,8 @@ class RedisLimiter final : public Limiter {
   const bool fail_open_;
   const std::vector<std::string> params_;  // the script's spec arguments, between now and cost
   const LuaScript& script_;
+  // A calendar spec's windows, which sluiced works out and sends with each call.
+  std::optional<CalendarWindow> calendar_;
   std::atomic<uint64_t> errors_{0};
   std::atomic<uint64_t> short_circuited_{0};
 };

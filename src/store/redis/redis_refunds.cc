@@ -12,7 +12,7 @@ std::vector<std::string> RedisStoreImpl::RefundArgs(const SlotCheck& c, Timestam
                                                     int64_t at_us) const {
   std::vector<std::string> args = {NowArg(options_, now), std::to_string(at_us),
                                    std::to_string(c.limiter->script_id())};
-  c.limiter->AppendArgs(c.cost, /*charge=*/false, args);
+  c.limiter->AppendArgs(now, c.cost, /*charge=*/false, args);
   return args;
 }
 

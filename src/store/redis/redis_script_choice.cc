@@ -64,6 +64,10 @@ Result<ScriptCall> ScriptFor(const LimitSpec& spec, int64_t generation) {
 }
 
 Result<ScriptCall> ScriptForValidSpec(const LimitSpec& spec, int64_t generation) {
+  if (spec.IsCalendar()) {
+    // The window's bounds are per call (RedisLimiter::AppendArgs); the spec gives the limit.
+    return ScriptCall{&kCalendarWindowScript, {std::to_string(spec.limit)}, kCalendarScriptId};
+  }
   if (spec.algorithm == Algorithm::kSlidingWindowLog) {
     auto params = SlidingWindowLogParams(spec);
     if (!params) return std::unexpected(params.error());

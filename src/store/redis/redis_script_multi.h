@@ -26,6 +26,8 @@ namespace sluice::internal {
 // The body index each algorithm has in the scripts below; its wide variant (redis_script_wide.h)
 // is kWideScriptId + that index.
 inline constexpr int kWideScriptId = 5;
+// A calendar window's body (a fixed window whose bounds sluiced sends: kCalendarWindowBody).
+inline constexpr int kCalendarScriptId = 11;
 constexpr int ScriptAlgorithmId(Algorithm a) {
   switch (a) {
     case Algorithm::kFixedWindow:
@@ -56,7 +58,8 @@ inline const std::string kLuaBodies =
     "end\nbodies[7] = function(KEYS, ARGV)\n" + kTokenBucketWideBody +
     "end\nbodies[8] = function(KEYS, ARGV)\n" + kGcraWideBody +
     "end\nbodies[9] = function(KEYS, ARGV)\n" + kLeakyBucketWideBody +
-    "end\nbodies[10] = function(KEYS, ARGV)\n" + kSlidingWindowCounterWideBody + "end\n";
+    "end\nbodies[10] = function(KEYS, ARGV)\n" + kSlidingWindowCounterWideBody +
+    "end\nbodies[11] = function(KEYS, ARGV)\n" + kCalendarWindowBody + "end\n";
 
 // KEYS: one key per check, all in one hash slot (a key may repeat). ARGV: now_us|'', the number
 // of quota checks in the whole request (in every slot), then per check: algorithm id, number of
@@ -176,6 +179,15 @@ if alg == 1 or alg == 5 then
   if c == 0 and prev == 0 then redis.call('DEL', key)
   elseif alg == 1 then redis.call('SET', key, struct.pack('<dd', sw, c), 'KEEPTTL')
   else redis.call('SET', key, struct.pack('<ddd', sw, c, prev), 'KEEPTTL') end
+elseif alg == 11 then
+  -- A calendar window: given back if `at` is in the recorded window; its TTL stays.
+  local v = redis.pcall('GET', key)
+  if type(v) ~= 'string' or #v ~= 24 then return 1 end
+  local ws, we, c = struct.unpack('<ddd', v)
+  if at < ws or at >= we then return 1 end
+  c = math.max(0, c - cost)
+  if c == 0 then redis.call('DEL', key)
+  else redis.call('SET', key, struct.pack('<ddd', ws, we, c), 'KEEPTTL') end
 elseif alg == 2 or alg == 4 then
   local cap, n, d = p[1], p[2], p[3]
   local s, last, gen = bucket_state(cap, n, d, alg == 2 and p[4] or p[6], 's', 'l')

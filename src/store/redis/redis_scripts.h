@@ -120,6 +120,47 @@ return {0, math.max(0, limit - count), count ~= 0 and until_next or 0, until_nex
 )lua";
 inline const LuaScript kFixedWindowScript{std::string(kLuaPrelude) + kFixedWindowBody};
 
+// Calendar window (docs/quotas.md, "Calendar periods"): a fixed window whose windows sluiced
+// works out from the zone's rules. KEYS[1]: packed {window start, window end, hits in it} (us),
+// expiring at the window's end. ARGV: now_us|'', limit, b0, b1, b2, b3, cost, flags: b1..b2 is
+// the window that holds the sending node's now, b0..b1 the one before and b2..b3 the one after
+// it (us). The script decides in the one that holds its own now (Redis's TIME under the server
+// clock), so a node whose clock is off by less than a window, either way, opens no wrong window.
+// A recorded window applies until its recorded end; only then is another opened. A key of
+// another shape (a plain fixed window's, before a reload made the rule a calendar one) reads as
+// no state. Returns {allowed, remaining, reset_us, retry_us}.
+inline constexpr char kCalendarWindowBody[] = R"lua(
+local limit, b0, b1, b2, b3 = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
+local cost, charge = ARGV[7] + 0, (ARGV[8] or 0) % 2 == 1
+local ws, we = b1, b2
+if now >= b2 then ws, we = b2, b3 elseif now < b1 then ws, we = b0, b1 end
+local v = redis.pcall('GET', KEYS[1])
+local count, kept = 0, false
+if type(v) == 'string' and #v == 24 then
+  local rs, re, c = struct.unpack('<ddd', v)
+  if now < re then ws, we, count, kept = rs, re, c, true end
+end
+-- Below 1 us only when this node's clock is more than a window off Redis's.
+local until_next = math.max(we - now, 1)
+local before = count
+local allowed = count + cost <= limit
+if allowed then
+  count = count + cost
+elseif charge then
+  count = math.max(count, math.min(count + cost, 2 * limit))
+end
+if count > before then
+  if kept then
+    redis.call('SET', KEYS[1], struct.pack('<ddd', ws, we, count), 'KEEPTTL')
+  else
+    redis.call('SET', KEYS[1], struct.pack('<ddd', ws, we, count), 'PX', ceil(until_next / 1000))
+  end
+end
+if allowed then return {1, limit - count, count > 0 and until_next or 0, 0} end
+return {0, math.max(0, limit - count), count > 0 and until_next or 0, until_next}
+)lua";
+inline const LuaScript kCalendarWindowScript{std::string(kLuaPrelude) + kCalendarWindowBody};
+
 // Token bucket. KEYS[1]: packed {tokens * d, last refill (us)} and its spec (bucket_read),
 // expiring when full again. ARGV: now_us|'', capacity*d, n, d, generation, cost, flags. Returns
 // {allowed, remaining, reset_us, retry_us}.

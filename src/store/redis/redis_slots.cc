@@ -53,7 +53,7 @@ void RedisStoreImpl::MultiCall(const SlotGroup& group, Timestamp now, size_t quo
     args.push_back(std::to_string(c.limiter->script_id()));
     const size_t count_at = args.size();
     args.emplace_back();
-    c.limiter->AppendArgs(c.cost, c.charge, args, c.quota);
+    c.limiter->AppendArgs(now, c.cost, c.charge, args, c.quota);
     args[count_at] = std::to_string(args.size() - count_at - 1);
   }
 }

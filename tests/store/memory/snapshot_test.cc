@@ -146,6 +146,19 @@ TEST(MemorySnapshot, TimesMoveWithTheClockOffset) {
   }
 }
 
+LimitSpec CalendarDay(const char* zone, int64_t limit = 12) {
+  LimitSpec spec{Algorithm::kFixedWindow, limit, hours(24)};
+  spec.calendar = {CalendarUnit::kDay, zone, false};
+  return spec;
+}
+
+// A calendar window (configured rules only: overrides are never calendar windows) continues in
+// its recorded window, also under a clock an hour off.
+TEST(MemorySnapshot, ACalendarWindowDecidesAsIfNeverRestarted) {
+  ExpectRestoredDecidesAlike(CalendarDay("Europe/Lisbon"), /*transient=*/false, Duration(0));
+  ExpectRestoredDecidesAlike(CalendarDay("Asia/Kathmandu"), /*transient=*/false, hours(1));
+}
+
 // Takes `used` hits of `spec` for key "k", snapshots, and restores under `now_spec`.
 struct Reloaded {
   std::unique_ptr<Limiter> limiter;
@@ -197,6 +210,18 @@ TEST(MemorySnapshot, ARuleThatChangedMeaningStartsFresh) {
     EXPECT_EQ(r.counts.restored, 0u);
     EXPECT_EQ(r.counts.rule_changed, 1u);
     EXPECT_EQ(r.limiter->Decide("k", kStart, 1).remaining, c.now.Capacity() - 1);
+  }
+}
+
+TEST(MemorySnapshot, ACalendarInAnotherZoneOrForAUnitStartsFresh) {
+  for (const bool from_unit : {false, true}) {
+    SCOPED_TRACE(from_unit ? "unit: day to calendar: day" : "Lisbon to UTC");
+    const LimitSpec saved = from_unit ? LimitSpec{Algorithm::kFixedWindow, 100, hours(24)}
+                                      : CalendarDay("Europe/Lisbon", 100);
+    Reloaded r = UseThenRestoreAs(saved, 5, CalendarDay("UTC", 100));
+    EXPECT_EQ(r.counts.restored, 0u);
+    EXPECT_EQ(r.counts.rule_changed, 1u);
+    EXPECT_EQ(r.limiter->Decide("k", kStart, 1).remaining, 99);
   }
 }
 
@@ -315,7 +340,7 @@ TEST(MemorySnapshot, AFlippedByteLosesOnlyItsSection) {
 
 TEST(MemorySnapshot, AFutureVersionIsRefusedWhole) {
   std::string future = TwoLimits();
-  future[8] = 2;  // the version, after the 8-byte magic
+  future[8] = 3;  // the version, after the 8-byte magic
   std::string error;
   EXPECT_EQ(RemainingAfterLoad(future, &error), std::make_pair(int64_t{10}, int64_t{10}));
   EXPECT_NE(error.find("checksum"), std::string::npos) << error;
@@ -325,7 +350,16 @@ TEST(MemorySnapshot, AFutureVersionIsRefusedWhole) {
   crc = internal::Crc32c(std::string_view(future).substr(16, 8), crc);
   std::memcpy(future.data() + 12, &crc, 4);
   EXPECT_EQ(RemainingAfterLoad(future, &error), std::make_pair(int64_t{10}, int64_t{10}));
-  EXPECT_NE(error.find("format version 2"), std::string::npos) << error;
+  EXPECT_NE(error.find("format version 3"), std::string::npos) << error;
+  // Version 1 (before calendar specs) has the same layout for every other spec: read whole.
+  std::string first = TwoLimits();
+  first[8] = 1;
+  uint32_t crc1 = internal::Crc32c(std::string_view(first).substr(0, 12));
+  crc1 = internal::Crc32c(std::string_view("\0\0\0\0", 4), crc1);
+  crc1 = internal::Crc32c(std::string_view(first).substr(16, 8), crc1);
+  std::memcpy(first.data() + 12, &crc1, 4);
+  EXPECT_EQ(RemainingAfterLoad(first, &error), std::make_pair(int64_t{7}, int64_t{6}));
+  EXPECT_EQ(error, "");
   EXPECT_EQ(RemainingAfterLoad("not a snapshot at all", &error),
             std::make_pair(int64_t{10}, int64_t{10}));
   EXPECT_NE(error.find("not a sluice snapshot"), std::string::npos) << error;

@@ -1,0 +1,76 @@
+#include "sluice/calendar_window.h"
+
+#include <algorithm>
+#include <type_traits>
+
+#include "core/arith.h"
+#include "core/calendar_period.h"
+#include "core/charge.h"
+#include "core/validate.h"
+
+namespace sluice {
+
+// Snapshots and the stores copy states as they are.
+static_assert(std::is_trivially_copyable_v<CalendarWindow::State>);
+
+Result<CalendarWindow> CalendarWindow::Create(const LimitSpec& spec) {
+  if (auto valid = internal::ValidateLimitSpecFor(spec, Algorithm::kFixedWindow); !valid) {
+    return std::unexpected(valid.error());
+  }
+  if (!spec.IsCalendar()) return MakeError("calendar window: the spec has no calendar");
+  auto zone = internal::FindTimeZone(spec.calendar.timezone);
+  if (!zone) return std::unexpected(zone.error());
+  return CalendarWindow(spec.limit, *zone, spec.calendar.unit, spec.calendar.week_starts_sunday);
+}
+
+CalendarWindow::State CalendarWindow::WindowAt(Timestamp t) const {
+  const internal::PeriodBounds b =
+      internal::CalendarPeriodAt(*zone_, unit_, week_starts_sunday_, t);
+  return State{b.start_ns, b.end_ns, 0};
+}
+
+CalendarWindow::State CalendarWindow::Initial(Timestamp now) const { return WindowAt(now); }
+
+Decision CalendarWindow::Decide(State& s, Timestamp now, int64_t cost) const {
+  const int64_t t = ToNanos(now);
+  if (cost < 0) return internal::Rejected(DecisionReason::kInvalidRequest, limit_);
+  // Only a window's end opens the next one; after a clock step backwards (t before start_ns)
+  // the state's window still applies, as in FixedWindow.
+  if (t >= s.end_ns) s = WindowAt(now);
+  const int64_t until_next = s.end_ns - t;
+  Decision d;
+  d.limit = limit_;
+  if (cost > limit_) {
+    d = internal::Rejected(DecisionReason::kCostExceedsCapacity, limit_);
+  } else if (s.count + cost <= limit_) {
+    s.count += cost;
+    d.allowed = true;
+    d.reason = DecisionReason::kAdmitted;
+  } else {
+    d.reason = DecisionReason::kOverLimit;
+    d.retry_after = Duration(until_next);
+  }
+  d.remaining = std::max<int64_t>(0, limit_ - s.count);
+  d.reset_after = Duration(s.count > 0 ? until_next : 0);
+  return d;
+}
+
+Decision CalendarWindow::Charge(State& s, Timestamp now, int64_t cost) const {
+  return internal::ChargeBeyondLimit(*this, s, now, cost, [this](State& st, int64_t hits) {
+    st.count = std::max(st.count, std::min(st.count + hits, 2 * limit_));
+  });
+}
+
+void CalendarWindow::Refund(State& s, Timestamp at, Timestamp /*now*/, int64_t cost) const {
+  if (cost <= 0 || cost > limit_) return;
+  // A request counted in a window that has since been replaced was forgotten with it.
+  const int64_t a = ToNanos(at);
+  if (a < s.start_ns || a >= s.end_ns) return;
+  s.count = std::max<int64_t>(0, s.count - cost);
+}
+
+Timestamp CalendarWindow::ReplenishedAt(const State& s) const {
+  return s.count == 0 ? internal::kLongAgo : FromNanos(s.end_ns);
+}
+
+}  // namespace sluice
