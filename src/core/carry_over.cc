@@ -8,6 +8,8 @@ namespace sluice {
 CarryOver CarryOverFor(const LimitSpec& from, const LimitSpec& to) {
   if (from == to) return CarryOver::kKeep;
   if (from.algorithm != to.algorithm) return CarryOver::kDrop;
+  // A calendar window's count belongs to its calendar period in its zone.
+  if (from.calendar != to.calendar) return CarryOver::kDrop;
   // A window's counts belong to windows of its length; a bucket's usage is a number of hits,
   // whatever the rate.
   if (!HasBurst(to.algorithm) && from.period != to.period) return CarryOver::kDrop;
@@ -21,6 +23,14 @@ std::optional<FixedWindow::State> StateFromUsage(const FixedWindow& /*alg*/, con
   // The count as it is: beyond a lowered limit it refuses until the window ends. A window
   // already over is replaced by the next Decide, as it would have been.
   const auto* state = std::get_if<FixedWindow::State>(&usage);
+  if (state == nullptr) return std::nullopt;
+  return *state;
+}
+
+std::optional<CalendarWindow::State> StateFromUsage(const CalendarWindow& /*alg*/,
+                                                    const Usage& usage, Timestamp /*now*/) {
+  // As a fixed window's: the count in its recorded window, whatever the new limit.
+  const auto* state = std::get_if<CalendarWindow::State>(&usage);
   if (state == nullptr) return std::nullopt;
   return *state;
 }

@@ -12,6 +12,8 @@
 //     are, when only the limit changed: a window whose usage is beyond the new limit refuses
 //     until the window has moved past it. A window of another length cannot place its counts
 //     in the new windows: they are dropped.
+//   calendar window: the count in its recorded window, when only the limit changed; another
+//     calendar unit, zone or week start drops it (as a snapshot's loading does).
 //   another algorithm: dropped.
 //
 // What a key holds stays within the bound every algorithm keeps after a Charge (core/charge.h):
@@ -26,6 +28,7 @@
 #include <optional>
 #include <variant>
 
+#include "sluice/calendar_window.h"
 #include "sluice/fixed_window.h"
 #include "sluice/limit_spec.h"
 #include "sluice/sliding_window_counter.h"
@@ -50,7 +53,7 @@ struct BucketUsage {
 };
 // A counter's usage in terms any spec of its algorithm reads.
 using Usage = std::variant<BucketUsage, FixedWindow::State, SlidingWindowCounter::State,
-                           SlidingWindowLog::State>;
+                           SlidingWindowLog::State, CalendarWindow::State>;
 
 template <typename Alg>
 concept UsageBucket = requires(const Alg& a, const typename Alg::State& s, Timestamp t) {
@@ -69,6 +72,9 @@ inline Usage UsageOf(const SlidingWindowCounter&, const SlidingWindowCounter::St
   return state;
 }
 inline Usage UsageOf(const SlidingWindowLog&, const SlidingWindowLog::State& state, Timestamp) {
+  return state;
+}
+inline Usage UsageOf(const CalendarWindow&, const CalendarWindow::State& state, Timestamp) {
   return state;
 }
 
@@ -91,6 +97,8 @@ std::optional<SlidingWindowCounter::State> StateFromUsage(const SlidingWindowCou
                                                           const Usage& usage, Timestamp now);
 std::optional<SlidingWindowLog::State> StateFromUsage(const SlidingWindowLog& alg,
                                                       const Usage& usage, Timestamp now);
+std::optional<CalendarWindow::State> StateFromUsage(const CalendarWindow& alg,
+                                                    const Usage& usage, Timestamp now);
 
 }  // namespace internal
 }  // namespace sluice
