@@ -1,19 +1,23 @@
 // sluiced's gRPC front end twice in one process, for the gRPC-over-TLS figures
 // (scripts/run-grpc-tls-bench): the same RateLimitService (memory store, a config file) behind
-// a plaintext GrpcServer and a TLS one (tls_relay.h), so that one load driver can alternate
-// between them with everything else equal. sluiced's own TLS flags are wired elsewhere; this
-// measures the same GrpcServer code.
+// a plaintext GrpcServer, a TLS one (tls_relay.h) and one with gRPC's own TLS
+// (GrpcServerOptions::native_tls), and a TLS one whose relay hands gRPC a loopback TCP
+// connection instead of a socket pair (TlsRelayOptions::tcp_pair), so that one load driver can
+// alternate between them with everything else equal. sluiced's own TLS flags are wired elsewhere;
+// this measures the same GrpcServer code.
 //
 //   grpc_tls_server --config examples/sluice.yaml --cert server.pem --key server.key
 //                   --ports-file FILE [--threads 2] [--relay-threads 1]
 //
-// Writes "PLAIN_PORT TLS_PORT" to --ports-file once both listen; runs until SIGTERM or SIGINT.
+// Writes "PLAIN_PORT TLS_PORT NATIVE_TLS_PORT TCP_PAIR_TLS_PORT" to --ports-file once both listen;
+// runs until SIGTERM or SIGINT.
 #include <openssl/ssl.h>
 #include <signal.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -62,6 +66,12 @@ Options Parse(int argc, char** argv) {
   return o;
 }
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) Fail("cannot read " + path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
 std::shared_ptr<ssl_ctx_st> ServerContext(const Options& o) {
   std::shared_ptr<SSL_CTX> ctx(SSL_CTX_new(TLS_server_method()), SSL_CTX_free);
   if (SSL_CTX_use_certificate_chain_file(ctx.get(), o.cert.c_str()) != 1 ||
@@ -100,19 +110,30 @@ int main(int argc, char** argv) {
   GrpcServerOptions tls = plain;
   tls.tls = TlsRelayOptions{.context = [ctx = ServerContext(o)] { return ctx; },
                             .threads = o.relay_threads};
+  GrpcServerOptions tcp_pair = tls;
+  tcp_pair.tls->tcp_pair = true;
+  GrpcServerOptions native = plain;
+  native.native_tls = GrpcServerOptions::NativeTls{ReadFile(o.cert), ReadFile(o.key)};
   auto plain_server = GrpcServer::Start(plain, **service);
   if (!plain_server) Fail(plain_server.error().message);
   auto tls_server = GrpcServer::Start(tls, **service);
   if (!tls_server) Fail(tls_server.error().message);
+  auto tcp_pair_server = GrpcServer::Start(tcp_pair, **service);
+  if (!tcp_pair_server) Fail(tcp_pair_server.error().message);
+  auto native_server = GrpcServer::Start(native, **service);
+  if (!native_server) Fail(native_server.error().message);
   {
     std::ofstream ports(o.ports_file + ".tmp");
-    ports << (*plain_server)->port() << ' ' << (*tls_server)->port() << '\n';
+    ports << (*plain_server)->port() << ' ' << (*tls_server)->port() << ' '
+          << (*native_server)->port() << ' ' << (*tcp_pair_server)->port() << '\n';
   }
   std::rename((o.ports_file + ".tmp").c_str(), o.ports_file.c_str());
 
   sigdelset(&stop, SIGPIPE);
   int signal_number = 0;
   sigwait(&stop, &signal_number);
+  (*native_server)->Shutdown();
+  (*tcp_pair_server)->Shutdown();
   (*tls_server)->Shutdown();
   (*plain_server)->Shutdown();
   return 0;

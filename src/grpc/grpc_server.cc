@@ -76,7 +76,7 @@ struct Shared {
 
   // Ends connection `fd` (gRPC's descriptor; with TLS the client's connection too), logging it.
   void Cut(int fd) {
-    if (relay != nullptr ? relay->Cut(fd) : gate->Cut(fd)) LogCut();
+    if (relay != nullptr ? relay->Cut(fd) : gate != nullptr && gate->Cut(fd)) LogCut();
   }
 
   // One line per 10 s at most: an attacker reconnecting must not flood the log.
@@ -292,8 +292,9 @@ struct GrpcServer::Impl {
   ReflectionCalls reflection_calls;
   std::unique_ptr<grpc::Server> server;
   std::vector<std::thread> threads;
-  std::unique_ptr<TlsRelay> relay;  // with TLS: between the gate and the server
-  std::unique_ptr<ConnectionGate> gate;
+  std::unique_ptr<TlsRelay> relay;       // with TLS: between the gate and the server
+  std::unique_ptr<ConnectionGate> gate;  // null with native_tls: gRPC listens itself
+  int native_port = 0;
   std::chrono::milliseconds shutdown_grace{0};
   std::mutex shutdown_mu;
   bool shut_down = false;
@@ -303,9 +304,9 @@ GrpcServer::GrpcServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 GrpcServer::~GrpcServer() { Shutdown(); }
 
-int GrpcServer::port() const { return impl_->gate->port(); }
+int GrpcServer::port() const { return impl_->gate ? impl_->gate->port() : impl_->native_port; }
 
-size_t GrpcServer::connections() const { return impl_->gate->open(); }
+size_t GrpcServer::connections() const { return impl_->gate ? impl_->gate->open() : 0; }
 
 std::optional<PeerIdentity> GrpcServer::Identity(std::string_view peer) const {
   if (impl_->relay == nullptr) return std::nullopt;
@@ -333,10 +334,14 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& o
   impl->shared.peer_sans = options.peer_sans;
   impl->shared.calls = std::make_unique<CallsPerConnection>(options.max_concurrent_streams);
   impl->shutdown_grace = options.shutdown_grace;
-  auto gate = ConnectionGate::Listen(options.address, options.max_connections, options.unix_socket);
-  if (!gate) return std::unexpected(std::move(gate.error()));
-  impl->gate = std::move(*gate);
-  impl->shared.gate = impl->gate.get();
+  if (options.native_tls && options.tls) return MakeError("grpc: native_tls excludes tls");
+  if (!options.native_tls) {
+    auto gate =
+        ConnectionGate::Listen(options.address, options.max_connections, options.unix_socket);
+    if (!gate) return std::unexpected(std::move(gate.error()));
+    impl->gate = std::move(*gate);
+    impl->shared.gate = impl->gate.get();
+  }
   if (options.tls) {
     // Started (and its options checked) before the server: it hands connections over only
     // once the gate takes them, after the server is built.
@@ -355,7 +360,13 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& o
   });
 
   grpc::ServerBuilder builder;
-  // No listening port: the gate accepts, and hands connections over.
+  // No listening port (but with native_tls): the gate accepts, and hands connections over.
+  if (options.native_tls) {
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back(
+        {options.native_tls->key_pem, options.native_tls->cert_chain_pem});
+    builder.AddListeningPort(options.address, grpc::SslServerCredentials(ssl), &impl->native_port);
+  }
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.AddChannelArgument(
       GRPC_ARG_MAX_CONCURRENT_STREAMS,
@@ -383,7 +394,7 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& o
   }
   if (impl->relay) {
     impl->gate->Start([relay = impl->relay.get()](int fd) { relay->Adopt(fd); });
-  } else {
+  } else if (impl->gate) {
     impl->gate->Start(
         [server = impl->server.get()](int fd) { grpc::AddInsecureChannelFromFd(server, fd); });
   }
@@ -394,7 +405,7 @@ void GrpcServer::Shutdown() {
   const std::lock_guard<std::mutex> lock(impl_->shutdown_mu);
   if (impl_->shut_down) return;
   impl_->shut_down = true;
-  impl_->gate->Stop();                             // no connection is handed over from here on
+  if (impl_->gate) impl_->gate->Stop();            // no connection is handed over from here on
   if (impl_->relay) impl_->relay->StopHandover();  // nor a TLS one still in its handshake
   impl_->shared.stopping.store(true, std::memory_order_release);
   {

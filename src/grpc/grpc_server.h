@@ -82,6 +82,15 @@ struct GrpcServerOptions {
   // (tls_relay.h) and handed to gRPC as plaintext, so every bound above still holds. Each
   // accepted connection counts toward max_connections from its handshake on.
   std::optional<TlsRelayOptions> tls{};
+  // gRPC's own TLS instead (grpc::SslServerCredentials), for measuring against the relay
+  // (bench/grpc_tls_server; BENCHMARKS.md "gRPC over TLS"): gRPC listens and handshakes itself,
+  // so there is no ConnectionGate: max_connections is not enforced, a client over the stream
+  // cap has its extra calls refused but is not cut, no client certificate is asked for, and
+  // Identity() knows nothing. Not offered by sluiced. Exclusive with `tls`; TCP addresses only.
+  struct NativeTls {
+    std::string cert_chain_pem, key_pem;
+  };
+  std::optional<NativeTls> native_tls{};
 };
 
 class GrpcServer {

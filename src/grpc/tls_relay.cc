@@ -11,6 +11,9 @@
 // "now + the same timeout", so a FIFO per thread keeps them in order.
 #include "grpc/tls_relay.h"
 
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <pthread.h>
@@ -99,6 +102,60 @@ void CloseQuietly(int fd) {
   close(fd);
 }
 
+// A connected TCP pair over loopback, through `listener` (the thread's own, blocking): [0] ours,
+// [1] gRPC's, both non-blocking with TCP_NODELAY. Another local process's connection found in
+// the listener's queue before ours is closed.
+bool LoopbackPair(int listener, int pair[2]) {
+  sockaddr_in at{};
+  socklen_t len = sizeof at;
+  if (getsockname(listener, reinterpret_cast<sockaddr*>(&at), &len) != 0) return false;
+  const int ours = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (ours < 0) return false;
+  sockaddr_in mine{};
+  len = sizeof mine;
+  if (connect(ours, reinterpret_cast<sockaddr*>(&at), sizeof at) != 0 ||
+      getsockname(ours, reinterpret_cast<sockaddr*>(&mine), &len) != 0) {
+    close(ours);
+    return false;
+  }
+  for (;;) {
+    sockaddr_in peer{};
+    len = sizeof peer;
+    const int theirs =
+        accept4(listener, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (theirs < 0 && errno == EINTR) continue;
+    if (theirs < 0) {
+      close(ours);
+      return false;
+    }
+    if (peer.sin_port != mine.sin_port || peer.sin_addr.s_addr != mine.sin_addr.s_addr) {
+      close(theirs);
+      continue;
+    }
+    const int one = 1;
+    setsockopt(ours, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(theirs, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    fcntl(ours, F_SETFL, fcntl(ours, F_GETFL) | O_NONBLOCK);
+    pair[0] = ours;
+    pair[1] = theirs;
+    return true;
+  }
+}
+
+// A listener on a free 127.0.0.1 port, for LoopbackPair.
+int LoopbackListener() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) != 0 || listen(fd, 16) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 struct Shared;
 
 class Worker {
@@ -138,6 +195,7 @@ class Worker {
   Shared* relay_;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
+  int pair_listener_ = -1;  // with tcp_pair
   std::mutex inbox_mu_;
   std::vector<int> inbox_;
   bool halted_ = false;
@@ -171,6 +229,9 @@ Result<void> Worker::Open() {
   if (epoll_fd_ < 0 || wake_fd_ < 0) {
     return MakeError(std::string("grpc tls: cannot make an epoll set: ") + std::strerror(errno));
   }
+  if (relay_->options.tcp_pair && (pair_listener_ = LoopbackListener()) < 0) {
+    return MakeError(std::string("grpc tls: cannot listen on loopback: ") + std::strerror(errno));
+  }
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = nullptr;  // the wake-up
@@ -183,6 +244,7 @@ Result<void> Worker::Open() {
 Worker::~Worker() {
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (wake_fd_ >= 0) close(wake_fd_);
+  if (pair_listener_ >= 0) close(pair_listener_);
 }
 
 void Worker::Give(int tcp_fd) {
@@ -334,7 +396,9 @@ void Worker::Established(Conn& c) {
     return Fail(c, HandshakeFailure::kSanNotAllowed);
   }
   int pair[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair) != 0) {
+  if (pair_listener_ >= 0
+          ? !LoopbackPair(pair_listener_, pair)
+          : socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair) != 0) {
     spdlog::warn("grpc tls: socketpair failed: {}; connection closed", std::strerror(errno));
     return Close(c);
   }

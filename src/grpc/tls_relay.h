@@ -60,6 +60,10 @@ struct TlsRelayOptions {
   int min_version = 12;  // 12: TLS 1.2, 13: TLS 1.3; a context's higher minimum is kept
   int threads = 1;
   size_t buffer_bytes = 32 * 1024;  // per direction and connection
+  // The pair handed to gRPC: false, an AF_UNIX socket pair; true, a TCP connection over
+  // loopback (through a listener of each relay thread's, on 127.0.0.1), which gRPC can ask
+  // (TCP_INQ) whether it is drained instead of reading until EAGAIN. For measuring.
+  bool tcp_pair = false;
   // Told of each failed handshake, with why, in the reasons every listener's handshake error
   // metric has (no h2 or no context: kOther). Called on a relay thread.
   std::function<void(tls::HandshakeFailure)> on_handshake_error{};

@@ -81,6 +81,38 @@ TlsRelayOptions Mtls(std::vector<std::string> sans = {}) {
   return {.require_client_cert = true, .client_sans = std::move(sans)};
 }
 
+// --- gRPC's own TLS (GrpcServerOptions::native_tls, for the benchmark's comparison) ----------
+
+TEST(GrpcNativeTlsTest, ServesOverGrpcsOwnTlsAndRefusesPlaintext) {
+  const TestCerts& certs = TestCerts::Get();
+  FakeService service;
+  GrpcServerOptions options{.address = "127.0.0.1:0"};
+  options.native_tls =
+      GrpcServerOptions::NativeTls{certs.Read("server.pem"), certs.Read("server.key")};
+  auto server = GrpcServer::Start(options, service);
+  ASSERT_TRUE(server.has_value()) << server.error().message;
+  ASSERT_GT((*server)->port(), 0);
+  const grpc::Status status = CallOn(TlsChannel((*server)->port()));
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(service.requests().size(), 1u);
+  EXPECT_EQ(service.requests()[0].domain, "api");
+  // A plaintext client gets no answer: the call fails, and nothing more reaches the service.
+  const auto insecure = grpc::CreateChannel("127.0.0.1:" + std::to_string((*server)->port()),
+                                            grpc::InsecureChannelCredentials());
+  EXPECT_FALSE(CallOn(insecure, 2s).ok());
+  EXPECT_EQ(service.requests().size(), 1u);
+}
+
+TEST(GrpcNativeTlsTest, NativeTlsAndTheRelayTogetherAreRefused) {
+  FakeService service;
+  GrpcServerOptions options{.address = "127.0.0.1:0"};
+  options.native_tls = GrpcServerOptions::NativeTls{"cert", "key"};
+  options.tls = TlsRelayOptions{.context = [] { return ServerContext(); }};
+  const auto server = GrpcServer::Start(options, service);
+  ASSERT_FALSE(server.has_value());
+  EXPECT_NE(server.error().message.find("native_tls"), std::string::npos);
+}
+
 // --- served over TLS ---------------------------------------------------------------------------
 
 TEST_F(GrpcTlsTest, ShouldRateLimitAndHealthAreServedOverTls) {

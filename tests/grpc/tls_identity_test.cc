@@ -47,7 +47,8 @@ class PeerRecorder final : public rls::RateLimitService::Service {
   std::optional<PeerIdentity> identity_;
 };
 
-class TlsIdentityTest : public ::testing::Test {
+// Param: the relay's pair to gRPC is a loopback TCP connection (TlsRelayOptions::tcp_pair).
+class TlsIdentityTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     auto gate = ConnectionGate::Listen("127.0.0.1:0", 16);
@@ -58,7 +59,9 @@ class TlsIdentityTest : public ::testing::Test {
     server_ = builder.BuildAndStart();
     ASSERT_TRUE(server_);
     auto relay = TlsRelay::Start(
-        {.context = [ctx = ServerContext("ca.pem")] { return ctx; }, .require_client_cert = true},
+        {.context = [ctx = ServerContext("ca.pem")] { return ctx; },
+         .require_client_cert = true,
+         .tcp_pair = GetParam()},
         [server = server_.get()](int fd) { grpc::AddInsecureChannelFromFd(server, fd); });
     ASSERT_TRUE(relay.has_value()) << relay.error().message;
     relay_ = std::move(*relay);
@@ -91,7 +94,7 @@ class TlsIdentityTest : public ::testing::Test {
   std::unique_ptr<TlsRelay> relay_;
 };
 
-TEST_F(TlsIdentityTest, EachCallFindsItsOwnConnectionsVerifiedNames) {
+TEST_P(TlsIdentityTest, EachCallFindsItsOwnConnectionsVerifiedNames) {
   const auto envoy = TlsChannel(gate_->port(), "client");
   const auto other = TlsChannel(gate_->port(), "other-client");
   const auto [envoy_peer, envoy_id] = CallOn(envoy);
@@ -111,7 +114,7 @@ TEST_F(TlsIdentityTest, EachCallFindsItsOwnConnectionsVerifiedNames) {
   EXPECT_FALSE(relay_->Identity("fd:100000").has_value());
 }
 
-TEST_F(TlsIdentityTest, CutEndsTheClientsConnectionAndItsNamesGo) {
+TEST_P(TlsIdentityTest, CutEndsTheClientsConnectionAndItsNamesGo) {
   const auto envoy = TlsChannel(gate_->port(), "client");
   const auto other = TlsChannel(gate_->port(), "other-client");
   const std::string peer = CallOn(envoy).first;
@@ -126,6 +129,11 @@ TEST_F(TlsIdentityTest, CutEndsTheClientsConnectionAndItsNamesGo) {
   EXPECT_FALSE(relay_->Cut(fd) && relay_->Identity(peer).has_value());
   EXPECT_TRUE(CallOn(other).second.has_value());
 }
+
+INSTANTIATE_TEST_SUITE_P(Pairs, TlsIdentityTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "TcpPair" : "UnixPair";
+                         });
 
 }  // namespace
 }  // namespace sluice::server::test
