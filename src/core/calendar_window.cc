@@ -51,7 +51,8 @@ Decision CalendarWindow::Decide(State& s, Timestamp now, int64_t cost) const {
     d.retry_after = Duration(until_next);
   }
   d.remaining = std::max<int64_t>(0, limit_ - s.count);
-  d.reset_after = Duration(s.count > 0 ? until_next : 0);
+  // A surplus (a negative count: an admin credit beyond the limit) also ends with the window.
+  d.reset_after = Duration(s.count != 0 ? until_next : 0);
   return d;
 }
 
@@ -66,7 +67,8 @@ void CalendarWindow::Refund(State& s, Timestamp at, Timestamp /*now*/, int64_t c
   // A request counted in a window that has since been replaced was forgotten with it.
   const int64_t a = ToNanos(at);
   if (a < s.start_ns || a >= s.end_ns) return;
-  s.count = std::max<int64_t>(0, s.count - cost);
+  // Into a surplus (a negative count) only if the admission was taken from one.
+  s.count = std::max<int64_t>(s.count < 0 ? -limit_ : 0, s.count - cost);
 }
 
 Timestamp CalendarWindow::ReplenishedAt(const State& s) const {

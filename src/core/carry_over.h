@@ -97,8 +97,8 @@ std::optional<SlidingWindowCounter::State> StateFromUsage(const SlidingWindowCou
                                                           const Usage& usage, Timestamp now);
 std::optional<SlidingWindowLog::State> StateFromUsage(const SlidingWindowLog& alg,
                                                       const Usage& usage, Timestamp now);
-std::optional<CalendarWindow::State> StateFromUsage(const CalendarWindow& alg,
-                                                    const Usage& usage, Timestamp now);
+std::optional<CalendarWindow::State> StateFromUsage(const CalendarWindow& alg, const Usage& usage,
+                                                    Timestamp now);
 
 }  // namespace internal
 }  // namespace sluice

@@ -91,7 +91,8 @@ TEST_F(ConfigCalendarTest, ErrorsNameTheLine) {
        "c.yaml:6:", "cannot serve a calendar window"},
       {"      calendar: month\n      sync: {mode: batched}\n      requests_per_unit: 1\n",
        "c.yaml:6:", "cannot serve a calendar window"},
-      {"      calendar: month\n      scope: global\n      regions: {mode: static, shares: {eu: 0.5, us: 0.5}}\n"
+      {"      calendar: month\n      scope: global\n      regions: {mode: static, shares: {eu: "
+       "0.5, us: 0.5}}\n"
        "      requests_per_unit: 10\n",
        "c.yaml:6:", "scope: global cannot serve a calendar window"},
       {"      calendar: month\n      requests_per_unit: 0\n", "c.yaml:5:", "'calendar'"},

@@ -106,6 +106,27 @@ TEST(ExampleConfig, DirectoryOfExamplesTreatsPlansFileAsPlans) {
   EXPECT_NE(config->FindDomain("api"), nullptr);
 }
 
+TEST(ExampleConfig, TheQuotasExampleIsTheWorkedPlan) {
+  // examples/quotas/quotas.yaml: docs/quotas.md's worked example, a make run user's to try.
+  auto config = MustLoad(std::string(SLUICE_EXAMPLES_DIR) + "/quotas/quotas.yaml");
+  ASSERT_NE(config, nullptr);
+  const Limit* monthly = MustMatch(*config, "quotas", {{"customer", "acme"}}).limit;
+  ASSERT_NE(monthly, nullptr);
+  EXPECT_EQ(monthly->name, "monthly");
+  EXPECT_EQ(monthly->spec.calendar.unit, CalendarUnit::kMonth);
+  EXPECT_EQ(monthly->spec.calendar.timezone, "Europe/Lisbon");
+  EXPECT_EQ(monthly->spec.limit, 1000000);
+  const Limit* cap = MustMatch(*config, "quotas", {{"customer", "acme"}, {"window", "5m"}}).limit;
+  ASSERT_NE(cap, nullptr);
+  EXPECT_EQ(cap->spec.period, std::chrono::minutes(5));
+  EXPECT_EQ(cap->spec.limit, 600);
+  const Limit* daily =
+      MustMatch(*config, "quotas", {{"customer", "acme"}, {"window", "day"}}).limit;
+  ASSERT_NE(daily, nullptr);
+  EXPECT_EQ(daily->spec.calendar.unit, CalendarUnit::kDay);
+  EXPECT_EQ(daily->spec.calendar.timezone, "Asia/Tokyo");
+}
+
 TEST(ExampleConfig, CheckConfigSummarises) {
   auto summary = CheckConfig(std::string(SLUICE_EXAMPLES_DIR) + "/sluice.yaml");
   ASSERT_TRUE(summary.has_value()) << summary.error().message;

@@ -54,13 +54,16 @@ descriptors:
     rate_limit: {period: 365d, requests_per_unit: 999983, algorithm: gcra}
   - key: wide_leaky_bucket
     rate_limit: {period: 365d, requests_per_unit: 999983, algorithm: leaky_bucket}
+  # A calendar day in Tokyo: kStart is 17:00 there, so the window ends 7 hours later.
+  - key: calendar_day
+    rate_limit: {calendar: day, timezone: Asia/Tokyo, requests_per_unit: 10}
   - key: wide_sliding_window_counter
     rate_limit: {period: 365d, requests_per_unit: 999983, algorithm: sliding_window_counter}
 )yaml";
 
 constexpr const char* kAlgorithms[] = {
-    "fixed_window", "sliding_window_counter", "sliding_window_log", "token_bucket", "gcra",
-    "leaky_bucket"};
+    "fixed_window", "sliding_window_counter", "sliding_window_log", "token_bucket",
+    "gcra",         "leaky_bucket",           "calendar_day"};
 
 // 1.8e9 s is a whole number of hours: windows start there.
 const Timestamp kStart = FromNanos(int64_t{1'800'000'000} * 1'000'000'000);
@@ -274,6 +277,21 @@ TEST_P(AdminWrites, ASurplusIsCappedAtOneCapacityAndLostAtTheWindowsEnd) {
   EXPECT_EQ(BeforeAfter(r), std::make_pair(int64_t{13}, int64_t{13}));
   clock_.Advance(std::chrono::minutes(1));
   EXPECT_EQ(Passes("fixed_window", "j"), 10);
+}
+
+TEST_P(AdminWrites, ACalendarWindowsSurplusIsLostAtTheLocalMidnight) {
+  ASSERT_EQ(Passes("calendar_day", "k"), 10);
+  HttpReply r = Post("calendar_day", "k", R"({"credit": 35, "allow_over_limit": true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(BeforeAfter(r), std::make_pair(int64_t{0}, int64_t{20}));
+  // The surplus lasts as long as the day: until 00:00 in Tokyo, 15:00 UTC.
+  const int64_t reset_ms = json::parse(r.body)["after"]["reset_after_ms"].get<int64_t>();
+  EXPECT_EQ(reset_ms, (7 * 3600 - 10) * 1000);
+  EXPECT_EQ(Passes("calendar_day", "k", 15), 15);
+  clock_.Advance(std::chrono::seconds(7 * 3600 - 11));  // 23:59:59 in Tokyo: the same day
+  EXPECT_EQ(Passes("calendar_day", "k"), 5);
+  clock_.Advance(std::chrono::seconds(1));  // the next day starts at the limit, no surplus
+  EXPECT_EQ(Passes("calendar_day", "k"), 10);
 }
 
 TEST_P(AdminWrites, WrongBodiesAreRefusedWithAReasonAndChangeNothing) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "sluice/calendar_window.h"
 #include "sluice/fixed_window.h"
 #include "sluice/limiter.h"
 #include "sluice/sliding_window_counter.h"
@@ -20,7 +21,7 @@ namespace sluice::internal {
 template <typename Alg>
 void CreditState(const Alg& alg, typename Alg::State& s, Timestamp now, int64_t hits,
                  bool allow_over_limit) {
-  if constexpr (std::is_same_v<Alg, FixedWindow>) {
+  if constexpr (std::is_same_v<Alg, FixedWindow> || std::is_same_v<Alg, CalendarWindow>) {
     // A surplus is a negative count: spent first, and gone with the window (Decide starts the
     // next one at 0). A plain credit never adds to one, nor takes one away.
     const int64_t lowest = allow_over_limit ? -alg.capacity() : std::min<int64_t>(0, s.count);

@@ -255,6 +255,8 @@ Result<Adjusted> RedisLimiter::Adjust(std::string_view key, Timestamp now,
                                    std::to_string(std::min(steps.debit, most)),
                                    std::to_string(std::min(steps.credit, most))};
   args.insert(args.end(), params_.begin(), params_.end());
+  // A calendar window's spec arguments include the bounds of the windows around `now`.
+  if (calendar_) AppendCalendarBounds(now, args);
   const std::string keys[1] = {std::move(redis_key)};
   auto reply = store_->transport().Eval(kAdjustScript, keys, args);
   if (!reply) {

@@ -19,7 +19,8 @@ namespace sluice::internal {
 //
 // The debit is the algorithm's own charge. The credit: the fixed window subtracts from the
 // current window's count, down to 0, or to -limit with allow_over_limit (a surplus, spent first
-// and gone with the window: the key's TTL is set to the window's end); the sliding window
+// and gone with the window: the key's TTL is set to the window's end), and so does a calendar
+// window in its recorded window; the sliding window
 // counter from the current window's count, then the previous one's; the log drops its newest
 // hits; the buckets take it as a give-back (kRefundBody) of that many units at `now`.
 inline const LuaScript kAdjustScript{std::string(kLuaPrelude) + kLuaBodies +
@@ -58,6 +59,25 @@ if credit > 0 then
       redis.call('DEL', key)
     else
       redis.call('SET', key, struct.pack('<dd', sw, c), 'PX', ceil(((sw + 1) * D - now) / 1000))
+    end
+  elseif alg == 11 then
+    -- A calendar window (kCalendarWindowBody): the window the decision above recorded or
+    -- picked, by the bounds sluiced sent, as a fixed window's credit in it.
+    local limit, b0, b1, b2, b3 = params[1] + 0, params[2] + 0, params[3] + 0, params[4] + 0,
+      params[5] + 0
+    local ws, we = b1, b2
+    if now >= b2 then ws, we = b2, b3 elseif now < b1 then ws, we = b0, b1 end
+    local c = 0
+    local v = redis.pcall('GET', key)
+    if type(v) == 'string' and #v == 24 then
+      local rs, re, rc = struct.unpack('<ddd', v)
+      if now < re then ws, we, c = rs, re, rc end
+    end
+    c = math.max(over and -limit or math.min(0, c), c - credit)
+    if c == 0 then
+      redis.call('DEL', key)
+    else
+      redis.call('SET', key, struct.pack('<ddd', ws, we, c), 'PX', ceil(math.max(we - now, 1) / 1000))
     end
   elseif alg == 5 or alg == 10 then
     local D = params[2] + 0

@@ -156,8 +156,9 @@ if count > before then
     redis.call('SET', KEYS[1], struct.pack('<ddd', ws, we, count), 'PX', ceil(until_next / 1000))
   end
 end
-if allowed then return {1, limit - count, count > 0 and until_next or 0, 0} end
-return {0, math.max(0, limit - count), count > 0 and until_next or 0, until_next}
+-- A surplus (a negative count: an admin credit beyond the limit) also ends with the window.
+if allowed then return {1, limit - count, count ~= 0 and until_next or 0, 0} end
+return {0, math.max(0, limit - count), count ~= 0 and until_next or 0, until_next}
 )lua";
 inline const LuaScript kCalendarWindowScript{std::string(kLuaPrelude) + kCalendarWindowBody};
 
