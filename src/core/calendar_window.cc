@@ -7,6 +7,7 @@
 #include "core/calendar_period.h"
 #include "core/charge.h"
 #include "core/validate.h"
+#include "core/window_count.h"
 
 namespace sluice {
 
@@ -37,28 +38,12 @@ Decision CalendarWindow::Decide(State& s, Timestamp now, int64_t cost) const {
   // Only a window's end opens the next one; after a clock step backwards (t before start_ns)
   // the state's window still applies, as in FixedWindow.
   if (t >= s.end_ns) s = WindowAt(now);
-  const int64_t until_next = s.end_ns - t;
-  Decision d;
-  d.limit = limit_;
-  if (cost > limit_) {
-    d = internal::Rejected(DecisionReason::kCostExceedsCapacity, limit_);
-  } else if (s.count + cost <= limit_) {
-    s.count += cost;
-    d.allowed = true;
-    d.reason = DecisionReason::kAdmitted;
-  } else {
-    d.reason = DecisionReason::kOverLimit;
-    d.retry_after = Duration(until_next);
-  }
-  d.remaining = std::max<int64_t>(0, limit_ - s.count);
-  // A surplus (a negative count: an admin credit beyond the limit) also ends with the window.
-  d.reset_after = Duration(s.count != 0 ? until_next : 0);
-  return d;
+  return internal::DecideWindowCount(s.count, limit_, s.end_ns - t, cost);
 }
 
 Decision CalendarWindow::Charge(State& s, Timestamp now, int64_t cost) const {
   return internal::ChargeBeyondLimit(*this, s, now, cost, [this](State& st, int64_t hits) {
-    st.count = std::max(st.count, std::min(st.count + hits, 2 * limit_));
+    internal::ChargeWindowCount(st.count, limit_, hits);
   });
 }
 
@@ -67,8 +52,7 @@ void CalendarWindow::Refund(State& s, Timestamp at, Timestamp /*now*/, int64_t c
   // A request counted in a window that has since been replaced was forgotten with it.
   const int64_t a = ToNanos(at);
   if (a < s.start_ns || a >= s.end_ns) return;
-  // Into a surplus (a negative count) only if the admission was taken from one.
-  s.count = std::max<int64_t>(s.count < 0 ? -limit_ : 0, s.count - cost);
+  internal::RefundWindowCount(s.count, limit_, cost);
 }
 
 Timestamp CalendarWindow::ReplenishedAt(const State& s) const {

@@ -45,30 +45,6 @@ AuditCounter AuditCounterOf(const CounterState& s) {
   return AuditCounter{s.remaining, CeilMillis(s.reset_after)};
 }
 
-// The domain and the descriptor entries of an admin query, as GET /v1/state reads them.
-struct WriteQuery {
-  std::string domain;
-  std::vector<std::pair<std::string, std::string>> entries;
-};
-
-Result<WriteQuery> ParseWriteQuery(std::string_view query) {
-  auto params = ParseQuery(query);
-  if (!params) return std::unexpected(params.error());
-  WriteQuery q;
-  for (auto& [key, value] : *params) {
-    if (key == "domain") {
-      q.domain = std::move(value);
-    } else {
-      q.entries.emplace_back(std::move(key), std::move(value));
-    }
-  }
-  if (q.domain.empty()) return MakeError("the query needs domain=<domain>");
-  if (q.entries.empty()) {
-    return MakeError("the query needs the descriptor entries, e.g. &api_key=k1");
-  }
-  return q;
-}
-
 HttpReply WithRequestId(HttpReply reply, const std::string& id) {
   reply.headers.emplace_back("X-Request-Id", id);
   return reply;
@@ -91,7 +67,7 @@ Timestamp HttpApi::AuditNow() const {
 
 HttpReply HttpApi::AdjustCounter(const HttpRequestView& request, const ApiClient* client) const {
   const std::string request_id = RequestIdOf(request);
-  auto q = ParseWriteQuery(SplitTarget(request.target).query);
+  auto q = ParseCounterQuery(SplitTarget(request.target).query);
   if (!q) return WithRequestId(ErrorReply(400, q.error().message), request_id);
   if (client != nullptr && !client->MayCheck(q->domain)) {
     return WithRequestId(ErrorReply(403, "this client may not change that domain"), request_id);
@@ -129,7 +105,7 @@ HttpReply HttpApi::AdjustCounter(const HttpRequestView& request, const ApiClient
 
 HttpReply HttpApi::ResetCounter(const HttpRequestView& request, const ApiClient* client) const {
   const std::string request_id = RequestIdOf(request);
-  auto q = ParseWriteQuery(SplitTarget(request.target).query);
+  auto q = ParseCounterQuery(SplitTarget(request.target).query);
   if (!q) return WithRequestId(ErrorReply(400, q.error().message), request_id);
   if (client != nullptr && !client->MayCheck(q->domain)) {
     return WithRequestId(ErrorReply(403, "this client may not change that domain"), request_id);

@@ -39,30 +39,6 @@ HttpReply MethodNotAllowed(std::string_view allow) {
   return reply;
 }
 
-// The domain and the descriptor entries of an admin query: "domain=api&api_key=k1&path=/x".
-struct CounterQuery {
-  std::string domain;
-  std::vector<std::pair<std::string, std::string>> entries;
-};
-
-Result<CounterQuery> ParseCounterQuery(std::string_view query) {
-  auto params = ParseQuery(query);
-  if (!params) return std::unexpected(params.error());
-  CounterQuery q;
-  for (auto& [key, value] : *params) {
-    if (key == "domain") {
-      q.domain = std::move(value);
-    } else {
-      q.entries.emplace_back(std::move(key), std::move(value));
-    }
-  }
-  if (q.domain.empty()) return MakeError("the query needs domain=<domain>");
-  if (q.entries.empty()) {
-    return MakeError("the query needs the descriptor entries, e.g. &api_key=k1");
-  }
-  return q;
-}
-
 // An --api-tokens client reading a domain it may not check.
 HttpReply NotYourDomain() { return ErrorReply(403, "this client may not read that domain"); }
 

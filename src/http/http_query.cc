@@ -54,4 +54,22 @@ Result<std::vector<std::pair<std::string, std::string>>> ParseQuery(std::string_
   return params;
 }
 
+Result<CounterQuery> ParseCounterQuery(std::string_view query) {
+  auto params = ParseQuery(query);
+  if (!params) return std::unexpected(params.error());
+  CounterQuery q;
+  for (auto& [key, value] : *params) {
+    if (key == "domain") {
+      q.domain = std::move(value);
+    } else {
+      q.entries.emplace_back(std::move(key), std::move(value));
+    }
+  }
+  if (q.domain.empty()) return MakeError("the query needs domain=<domain>");
+  if (q.entries.empty()) {
+    return MakeError("the query needs the descriptor entries, e.g. &api_key=k1");
+  }
+  return q;
+}
+
 }  // namespace sluice::server
