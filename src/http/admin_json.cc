@@ -25,26 +25,20 @@ std::string_view KindName(LimitKind kind) {
   return "limited";
 }
 
-void AppendField(std::string& out, std::string_view name, std::string_view value) {
-  util::AppendJsonStringOfBytes(out, name);
-  out += ':';
-  util::AppendJsonStringOfBytes(out, value);
-}
-
 void AppendConfigLimit(std::string& out, const Limit& limit) {
   out += '{';
-  AppendField(out, "id", limit.id);
+  util::AppendJsonStringMember(out, "id", limit.id);
   out += ',';
-  AppendField(out, "name", limit.name);
+  util::AppendJsonStringMember(out, "name", limit.name);
   out += ',';
-  AppendField(out, "plan", limit.plan);
+  util::AppendJsonStringMember(out, "plan", limit.plan);
   out += ',';
-  AppendField(out, "metric_name", limit.metric_name);
+  util::AppendJsonStringMember(out, "metric_name", limit.metric_name);
   out += ',';
-  AppendField(out, "kind", KindName(limit.kind));
+  util::AppendJsonStringMember(out, "kind", KindName(limit.kind));
   out += ',';
   if (limit.period.unit) {
-    AppendField(out, "unit", UnitName(*limit.period.unit));
+    util::AppendJsonStringMember(out, "unit", UnitName(*limit.period.unit));
     out += ',';
   }
   out += "\"period_s\":";
@@ -54,7 +48,7 @@ void AppendConfigLimit(std::string& out, const Limit& limit) {
   util::AppendJsonInt(out, limit.requests_per_unit);
   if (limit.kind == LimitKind::kLimited) {
     out += ',';
-    AppendField(out, "algorithm", AlgorithmName(limit.spec.algorithm));
+    util::AppendJsonStringMember(out, "algorithm", AlgorithmName(limit.spec.algorithm));
     out += ",\"burst\":";
     util::AppendJsonInt(out, limit.spec.Capacity());
     out += limit.spec.shaper ? ",\"shaper\":true" : ",\"shaper\":false";
@@ -62,12 +56,12 @@ void AppendConfigLimit(std::string& out, const Limit& limit) {
     out += ",\"algorithm\":null,\"burst\":null,\"shaper\":false";
   }
   out += ',';
-  AppendField(out, "mode", ModeName(limit.mode));
+  util::AppendJsonStringMember(out, "mode", ModeName(limit.mode));
   out += ',';
-  AppendField(out, "failure_mode", FailureModeName(limit.failure_mode));
+  util::AppendJsonStringMember(out, "failure_mode", FailureModeName(limit.failure_mode));
   out += ',';
   if (limit.over_limit_hits) {
-    AppendField(out, "over_limit_hits", OverLimitHitsName(*limit.over_limit_hits));
+    util::AppendJsonStringMember(out, "over_limit_hits", OverLimitHitsName(*limit.over_limit_hits));
   } else {
     out += "\"over_limit_hits\":null";  // the server's --over-limit-hits
   }
@@ -79,7 +73,7 @@ void AppendConfigLimit(std::string& out, const Limit& limit) {
     util::AppendJsonStringOfBytes(out, limit.replaces[i]);
   }
   out += "],";
-  AppendField(out, "origin", limit.origin);
+  util::AppendJsonStringMember(out, "origin", limit.origin);
   out += '}';
 }
 
@@ -93,13 +87,13 @@ std::string RenderConfigJson(const Config& config, const ApiClient* client) {
     if (!first_domain) out += ',';
     first_domain = false;
     out += '{';
-    AppendField(out, "name", name);
+    util::AppendJsonStringMember(out, "name", name);
     out += ',';
-    AppendField(out, "origin", domain.origin);
+    util::AppendJsonStringMember(out, "origin", domain.origin);
     out += ',';
-    AppendField(out, "plan_key", domain.plan_key);
+    util::AppendJsonStringMember(out, "plan_key", domain.plan_key);
     out += ',';
-    AppendField(out, "plan_source", domain.plan_source);
+    util::AppendJsonStringMember(out, "plan_source", domain.plan_source);
     out += ",\"plans\":[";
     bool first_plan = true;
     for (const auto& plan : domain.plans) {
@@ -122,9 +116,9 @@ std::string RenderConfigJson(const Config& config, const ApiClient* client) {
 
 std::string RenderCounterStateJson(std::string_view domain, const CounterState& state) {
   std::string out = "{";
-  AppendField(out, "domain", domain);
+  util::AppendJsonStringMember(out, "domain", domain);
   out += ',';
-  AppendField(out, "counter_key", state.counter_key);
+  util::AppendJsonStringMember(out, "counter_key", state.counter_key);
   out += ",\"limit\":";
   AppendLimitJson(out, state.limit);
   out += ",\"remaining\":";
@@ -137,12 +131,12 @@ std::string RenderCounterStateJson(std::string_view domain, const CounterState& 
 
 std::string RenderTopJson(std::string_view domain, const std::vector<HeavyHitter>& top) {
   std::string out = "{";
-  AppendField(out, "domain", domain);
+  util::AppendJsonStringMember(out, "domain", domain);
   out += ",\"top\":[";
   for (size_t i = 0; i < top.size(); ++i) {
     if (i > 0) out += ',';
     out += '{';
-    AppendField(out, "identity", top[i].identity);
+    util::AppendJsonStringMember(out, "identity", top[i].identity);
     out += ",\"rejected\":";
     util::AppendJsonInt(out, static_cast<int64_t>(top[i].rejected));
     out += ",\"near_limit\":";
@@ -158,9 +152,9 @@ std::string RenderTopJson(std::string_view domain, const std::vector<HeavyHitter
 std::string RenderUsageJson(std::string_view domain, std::string_view limit,
                             const UsageReport& report) {
   std::string out = "{";
-  AppendField(out, "domain", domain);
+  util::AppendJsonStringMember(out, "domain", domain);
   out += ',';
-  AppendField(out, "limit", limit);
+  util::AppendJsonStringMember(out, "limit", limit);
   out += ",\"period_s\":";
   char buf[32];
   const auto r =

@@ -21,12 +21,6 @@ Error ErrnoError(std::string what, int err) {
   return Error{std::move(what) + ": " + std::strerror(err)};
 }
 
-void AppendString(std::string& out, std::string_view name, std::string_view value) {
-  util::AppendJsonStringOfBytes(out, name);
-  out += ':';
-  util::AppendJsonStringOfBytes(out, value);
-}
-
 void AppendCounter(std::string& out, std::string_view name, const AuditCounter& c) {
   util::AppendJsonStringOfBytes(out, name);
   out += ":{\"remaining\":";
@@ -84,19 +78,19 @@ std::string Rfc3339Millis(Timestamp time) {
 
 std::string AuditLine(const AuditEntry& e) {
   std::string out = "{";
-  AppendString(out, "time", Rfc3339Millis(e.time));
+  util::AppendJsonStringMember(out, "time", Rfc3339Millis(e.time));
   out += ",\"event\":\"admin\",";
-  AppendString(out, "phase", e.phase);
+  util::AppendJsonStringMember(out, "phase", e.phase);
   out += ',';
-  AppendString(out, "client", e.client);
+  util::AppendJsonStringMember(out, "client", e.client);
   out += ',';
-  AppendString(out, "action", e.action);
+  util::AppendJsonStringMember(out, "action", e.action);
   out += ',';
-  AppendString(out, "domain", e.domain);
+  util::AppendJsonStringMember(out, "domain", e.domain);
   out += ',';
-  AppendString(out, "counter_key", e.counter_key);
+  util::AppendJsonStringMember(out, "counter_key", e.counter_key);
   out += ',';
-  AppendString(out, "request_id", e.request_id);
+  util::AppendJsonStringMember(out, "request_id", e.request_id);
   if (!e.change.empty()) {
     out += ",\"change\":";
     out += e.change;
@@ -116,16 +110,16 @@ std::string AuditLine(const AuditEntry& e) {
 std::string AuditReloadLine(Timestamp time, std::string_view config_path, std::string_view sha256,
                             bool ok, std::string_view error) {
   std::string out = "{";
-  AppendString(out, "time", Rfc3339Millis(time));
+  util::AppendJsonStringMember(out, "time", Rfc3339Millis(time));
   out += ",\"event\":\"reload\",";
-  AppendString(out, "config", config_path);
+  util::AppendJsonStringMember(out, "config", config_path);
   out += ',';
-  AppendString(out, "sha256", sha256);
+  util::AppendJsonStringMember(out, "sha256", sha256);
   out += ',';
-  AppendString(out, "outcome", ok ? "ok" : "failed");
+  util::AppendJsonStringMember(out, "outcome", ok ? "ok" : "failed");
   if (!error.empty()) {
     out += ',';
-    AppendString(out, "error", error);
+    util::AppendJsonStringMember(out, "error", error);
   }
   out += '}';
   return out;

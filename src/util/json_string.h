@@ -30,6 +30,14 @@ void AppendJsonStringOfUtf8(std::string& out, std::string_view s);
 // \u000c (this writer has always spelled them so).
 void AppendJsonStringOfBytes(std::string& out, std::string_view s);
 
+// Appends `"name":"value"`, both written by AppendJsonStringOfBytes: one member of an object.
+inline void AppendJsonStringMember(std::string& out, std::string_view name,
+                                   std::string_view value) {
+  AppendJsonStringOfBytes(out, name);
+  out += ':';
+  AppendJsonStringOfBytes(out, value);
+}
+
 // Appends `v` as a JSON number (decimal, '-' when negative).
 inline void AppendJsonInt(std::string& out, int64_t v) {
   char buf[24];
