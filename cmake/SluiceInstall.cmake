@@ -68,7 +68,7 @@ set(sluice_public_headers
   region_scope.h sliding_window_counter.h sliding_window_log.h stats_sink.h status.h time.h
   token_bucket.h
   # sluice_store
-  decide_all.h limiter.h quota_sync.h scheduler.h store.h
+  decide_all.h limiter.h permits.h quota_sync.h scheduler.h store.h
   # sluice_memory, sluice_redis
   memory_store.h redis_store.h)
 list(TRANSFORM sluice_public_headers PREPEND ${PROJECT_SOURCE_DIR}/include/sluice/)

@@ -106,6 +106,12 @@ struct LimitCheck {
   // does not refuse the request, which is refused when every one of its quota checks is (or any
   // other check is). RequestRefused (decide_all.h) states the rule.
   bool quota = false;
+  // Priority shedding (docs/load-protection.md): hits that must still be free after this check
+  // is admitted, so that a less important request leaves room for more important ones. 0: it may
+  // take the last hit. A store that admits it takes `cost` only when cost + reserve would have
+  // fitted, in the same atomic step as the decision; refused for the reserve alone, the decision
+  // is kOverLimit with the time at which cost + reserve fits (kNever if it never can).
+  int64_t reserve = 0;
 };
 
 class Limiter {

@@ -26,6 +26,7 @@
 #include "sluice/decision.h"
 #include "sluice/limit_spec.h"
 #include "sluice/limiter.h"
+#include "sluice/permits.h"
 #include "sluice/quota_sync.h"
 #include "sluice/region_scope.h"
 #include "sluice/stats_sink.h"
@@ -124,6 +125,16 @@ class Store {
   // MakeLimiter refuses one until another is destroyed: the caller drops one it holds (its
   // least recently used) first. Stores without a memory bound have no such limit.
   virtual size_t MaxTransientLimiters() const { return SIZE_MAX; }
+
+  // A concurrency limit (permits.h) whose permits live in this store, named options.id (the
+  // limit's id, as for MakeLimiter; fail_open is its failure mode). Default: refused, for a store
+  // that cannot keep permits atomically.
+  virtual Result<std::unique_ptr<PermitPool>> MakePermitPool(const PermitSpec& spec,
+                                                             const LimiterOptions& options) {
+    (void)spec;
+    (void)options;
+    return MakeError("this store cannot hold concurrency permits");
+  }
 };
 
 }  // namespace sluice

@@ -102,6 +102,11 @@ struct Domain {
   std::unordered_map<std::string, std::string, Hash, std::equal_to<>> identity_plans;
   std::string plan_source;  // the resolved plan file path, or empty
 
+  // Descriptor keys that are request attributes, not identity (descriptor.h, RequestAttribute):
+  // stripped from every descriptor of the domain before matching and keying. Each feature that
+  // reads one adds its key here at load (a rule's timezone_from, the domain's priority_key).
+  std::vector<std::string> attribute_keys;
+
   // How the forward-auth endpoint turns a request into this domain's descriptors; unset: the
   // domain does not serve it.
   std::optional<ForwardAuth> forward_auth;

@@ -1,5 +1,6 @@
 #include "config/descriptor.h"
 
+#include <algorithm>
 #include <string>
 
 #include "config/key_escape.h"
@@ -57,11 +58,40 @@ Result<std::shared_ptr<const Limit>> OverrideLimit(std::string_view domain,
 
 }  // namespace
 
+std::vector<DescriptorEntry> StripAttributes(const Domain& domain,
+                                             std::span<const DescriptorEntry> entries,
+                                             std::vector<RequestAttribute>& attributes) {
+  std::vector<DescriptorEntry> identity;
+  identity.reserve(entries.size());
+  for (const DescriptorEntry& e : entries) {
+    const auto& keys = domain.attribute_keys;
+    if (std::find(keys.begin(), keys.end(), e.key) == keys.end()) {
+      identity.push_back(e);
+    } else {
+      attributes.push_back({std::string(e.key), std::string(e.value)});
+    }
+  }
+  return identity;
+}
+
+const std::string* FindAttribute(std::span<const RequestAttribute> attributes,
+                                 std::string_view key) {
+  for (const RequestAttribute& a : attributes) {
+    if (a.key == key) return &a.value;
+  }
+  return nullptr;
+}
+
 Result<MatchResult> Match(const Config& config, std::string_view domain_name,
                           std::span<const DescriptorEntry> entries, const LimitOverride* override) {
   const Domain* domain = config.FindDomain(domain_name);
   if (domain == nullptr) return MakeError("unknown domain '" + std::string(domain_name) + "'");
   MatchResult result;
+  std::vector<DescriptorEntry> identity;  // allocates only when the domain strips attributes
+  if (!domain->attribute_keys.empty()) {
+    identity = StripAttributes(*domain, entries, result.attributes);
+    entries = identity;
+  }
   if (entries.empty()) return result;
   if (override != nullptr) {
     auto owned = OverrideLimit(domain_name, *override);

@@ -12,6 +12,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/config.h"
@@ -28,6 +29,16 @@ struct LimitOverride {
   LimitPeriod period = LimitPeriod::Of(Unit::kSecond);
 };
 
+// An entry that says something about the request rather than who sends it -- a rule's
+// `timezone_from`, the domain's `priority_key`: removed from the descriptor before matching and
+// keying (Domain::attribute_keys), so that it neither changes which rule matches nor makes a new
+// counter, and handed to the rule that matched. A copy: the request's strings may not outlive
+// the match.
+struct RequestAttribute {
+  std::string key;
+  std::string value;
+};
+
 struct MatchResult {
   // The limit that applies; null when none does (the descriptor is then allowed, as in
   // ratelimit). Points into the Config (keep it alive) or into `owned` for an override.
@@ -39,7 +50,19 @@ struct MatchResult {
   // The plan whose rules matched; empty when the domain's own descriptors did.
   std::string plan;
   std::shared_ptr<const Limit> owned;
+  // The entries the domain strips (RequestAttribute), in the request's order; a key may repeat.
+  std::vector<RequestAttribute> attributes;
 };
+
+// `entries` without those whose key is one of domain.attribute_keys, which are appended to
+// `attributes`. Match calls it; exposed for its tests.
+std::vector<DescriptorEntry> StripAttributes(const Domain& domain,
+                                             std::span<const DescriptorEntry> entries,
+                                             std::vector<RequestAttribute>& attributes);
+
+// The value of the first attribute named `key`; null when the request sent none.
+const std::string* FindAttribute(std::span<const RequestAttribute> attributes,
+                                 std::string_view key);
 
 // Looks the descriptor up in `domain`. With plans, a descriptor holding the plan key is first
 // matched against its identity's plan (or "default"), and against the domain's descriptors

@@ -180,6 +180,12 @@ class ForwardingStore : public Interface {
   StoreStats Stats() const override { return inner_->Stats(); }
   void ReportStats(StatsSink& sink) const override { inner_->ReportStats(sink); }
   size_t MaxTransientLimiters() const override { return inner_->MaxTransientLimiters(); }
+  // Permits pass through every layer: a concurrency limit refuses the syncs and scopes the
+  // layers serve (docs/load-protection.md).
+  Result<std::unique_ptr<PermitPool>> MakePermitPool(const PermitSpec& spec,
+                                                     const LimiterOptions& options) override {
+    return inner_->MakePermitPool(spec, options);
+  }
 
  protected:
   Store& inner_store() const { return *inner_; }

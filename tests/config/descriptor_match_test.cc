@@ -3,6 +3,7 @@
 // is the one at the level of the last entry; counters are per actual value.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -275,6 +276,42 @@ TEST_F(MatchTest, PlansByIdentity) {
   ASSERT_NE(region.limit, nullptr);
   EXPECT_EQ(region.plan, "");
   EXPECT_EQ(region.limit->requests_per_unit, 1000);
+}
+
+// Attributes (a rule's timezone_from, the domain's priority_key) are stripped before matching
+// and keying: with them or without, the same rule and the same counter; the values reach the
+// match. Sent without being an attribute key, the same entry is an unknown level: no rule.
+TEST_F(MatchTest, AttributesAreStrippedBeforeMatchingAndKeying) {
+  Use("readme_example2.yaml", "sms");
+  std::map<std::string, Domain, std::less<>> domains = config_->domains();
+  domains.at("sms").attribute_keys = {"tz", "priority"};
+  const Config stripping(std::move(domains));
+
+  const MatchResult plain =
+      MustMatch(stripping, "sms", {{"message_type", "promo"}, {"to_number", "2065550101"}});
+  const MatchResult with = MustMatch(stripping, "sms",
+                                     {{"tz", "Asia/Tokyo"},
+                                      {"message_type", "promo"},
+                                      {"priority", "low"},
+                                      {"to_number", "2065550101"}});
+  ASSERT_NE(plain.limit, nullptr);
+  EXPECT_EQ(with.limit, plain.limit);
+  EXPECT_EQ(with.counter_key, plain.counter_key);
+  EXPECT_TRUE(plain.attributes.empty());
+  ASSERT_EQ(with.attributes.size(), 2u);
+  ASSERT_NE(FindAttribute(with.attributes, "tz"), nullptr);
+  EXPECT_EQ(*FindAttribute(with.attributes, "tz"), "Asia/Tokyo");
+  EXPECT_EQ(*FindAttribute(with.attributes, "priority"), "low");
+  EXPECT_EQ(FindAttribute(with.attributes, "tenant"), nullptr);
+
+  // Only attributes: nothing left to match.
+  const MatchResult only = MustMatch(stripping, "sms", {{"tz", "UTC"}});
+  EXPECT_EQ(only.limit, nullptr);
+  EXPECT_EQ(*FindAttribute(only.attributes, "tz"), "UTC");
+
+  // The same entries against the domain that strips nothing: "tz" is a level no rule has.
+  EXPECT_EQ(MustMatch(*config_, "sms", {{"tz", "Asia/Tokyo"}, {"message_type", "promo"}}).limit,
+            nullptr);
 }
 
 }  // namespace

@@ -1,0 +1,93 @@
+// Concurrency permits: a limit on requests in flight at once rather than per time
+// (docs/load-protection.md). A PermitPool is one concurrency limit over many keys, as a Limiter
+// is one rate limit over many keys; Store::MakePermitPool makes one whose permits live in that
+// store, so every node sharing the store shares the limit.
+//
+//   auto pool = (*store)->MakePermitPool({.max_in_flight = 100, .ttl = Seconds(30)}, {.id = "x"});
+//   (*pool)->AcquireAsync("x#tenant=acme", clock.Now(), {.permit = id}, [](const PermitAnswer& a) {
+//     if (a.granted) ...  // hold the slot; ReleaseAsync(key, now, id, ...) when done
+//   });
+//
+// The invariant every store keeps: at every instant of the store's clock (Redis TIME on the
+// key's master; the node's clock for the memory store), the permits granted and neither released
+// nor expired number at most max_in_flight. Every call is one atomic step on the key, and cleans
+// the key's expired permits in that step.
+#ifndef SLUICE_PERMITS_H_
+#define SLUICE_PERMITS_H_
+
+#include <cstdint>
+#include <functional>
+#include <string_view>
+
+#include "sluice/time.h"
+
+namespace sluice {
+
+struct PermitSpec {
+  int64_t max_in_flight = 0;  // > 0
+  Duration ttl{0};            // how long a permit lives unless renewed; > 0
+
+  bool operator==(const PermitSpec&) const = default;
+};
+
+struct PermitAcquire {
+  // The permit's id, chosen by the caller: unique (at least 128 random bits), so that nobody else
+  // can release or renew it. The store keeps it as given.
+  std::string_view permit;
+  // Slots that must stay free after this one is granted (priority shedding: a low-priority
+  // request leaves room for more important ones); 0: it may take the last slot.
+  int64_t reserve = 0;
+};
+
+// The answer to an acquire, a release or a renew.
+struct PermitAnswer {
+  // Acquire: the slot is held until expires_us (or a release). Release: the permit was held and
+  // is now free. Renew: the permit was held and now lives until expires_us.
+  bool granted = false;
+  // The store could not be asked (down, timed out): nothing is known to have changed. An acquire
+  // is then decided by the limit's failure mode, above the store.
+  bool degraded = false;
+  int64_t in_flight = 0;      // permits of the key held after the call
+  int64_t store_time_us = 0;  // the store's clock when it decided (microseconds since the epoch)
+  int64_t expires_us = 0;     // granted acquire or renew: the permit's expiry, store clock
+  Duration retry_after{0};    // refused acquire: until the earliest held permit expires
+};
+
+// What a pool has seen, for /metrics.
+struct PermitStats {
+  // Permits this node knows to be held now (the memory store: all of them; a shared store: those
+  // it granted and has not seen released or expired).
+  int64_t in_flight = 0;
+  // Permits that expired without a release (a holder that crashed or never released): worth an
+  // alert.
+  uint64_t expired = 0;
+};
+
+class PermitPool {
+ public:
+  virtual ~PermitPool() = default;
+
+  // `done` gets the answer, possibly on another thread (a store's I/O thread) and possibly before
+  // the call returns; it must not block. The pool must outlive every call in flight.
+  using Callback = std::function<void(const PermitAnswer&)>;
+
+  // Takes a slot of `key` for `request.permit` if fewer than max_in_flight - reserve are held
+  // (after expired ones are dropped).
+  virtual void AcquireAsync(std::string_view key, Timestamp now, const PermitAcquire& request,
+                            Callback done) = 0;
+  // Frees the slot `permit` holds. An unknown, expired or already released permit: not granted,
+  // nothing changes.
+  virtual void ReleaseAsync(std::string_view key, Timestamp now, std::string_view permit,
+                            Callback done) = 0;
+  // Extends a held permit to ttl from now (the store's clock). An unknown or expired one: not
+  // granted; it is not taken again (an acquire does that, and may be refused).
+  virtual void RenewAsync(std::string_view key, Timestamp now, std::string_view permit,
+                          Callback done) = 0;
+
+  virtual const PermitSpec& spec() const = 0;
+  virtual PermitStats Stats() const = 0;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_PERMITS_H_
