@@ -162,8 +162,11 @@ class ForwardAuthProxiesShaping : public ForwardAuthProxies {
 // hop) one release interval apart. The held ones are due k intervals after the first was
 // checked; the first, not held, goes its way at once but its answer may take longer (nginx's
 // first connections), so the schedule is read from the second: the k-th comes k - 1 intervals
-// after it. Tolerance: 5 ms early, 60 ms late (two proxies' hops and ten client threads on a
-// shared 2-core machine). And the last cannot come before 9 intervals from the start.
+// after it. Tolerance: 5 ms early -- the shaper's promise, that no request is passed on before
+// its time -- and 250 ms late: lateness is the scheduler's (two proxies' hops and ten client
+// threads on a 2-core machine that may be building beside the test: 60 ms was seen exceeded),
+// and 250 ms still catches a hold of a whole extra interval per request. And the last cannot
+// come before 9 intervals from the start.
 TEST_F(ForwardAuthProxiesShaping, NginxPassesShapedRequestsOnOneIntervalApart) {
   const auto nginx = StartNginx();
   constexpr int kClients = 10;
@@ -171,11 +174,12 @@ TEST_F(ForwardAuthProxiesShaping, NginxPassesShapedRequestsOnOneIntervalApart) {
   const auto start = std::chrono::steady_clock::now();
   const auto at = Concurrently(kClients, [this] { return Get(kClient); });
   EXPECT_GE(at[kClients - 1] - start, (kClients - 1) * kInterval);
-  EXPECT_LE(at[1] - at[0], kInterval + std::chrono::milliseconds(60));
+  constexpr auto kLate = std::chrono::milliseconds(250);
+  EXPECT_LE(at[1] - at[0], kInterval + kLate);
   for (int k = 2; k < kClients; ++k) {
     const auto off = at[static_cast<size_t>(k)] - at[1] - (k - 1) * kInterval;
     EXPECT_GE(off, -std::chrono::milliseconds(5)) << "response " << k;
-    EXPECT_LE(off, std::chrono::milliseconds(60)) << "response " << k;
+    EXPECT_LE(off, kLate) << "response " << k;
   }
 }
 
