@@ -114,6 +114,7 @@ void AdaptiveLimit::CloseWindowLocked(Timestamp now) {
   if (dropped_) {
     next = limit_ * options_.backoff;
     last_backoff_ = now;
+    slow_start_ = false;
   } else {
     const double latency =
         static_cast<double>(latency_sum_.count()) / static_cast<double>(samples_);
@@ -128,10 +129,17 @@ void AdaptiveLimit::CloseWindowLocked(Timestamp now) {
       floor_ = Duration(static_cast<int64_t>(latency));
       low_gradient_windows_ = 0;
     }
-    const double target = limit_ * gradient + std::sqrt(limit_);
-    next = (1 - options_.smoothing) * limit_ + options_.smoothing * target;
-    // Only a window that used half the limit says the backend can take more.
-    if (next > limit_ && 2 * peak_in_flight_ < static_cast<int64_t>(limit_)) next = limit_;
+    if (gradient < 1) slow_start_ = false;
+    if (slow_start_) {
+      next = 2 * limit_;
+    } else {
+      const double target = limit_ * gradient + std::sqrt(limit_);
+      next = (1 - options_.smoothing) * limit_ + options_.smoothing * target;
+    }
+    // A limit is learned only as far as it is used: growth stops at twice the calls that were
+    // in flight at once in the window (none if they were under half the limit).
+    const double used = 2 * static_cast<double>(peak_in_flight_);
+    if (next > limit_) next = std::max(limit_, std::min(next, used));
   }
   limit_ = std::clamp(next, static_cast<double>(options_.min_limit),
                       static_cast<double>(options_.max_limit));

@@ -32,7 +32,11 @@
 //   `backoff` instead (Netflix's AIMDLimit's multiplicative decrease, once per window as TCP
 //   backs off once per round trip), since a dropped call has no latency to learn from.
 // - The limit grows only in a window where the calls in flight reached half of it (Netflix's
-//   rule): a client that sends little learns nothing about the backend's capacity.
+//   rule), and to twice those calls at most: a client that sends little learns nothing about
+//   the backend's capacity.
+// - Until the first sign of queueing (a window with a gradient under 1, or a drop) the limit
+//   doubles each window, as TCP's slow start does: a client starting at initial_limit reaches
+//   what the backend can take in a few windows, not in the hundreds that sqrt(limit) steps take.
 //
 // A permit released without a verdict (destroyed, or Ignore()) teaches nothing: the call may
 // have failed for a reason of its own (a 4xx, a cancellation, an exception). Thread-safe; the
@@ -117,6 +121,7 @@ class AdaptiveLimit {
   int64_t in_flight_ = 0;
   Duration floor_{0};
   int64_t low_gradient_windows_ = 0;  // windows in a row at the gradient's lower clamp
+  bool slow_start_ = true;            // no window has shown queueing or a drop yet
   // The current sample window.
   Timestamp window_start_;
   Duration latency_sum_{0};
