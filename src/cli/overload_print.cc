@@ -55,13 +55,14 @@ std::string CsvRow(const OverloadResult& r, const OverloadOptions& o) {
   const auto& c = r.by_priority;
   return fmt::format(
       "{},{},{:.3f},{:g},{:g},{},{},{:.3f},{},{},{},{},{},{},{:.1f},{:.1f},{:.1f},{:.3f},"
-      "{},{},{},{},{},{}\n",
+      "{},{},{},{},{},{},{},{},{}\n",
       OverloadPolicyName(r.policy), o.workers, Millis(o.service), o.rate, o.spike_factor,
       o.spike_start / std::chrono::milliseconds(1), o.spike_length / std::chrono::milliseconds(1),
       Millis(o.deadline), r.policy == OverloadPolicy::kFixed ? o.fixed_limit : 0, o.seed, t.offered,
       t.good, t.shed, t.timed_out, Capacity(o), static_cast<double>(t.good) / Seconds(o.duration),
-      static_cast<double>(r.spike_good) / Seconds(o.spike_length), Millis(r.p99), c[kCritical].shed,
-      c[kNormal].shed, c[kLow].shed, c[kCritical].good, c[kNormal].good, c[kLow].good);
+      static_cast<double>(r.spike_good) / Seconds(o.spike_length), Millis(r.p99),
+      c[kCritical].offered, c[kNormal].offered, c[kLow].offered, c[kCritical].shed, c[kNormal].shed,
+      c[kLow].shed, c[kCritical].good, c[kNormal].good, c[kLow].good);
 }
 
 }  // namespace
@@ -73,8 +74,8 @@ bool PrintOverload(const std::vector<OverloadResult>& results, const OverloadOpt
     text +=
         "policy,workers,service_ms,rate,spike_factor,spike_start_ms,spike_length_ms,deadline_ms,"
         "fixed_limit,seed,offered,good,shed,timed_out,capacity_per_s,goodput_per_s,"
-        "spike_goodput_per_s,p99_ms,shed_critical,shed_normal,shed_low,good_critical,"
-        "good_normal,good_low\n";
+        "spike_goodput_per_s,p99_ms,offered_critical,offered_normal,offered_low,shed_critical,"
+        "shed_normal,shed_low,good_critical,good_normal,good_low\n";
   } else if (output == OverloadOutput::kTimelineCsv) {
     text += "policy,second,offered,good,shed,timed_out,limit,backend\n";
   }
