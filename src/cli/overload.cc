@@ -49,6 +49,9 @@ class Simulation {
     r_.seconds.resize(static_cast<size_t>(std::ceil(Seconds(o.duration + o.deadline))) + 1);
     if (policy == OverloadPolicy::kNone) return;
     client::AdaptiveLimitOptions lo;
+    // The ceiling an operator would give a backend this size: the default 1000 would hold a
+    // backend of thousands of workers under its capacity.
+    lo.max_limit = std::max(lo.max_limit, 4 * o.workers);
     if (policy == OverloadPolicy::kFixed) {
       lo.initial_limit = lo.min_limit = lo.max_limit = o.fixed_limit;
     }
@@ -56,7 +59,9 @@ class Simulation {
   }
 
   OverloadResult Run() {
-    Push(NextArrival(Duration{0}), EventKind::kArrival, -1);
+    if (const Duration first = NextArrival(Duration{0}); first < o_.duration) {
+      Push(first, EventKind::kArrival, -1);
+    }
     const Duration end = o_.duration + o_.deadline;  // every call's outcome is known by then
     int64_t second = 0;
     while (!events_.empty() && events_.top().at <= end) {
