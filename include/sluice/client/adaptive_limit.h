@@ -36,7 +36,7 @@
 //   the backend's capacity.
 // - Until the first sign of queueing (a window with a gradient under 1, or a drop) the limit
 //   doubles each window, as TCP's slow start does: a client starting at initial_limit reaches
-//   what the backend can take in a few windows, not in the hundreds that sqrt(limit) steps take.
+//   what the backend can take in a few windows, not in the dozens that sqrt(limit) steps take.
 //
 // A permit released without a verdict (destroyed, or Ignore()) teaches nothing: the call may
 // have failed for a reason of its own (a 4xx, a cancellation, an exception). Thread-safe; the
