@@ -1,6 +1,6 @@
 // The sluice command line: `sluice demo`, `sluice replay`, `sluice recommend`,
-// `sluice simulate regions`, `sluice simulate retry-storm`, `sluice token`,
-// `sluice forward-auth explain`.
+// `sluice simulate regions`, `sluice simulate retry-storm`, `sluice simulate overload`,
+// `sluice token`, `sluice forward-auth explain`.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -18,6 +18,7 @@
 #include "cli/demo.h"
 #include "cli/forward_auth_explain.h"
 #include "cli/input_file.h"
+#include "cli/overload_command.h"
 #include "cli/recommend_command.h"
 #include "cli/replay.h"
 #include "cli/retry_storm.h"
@@ -307,6 +308,8 @@ int main(int argc, char** argv) {
   retry_storm->add_option("--max-time", storm.max_time, "stop a run after this much simulated time")
       ->capture_default_str();
   retry_storm->add_option("--output", storm.output, "text or csv")->capture_default_str();
+  sluice::cli::OverloadFlags overload_flags;
+  auto* overload = sluice::cli::AddOverloadCommand(*simulate, overload_flags);
 
   auto* token = app.add_subcommand(
       "token",
@@ -332,6 +335,7 @@ int main(int argc, char** argv) {
   if (*regions) return sluice::cli::RunSimulateRegions(sim, stdout);
   if (*replay) return RunReplay(f);
   if (*retry_storm) return RunRetryStorm(storm);
+  if (*overload) return sluice::cli::RunOverload(overload_flags);
   if (*token) return RunToken();
   if (*explain) return RunExplain(explain_flags);
   return kUsageError;
