@@ -2,8 +2,11 @@
 // clock, and the memory bound under a flood of acquires on distinct keys.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sluice/memory_store.h"
@@ -73,6 +76,43 @@ TEST(MemoryPermits, AFloodOfDistinctKeysIsRefusedAtTheBoundWithoutEvictingLivePe
   }
   EXPECT_GE(again, granted.size());
   EXPECT_EQ((*pool)->Stats().expired, 100u);
+}
+
+// Threads acquiring, holding and releasing on one pool (its keys spread over the shards): the
+// holders at any moment, counted by the holders themselves, never exceed max_in_flight.
+TEST(MemoryPermits, ThreadsNeverHoldMoreThanMax) {
+  auto store = OpenMemoryStore({});
+  ASSERT_TRUE(store.has_value());
+  constexpr int64_t kMax = 3;
+  auto pool = (*store)->MakePermitPool({.max_in_flight = kMax, .ttl = seconds(30)}, {.id = "p"});
+  ASSERT_TRUE(pool.has_value());
+  const Timestamp now = FromNanos(int64_t{1'760'000'000} * 1'000'000'000);
+  constexpr int kKeys = 4;
+  std::array<std::atomic<int64_t>, kKeys> holding{};
+  std::array<std::atomic<int64_t>, kKeys> most{};
+  std::atomic<int> granted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 3000; ++i) {
+        const int k = (t + i) % kKeys;
+        const std::string key = "key-" + std::to_string(k);
+        const std::string id = std::to_string(t) + "-" + std::to_string(i);
+        if (!Acquire(**pool, key, now, id).granted) continue;
+        ++granted;
+        const int64_t h = ++holding[k];
+        int64_t m = most[k].load();
+        while (h > m && !most[k].compare_exchange_weak(m, h)) {
+        }
+        --holding[k];
+        ASSERT_TRUE(Release(**pool, key, now, id).granted);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_GT(granted.load(), 0);
+  for (int k = 0; k < kKeys; ++k) EXPECT_LE(most[k].load(), kMax);
+  EXPECT_EQ((*pool)->Stats().in_flight, 0);
 }
 
 TEST(MemoryPermits, ABoundTooSmallForOneKeyAtItsLimitIsRefusedWithTheReason) {
