@@ -11,6 +11,7 @@
 
 #include "sluice/memory_store.h"
 #include "store/permit_suite.h"
+#include "support/heap_in_use.h"
 
 namespace sluice::testing {
 namespace {
@@ -42,6 +43,9 @@ TEST(MemoryPermits, AFloodOfDistinctKeysIsRefusedAtTheBoundWithoutEvictingLivePe
   const PermitAnswer first = Acquire(**pool, "tenant-first", now, "permit-first");
   ASSERT_TRUE(first.granted);
   std::vector<std::string> granted;
+  granted.reserve(50'000);  // the test's own memory, before the baseline
+  const size_t heap_before = HeapInUse();
+  const uint64_t bytes_before = (*store)->Stats().bytes;
   int full = 0;
   for (int i = 0; i < 50'000; ++i) {
     const std::string key = "tenant-" + std::to_string(i);
@@ -57,6 +61,10 @@ TEST(MemoryPermits, AFloodOfDistinctKeysIsRefusedAtTheBoundWithoutEvictingLivePe
     ASSERT_LE((*store)->Stats().bytes, kMaxBytes);
   }
   EXPECT_GT(full, 0) << "the flood reached the bound";
+  // The accounting is an upper bound of what the permits really take from the heap.
+  const size_t heap_growth = HeapInUse() - heap_before;
+  const uint64_t accounted = (*store)->Stats().bytes - bytes_before;
+  EXPECT_LE(heap_growth, accounted) << "heap " << heap_growth << " accounted " << accounted;
   EXPECT_GT(granted.size(), 1000u) << "the bound holds thousands of keys";
   EXPECT_EQ((*pool)->Stats().in_flight, static_cast<int64_t>(granted.size()) + 1);
   // Every live permit survived the flood.
