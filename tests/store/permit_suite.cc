@@ -49,6 +49,8 @@ PermitAnswer Renew(PermitPool& pool, std::string_view key, Timestamp now, std::s
 }
 
 void PermitSuite::SetUp() {
+  if (GetParam().set_up) GetParam().set_up();
+  if (IsSkipped() || HasFatalFailure()) return;
   store_ = GetParam().open();
   ASSERT_NE(store_, nullptr);
 }

@@ -19,12 +19,14 @@ namespace {
 using std::chrono::seconds;
 
 PermitStoreUnderTest MemoryPermits() {
-  return {.name = "memory",
-          .open = []() -> std::shared_ptr<Store> {
-            auto store = OpenMemoryStore({});
-            return store ? *store : nullptr;
-          },
-          .manual_clock = true};
+  PermitStoreUnderTest store;
+  store.name = "memory";
+  store.open = []() -> std::shared_ptr<Store> {
+    auto opened = OpenMemoryStore({});
+    return opened ? *opened : nullptr;
+  };
+  store.manual_clock = true;
+  return store;
 }
 
 INSTANTIATE_TEST_SUITE_P(Memory, PermitSuite, ::testing::Values(MemoryPermits()), PermitSuiteName);

@@ -38,9 +38,11 @@ std::shared_ptr<Store> OpenRedis(int port, const std::string& prefix) {
 }
 
 PermitStoreUnderTest RedisPermits() {
-  return {.name = "redis",
-          .open = [] { return OpenRedis(SharedRedisServer().port(), UniqueName("permits")); },
-          .manual_clock = false};
+  PermitStoreUnderTest store;
+  store.name = "redis";
+  store.open = [] { return OpenRedis(SharedRedisServer().port(), UniqueName("permits")); };
+  store.manual_clock = false;
+  return store;
 }
 
 INSTANTIATE_TEST_SUITE_P(Redis, PermitSuite, ::testing::Values(RedisPermits()), PermitSuiteName);
