@@ -268,6 +268,9 @@ TEST_P(PermitSuite, AHolderThatNeverReleasesIsBoundedByMaxAndTheTtl) {
 TEST_P(PermitSuite, ASpecOutsideItsRangeIsRefused) {
   EXPECT_FALSE(store_->MakePermitPool({.max_in_flight = 0, .ttl = seconds(1)}, {.id = "p"}));
   EXPECT_FALSE(store_->MakePermitPool({.max_in_flight = 1, .ttl = Duration(0)}, {.id = "p"}));
+  EXPECT_FALSE(store_->MakePermitPool({.max_in_flight = 1, .ttl = kMaxPermitTtl + Duration(1)},
+                                      {.id = "p"}));
+  EXPECT_TRUE(store_->MakePermitPool({.max_in_flight = 1, .ttl = kMinPermitTtl}, {.id = "p"}));
 }
 
 }  // namespace sluice::testing

@@ -107,7 +107,9 @@ Result<std::unique_ptr<PermitTable>> PermitTable::Make(const PermitSpec& spec, s
                                                        size_t shards, size_t max_key_bytes,
                                                        uint64_t seed) {
   if (spec.max_in_flight <= 0) return MakeError("a concurrency limit's max_in_flight must be > 0");
-  if (spec.ttl <= Duration(0)) return MakeError("a concurrency limit's permit_ttl must be > 0");
+  if (spec.ttl < kMinPermitTtl || spec.ttl > kMaxPermitTtl) {
+    return MakeError("a concurrency limit's permit_ttl must be between 1ms and 366 days");
+  }
   // One key at max_in_flight must fit a shard, or the limit could not be reached.
   const size_t one_key = KeyBytes(max_key_bytes) +
                          static_cast<size_t>(spec.max_in_flight) * PermitBytes(kMaxPermitIdBytes);

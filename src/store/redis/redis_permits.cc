@@ -141,8 +141,8 @@ Result<std::unique_ptr<PermitPool>> RedisStoreImpl::MakePermitPool(const PermitS
   }
   if (spec.max_in_flight <= 0) return MakeError("a concurrency limit's max_in_flight must be > 0");
   if (spec.max_in_flight >= kLuaExact) return MakeError("max_in_flight is too large");
-  if (spec.ttl < std::chrono::milliseconds(1) || spec.ttl > std::chrono::hours(24 * 365)) {
-    return MakeError("a concurrency limit's permit_ttl must be between 1ms and a year");
+  if (spec.ttl < kMinPermitTtl || spec.ttl > kMaxPermitTtl) {
+    return MakeError("a concurrency limit's permit_ttl must be between 1ms and 366 days");
   }
   return std::unique_ptr<PermitPool>(
       std::make_unique<RedisPermitPool>(shared_from_this(), spec, options.id));
