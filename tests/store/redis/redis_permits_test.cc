@@ -203,6 +203,26 @@ TEST(RedisPermits, ARestartWithoutPersistenceLosesPermitsForAtMostTheirTtl) {
   EXPECT_LE(MostAtOnce(after), kMax);
 }
 
+// A pool destroyed (a reload) while Redis has yet to answer its calls: they are still answered.
+TEST(RedisPermits, CallsInFlightAreAnsweredAfterTheirPoolIsGone) {
+  auto store = OpenRedis(SharedRedisServer().port(), UniqueName("gone"));
+  ASSERT_NE(store, nullptr);
+  auto pool = store->MakePermitPool({.max_in_flight = 100, .ttl = seconds(5)}, {.id = "api"});
+  ASSERT_TRUE(pool.has_value());
+  std::atomic<int> answered{0};
+  std::atomic<int> granted{0};
+  for (int i = 0; i < 50; ++i) {
+    (*pool)->AcquireAsync("k", WallNow(), {.permit = "p" + std::to_string(i)},
+                          [&](const PermitAnswer& a) {
+                            granted += a.granted ? 1 : 0;
+                            ++answered;
+                          });
+  }
+  pool->reset();
+  EXPECT_TRUE(WaitFor([&] { return answered.load() == 50; }));
+  EXPECT_EQ(granted.load(), 50);
+}
+
 // Redis down: every call is answered degraded, nothing known to have changed.
 TEST(RedisPermits, AStoreThatCannotAnswerIsDegraded) {
   UnusedPort port;
