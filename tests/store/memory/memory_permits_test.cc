@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sluice/memory_store.h"
+#include "sluice/open_store.h"
 #include "store/permit_suite.h"
 #include "support/heap_in_use.h"
 
@@ -29,7 +30,21 @@ PermitStoreUnderTest MemoryPermits() {
   return store;
 }
 
-INSTANTIATE_TEST_SUITE_P(Memory, PermitSuite, ::testing::Values(MemoryPermits()), PermitSuiteName);
+// Through OpenStore: the layers sluiced puts in front pass the pools through.
+PermitStoreUnderTest MemoryThroughOpenStore() {
+  PermitStoreUnderTest store;
+  store.name = "memory_open_store";
+  store.open = []() -> std::shared_ptr<Store> {
+    auto opened = OpenStore("memory");
+    return opened ? *opened : nullptr;
+  };
+  store.manual_clock = true;
+  return store;
+}
+
+INSTANTIATE_TEST_SUITE_P(Memory, PermitSuite,
+                         ::testing::Values(MemoryPermits(), MemoryThroughOpenStore()),
+                         PermitSuiteName);
 
 // A flood of acquires on distinct keys (a client inventing tenants) fills the pool's part of the
 // bound and is then refused as `full`; no permit granted before is dropped to make room, and the

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "sluice/open_store.h"
 #include "sluice/redis_store.h"
 #include "store/permit_suite.h"
 #include "store/store_suite.h"  // UniqueName
@@ -45,7 +46,25 @@ PermitStoreUnderTest RedisPermits() {
   return store;
 }
 
-INSTANTIATE_TEST_SUITE_P(Redis, PermitSuite, ::testing::Values(RedisPermits()), PermitSuiteName);
+// Through OpenStore, the stack sluiced runs (its over-limit cache and other layers in front).
+PermitStoreUnderTest RedisThroughOpenStore() {
+  PermitStoreUnderTest store;
+  store.name = "redis_open_store";
+  store.open = []() -> std::shared_ptr<Store> {
+    OpenStoreOptions o;
+    o.redis_key_prefix = UniqueName("permits");
+    o.redis_command_timeout = milliseconds(2000);
+    auto opened = OpenStore("redis://127.0.0.1:" + std::to_string(SharedRedisServer().port()), o);
+    EXPECT_TRUE(opened.has_value()) << (opened ? "" : opened.error().message);
+    return opened ? *opened : nullptr;
+  };
+  store.manual_clock = false;
+  return store;
+}
+
+INSTANTIATE_TEST_SUITE_P(Redis, PermitSuite,
+                         ::testing::Values(RedisPermits(), RedisThroughOpenStore()),
+                         PermitSuiteName);
 
 Timestamp WallNow() {
   return Timestamp(
