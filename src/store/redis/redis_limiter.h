@@ -67,11 +67,12 @@ class RedisLimiter final : public Limiter {
     // redis_scripts.h: charge + 2 x quota + 4 x reserve.
     args.push_back(std::to_string((charge ? 1 : 0) + (quota ? 2 : 0) + 4 * reserve));
   }
-  // LimitCheck::reserve as the scripts take it: none for a charge or below 0, and at most one
-  // more than the capacity, which already no cost fits beside (it keeps the flags exact).
+  // LimitCheck::reserve as the scripts take it, for a check Prepare passed: none for a charge
+  // or below 0, and at most what puts cost + reserve one above the capacity, which never fits
+  // already (it keeps the scripts' arithmetic within the bounds a charge's stays in).
   int64_t ReserveFor(const LimitCheck& check) const {
     if (check.charge) return 0;
-    return std::clamp<int64_t>(check.reserve, 0, spec_.Capacity() + 1);
+    return std::clamp<int64_t>(check.reserve, 0, spec_.Capacity() - check.cost + 1);
   }
   // A script's answer into `d`; false when it is not one. A charge above the capacity can
   // never pass as a request: kCostExceedsCapacity, retry never; nor can a decision whose cost

@@ -18,9 +18,9 @@ namespace sluice::internal {
 // (LimitCheck::reserve, priority shedding) is the rest: flags = charge + 2 x quota + 4 x reserve.
 // The decision is then the algorithm's own for cost + reserve -- admitted only if that fits, its
 // retry when it would -- but an admission takes only the cost. A reserve of 0 leaves the flags,
-// and so every call without one, as they were. The caller sends a reserve of at most one more
-// than the capacity, and answers retry never itself when cost + reserve passes the capacity
-// (the scripts' retry is then 0).
+// and so every call without one, as they were. The caller sends at most cost + reserve =
+// capacity + 1, and answers retry never itself when cost + reserve passes the capacity (the
+// sliding windows' retry is then 0).
 //
 // What a call costs Redis (BENCHMARKS.md, "Exact mode, cheaper") is mostly its commands and
 // the script call itself, not its arithmetic, so every script here reads its key once (GET),
