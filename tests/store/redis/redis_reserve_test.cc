@@ -388,9 +388,10 @@ Duration CeilUs(Duration d) {
 }
 
 // Random traffic of low, normal and critical requests (reserves 2/5, 1/5 and none of the
-// capacity) on three keys, some of them asking more than fits, decides as the oracle in every
-// field: so no critical request is refused while room is left that only a lower priority was
-// refused from, and each threshold holds to the request.
+// capacity) on three keys, a few with a reserve that never fits, decided in turn by DecideAll
+// and DecideAllAsync, decides as the oracle in every field: so no critical request is refused
+// while room is left that only a lower priority was refused from, and each threshold holds to
+// the request.
 TEST_F(RedisReserve, MixedPrioritiesDecideAsThePureAlgorithmAskedForCostAndReserve) {
   uint64_t seed = 28;
   int admitted = 0;
@@ -417,7 +418,11 @@ TEST_F(RedisReserve, MixedPrioritiesDecideAsThePureAlgorithmAskedForCostAndReser
       int64_t reserve = reserves[priority];
       if (rng() % 50 == 0) reserve = capacity - cost + 1;  // never fits
       const Decision want = oracle->Decide(key, now, cost, reserve);
-      const Decision got = Check(*limiter, key, now, cost, reserve);
+      // Every other one through DecideAllAsync: both build and read the script call alike.
+      const LimitCheck check{
+          .limiter = limiter.get(), .key = key, .cost = cost, .reserve = reserve};
+      const Decision got = step % 2 == 0 ? Check(*limiter, key, now, cost, reserve)
+                                         : AllAsync(std::span(&check, 1), now)[0];
       const std::string where = c.name + " step " + std::to_string(step) + " cost " +
                                 std::to_string(cost) + " reserve " + std::to_string(reserve);
       ASSERT_FALSE(got.degraded) << where;
