@@ -238,12 +238,10 @@ else
     cur = math.max(cur, math.min(cur + cost, 2 * limit, 4294967295))
     cost = math.min(cost, limit)
   end
-  -- As the narrow script: when cost + reserve would fit, never (0 here) beyond the limit.
+  -- When cost + reserve (at most the limit) would fit.
   local want = cost + reserve
   local room = limit - want - cur
-  if want > limit then
-    retry = 0
-  elseif room >= 0 then
+  if room >= 0 then
     retry = (D - muldiv(D, room, 0, prev)) - offset
   else
     retry = (D - offset) + (D - muldiv(D, limit - want, 0, cur))

@@ -18,9 +18,8 @@ namespace sluice::internal {
 // (LimitCheck::reserve, priority shedding) is the rest: flags = charge + 2 x quota + 4 x reserve.
 // The decision is then the algorithm's own for cost + reserve -- admitted only if that fits, its
 // retry when it would -- but an admission takes only the cost. A reserve of 0 leaves the flags,
-// and so every call without one, as they were. The caller sends at most cost + reserve =
-// capacity + 1, and answers retry never itself when cost + reserve passes the capacity (the
-// sliding windows' retry is then 0).
+// and so every call without one, as they were. As with costs, the caller decides itself what
+// can never fit: it sends a decision only cost + reserve <= capacity.
 //
 // What a call costs Redis (BENCHMARKS.md, "Exact mode, cheaper") is mostly its commands and
 // the script call itself, not its arithmetic, so every script here reads its key once (GET),
@@ -383,12 +382,10 @@ else
     estimate = estimate + (cur - before) * D
     cost = math.min(cost, limit)
   end
-  -- When cost + reserve would fit (want <= limit: else never, and it would divide by 0).
+  -- When cost + reserve (at most the limit) would fit.
   local want = cost + reserve
   local room = limit - want - cur
-  if want > limit then
-    retry = 0
-  elseif room >= 0 then
+  if room >= 0 then
     retry = (D - floor((room * D) / prev)) - offset
   else
     retry = (D - offset) + (D - floor(((limit - want) * D) / cur))

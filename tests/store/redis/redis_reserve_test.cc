@@ -210,8 +210,8 @@ TEST_F(RedisReserve, EachPriorityGetsWhatItsReserveLeaves) {
 }
 
 // A reserve that no cost fits beside (cost + reserve above the capacity) is refused, over the
-// limit and never to be admitted, taking nothing; one that just fits is admitted; a negative
-// reserve is none.
+// limit and never to be admitted, taking nothing (as the pure algorithms say it: remaining 0);
+// one that just fits is admitted; a negative reserve is none.
 TEST_F(RedisReserve, AReserveBeyondTheCapacityIsNeverAdmitted) {
   for (const Case& c : Cases()) {
     auto limiter = Make(c.spec, c.name);
@@ -225,8 +225,10 @@ TEST_F(RedisReserve, AReserveBeyondTheCapacityIsNeverAdmitted) {
       EXPECT_FALSE(d.degraded) << c.name;
       EXPECT_EQ(d.reason, DecisionReason::kOverLimit) << c.name << " reserve " << reserve;
       EXPECT_EQ(d.retry_after, kNever) << c.name << " reserve " << reserve;
-      EXPECT_EQ(d.remaining, capacity) << c.name << " reserve " << reserve;
+      EXPECT_EQ(d.remaining, 0) << c.name << " reserve " << reserve;
+      EXPECT_EQ(d.limit, capacity) << c.name;
     }
+    EXPECT_EQ(Check(*limiter, "client", now, 0, 0).remaining, capacity) << c.name;
     // Asking without a cost: the whole capacity may be reserved.
     EXPECT_TRUE(Check(*limiter, "client", now, 0, capacity).allowed) << c.name;
     const Decision fits = Check(*limiter, "client", now, c.cost, capacity - c.cost);
@@ -255,22 +257,40 @@ TEST_F(RedisReserve, TheLogWaitsForAsManyHitsAsCostAndReserveNeed) {
   EXPECT_TRUE(Check(*limiter, "client", now + seconds(3502), 3, 40).allowed);
 }
 
-// Charges take their cost whatever reserve they carry (LimitCheck::charge).
+// Charges take their cost whatever reserve they carry (LimitCheck::charge): one that fits the
+// limit but not its reserve is admitted, and one beyond the capacity (taken into debt) decides
+// as the same charge without a reserve does on a twin key.
 TEST_F(RedisReserve, AChargeIgnoresItsReserve) {
   for (const Case& c : Cases()) {
     auto limiter = Make(c.spec, c.name);
     ASSERT_NE(limiter, nullptr);
     const int64_t capacity = c.spec.Capacity();
     const Timestamp now = At(minutes(10));
-    ASSERT_TRUE(Check(*limiter, "client", now, capacity * 7 / 10, 0).allowed) << c.name;
-    const LimitCheck charge{.limiter = limiter.get(),
-                            .key = "client",
-                            .cost = capacity / 10,
-                            .charge = true,
-                            .reserve = capacity / 2};
-    const std::vector<Decision> out = All(std::span(&charge, 1), now);
-    EXPECT_TRUE(out[0].allowed) << c.name;
-    EXPECT_EQ(out[0].remaining, capacity / 5) << c.name;
+    for (const char* key : {"with", "without"}) {
+      ASSERT_TRUE(Check(*limiter, key, now, capacity * 7 / 10, 0).allowed) << c.name;
+    }
+    for (int64_t cost : {capacity / 10, capacity + 10}) {
+      Decision out[2];
+      for (int k = 0; k < 2; ++k) {
+        const LimitCheck charge{.limiter = limiter.get(),
+                                .key = k == 0 ? "with" : "without",
+                                .cost = cost,
+                                .charge = true,
+                                .reserve = k == 0 ? capacity / 2 : 0};
+        out[k] = All(std::span(&charge, 1), now)[0];
+      }
+      const std::string where = c.name + " charge " + std::to_string(cost);
+      EXPECT_EQ(out[0].allowed, out[1].allowed) << where;
+      EXPECT_EQ(out[0].reason, out[1].reason) << where;
+      EXPECT_EQ(out[0].remaining, out[1].remaining) << where;
+      EXPECT_EQ(out[0].retry_after, out[1].retry_after) << where;
+      if (cost < capacity) {
+        EXPECT_TRUE(out[0].allowed) << where;
+        EXPECT_EQ(out[0].remaining, capacity / 5) << where;
+      } else {
+        EXPECT_EQ(out[0].reason, DecisionReason::kCostExceedsCapacity) << where;
+      }
+    }
   }
 }
 
@@ -304,6 +324,15 @@ TEST_F(RedisReserve, AMultiLimitRequestRefusedForOneReserveTakesNothing) {
   }
   // One hash slot: the script rolled the admissions back itself, no refund was sent.
   EXPECT_EQ(store_->RedisStats().refunds, 0u);
+  // A reserve that never fits is refused without Redis, and the other limit's admission given
+  // back by a refund.
+  const LimitCheck never[2] = {{.limiter = shed.get(), .key = "client", .cost = 1, .reserve = 100},
+                               {.limiter = plain.get(), .key = "client", .cost = 1}};
+  const std::vector<Decision> refused = All(never, now);
+  EXPECT_EQ(refused[0].retry_after, kNever);
+  EXPECT_TRUE(refused[1].allowed);
+  EXPECT_EQ(store_->RedisStats().refunds, 1u);
+  EXPECT_EQ(Check(*plain, "client", now, 0, 0).remaining, 10);
   LimitCheck fits[2] = {{.limiter = shed.get(), .key = "client", .cost = 1, .reserve = 39},
                         {.limiter = plain.get(), .key = "client", .cost = 1}};
   const std::vector<Decision> out = AllAsync(fits, now);
@@ -431,6 +460,7 @@ TEST_F(RedisReserve, MixedPrioritiesDecideAsThePureAlgorithmAskedForCostAndReser
         // The pure algorithm calls cost + reserve too costly; the store, over the limit.
         EXPECT_EQ(got.reason, DecisionReason::kOverLimit) << where;
         EXPECT_EQ(got.retry_after, kNever) << where;
+        EXPECT_EQ(got.remaining, 0) << where;
         continue;
       }
       EXPECT_EQ(got.reason, want.reason) << where;
