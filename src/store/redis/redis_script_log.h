@@ -31,9 +31,9 @@
 namespace sluice::internal {
 
 // KEYS[1]: the sorted set above. ARGV: now_us|'', limit, window_us, cost, flags (redis_scripts.h:
-// a charge, or a decision's reserve; a decision's 0 <= cost + reserve <= limit: the caller
-// rejects the rest itself; a charge's cost is at most 2 * limit and is recorded beyond the
-// limit, up to 2 * limit hits in the window, as one member).
+// a charge, or a decision's reserve; a decision's 0 <= cost <= limit: the caller rejects larger
+// costs itself; a charge's cost is at most 2 * limit and is recorded beyond the limit, up to
+// 2 * limit hits in the window, as one member).
 // Returns {allowed, remaining, reset_us, retry_us}.
 inline constexpr char kSlidingWindowLogBody[] = R"lua(
 local key, limit, D, cost = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -87,6 +87,12 @@ if charge then
     redis.call('PEXPIRE', key, cdiv(behind + D, 1000))
   end
   cost = math.min(cost, limit)
+end
+if cost + reserve > limit then
+  -- Refused for a reserve that never fits beside the cost: the caller answers retry never.
+  -- The window may be empty (no newest request); the latest time seen is still recorded.
+  if last ~= nil and t > last then redis.call('ZADD', key, t, '~') end
+  return {0, math.max(0, limit - count), count > 0 and newest + D - now or 0, 0}
 end
 -- The oldest k = count + cost + reserve - limit hits must leave first (1 <= k <= count): find
 -- the request holding hit number s0 + k, the last one (by rank) whose s is below that.

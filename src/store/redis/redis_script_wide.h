@@ -238,10 +238,12 @@ else
     cur = math.max(cur, math.min(cur + cost, 2 * limit, 4294967295))
     cost = math.min(cost, limit)
   end
-  -- When cost + reserve (at most the limit) would fit.
+  -- As the narrow script: never beyond the limit (0 here).
   local want = cost + reserve
   local room = limit - want - cur
-  if room >= 0 then
+  if want > limit then
+    retry = 0
+  elseif room >= 0 then
     retry = (D - muldiv(D, room, 0, prev)) - offset
   else
     retry = (D - offset) + (D - muldiv(D, limit - want, 0, cur))

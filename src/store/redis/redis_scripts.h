@@ -18,8 +18,10 @@ namespace sluice::internal {
 // (LimitCheck::reserve, priority shedding) is the rest: flags = charge + 2 x quota + 4 x reserve.
 // The decision is then the algorithm's own for cost + reserve -- admitted only if that fits, its
 // retry when it would -- but an admission takes only the cost. A reserve of 0 leaves the flags,
-// and so every call without one, as they were. As with costs, the caller decides itself what
-// can never fit: it sends a decision only cost + reserve <= capacity.
+// and so every call without one, as they were. A reserve that never fits beside the cost (cost +
+// reserve above the capacity: the caller sends at most one above) is refused like any other,
+// reporting the key's state, but with a meaningless retry (0 where the arithmetic would fail):
+// the caller answers retry never.
 //
 // What a call costs Redis (BENCHMARKS.md, "Exact mode, cheaper") is mostly its commands and
 // the script call itself, not its arithmetic, so every script here reads its key once (GET),
@@ -111,7 +113,8 @@ if v then
 end
 local until_next = (sw + 1) * D - now
 local before = count
-local allowed = count + cost + reserve <= limit
+-- A surplus (a negative count) never lets in a reserve that does not fit the limit itself.
+local allowed = count + cost + reserve <= limit and cost + reserve <= limit
 if allowed then
   count = count + cost
 elseif charge then
@@ -154,7 +157,7 @@ end
 -- Below 1 us only when this node's clock is more than a window off Redis's.
 local until_next = math.max(we - now, 1)
 local before = count
-local allowed = count + cost + reserve <= limit
+local allowed = count + cost + reserve <= limit and cost + reserve <= limit
 if allowed then
   count = count + cost
 elseif charge then
@@ -382,10 +385,12 @@ else
     estimate = estimate + (cur - before) * D
     cost = math.min(cost, limit)
   end
-  -- When cost + reserve (at most the limit) would fit.
+  -- When cost + reserve would fit: never beyond the limit (and it would divide by 0).
   local want = cost + reserve
   local room = limit - want - cur
-  if room >= 0 then
+  if want > limit then
+    retry = 0
+  elseif room >= 0 then
     retry = (D - floor((room * D) / prev)) - offset
   else
     retry = (D - offset) + (D - floor(((limit - want) * D) / cur))

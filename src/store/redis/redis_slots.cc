@@ -33,14 +33,12 @@ std::vector<SlotGroup> RedisStoreImpl::Group(std::span<const LimitCheck> checks,
     auto* limiter = static_cast<RedisLimiter*>(checks[i].limiter);
     std::string key;
     if (!limiter->Prepare(checks[i].key, checks[i].cost, checks[i].charge, out[i], key)) continue;
-    int64_t reserve = 0;
-    if (!limiter->Reserve(checks[i], reserve, out[i])) continue;
     const int slot = cluster ? RedisHashSlot(key) : 0;
     auto group = std::find_if(groups.begin(), groups.end(),
                               [slot](const SlotGroup& g) { return g.slot == slot; });
     if (group == groups.end()) group = groups.insert(groups.end(), SlotGroup{slot, {}});
-    group->checks.push_back(
-        {i, limiter, std::move(key), checks[i].cost, checks[i].charge, checks[i].quota, reserve});
+    group->checks.push_back({i, limiter, std::move(key), checks[i].cost, checks[i].charge,
+                             checks[i].quota, limiter->ReserveFor(checks[i])});
   }
   return groups;
 }
@@ -69,7 +67,7 @@ GroupOutcome RedisStoreImpl::ReadGroup(const SlotGroup& group, const Result<Redi
   for (size_t k = 0; k < group.checks.size(); ++k) {
     const SlotCheck& c = group.checks[k];
     Decision& d = out[c.index];
-    if (!ok || !c.limiter->Read(reply->elements[1].elements[k], c.cost, c.charge, d)) {
+    if (!ok || !c.limiter->Read(reply->elements[1].elements[k], c.cost, c.charge, d, c.reserve)) {
       d = c.limiter->Failed(d,
                             reply ? Error{"redis: unexpected multi-limit reply"} : reply.error());
     } else if (rolled_back && TookQuota(c.charge, d)) {

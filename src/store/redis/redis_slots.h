@@ -23,7 +23,7 @@ struct SlotCheck {
   int64_t cost;
   bool charge;      // never given back
   bool quota;       // LimitCheck::quota
-  int64_t reserve;  // RedisLimiter::Reserve: 0 for a charge
+  int64_t reserve;  // RedisLimiter::ReserveFor: 0 for a charge
 };
 
 struct SlotGroup {

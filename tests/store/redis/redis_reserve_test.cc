@@ -210,8 +210,8 @@ TEST_F(RedisReserve, EachPriorityGetsWhatItsReserveLeaves) {
 }
 
 // A reserve that no cost fits beside (cost + reserve above the capacity) is refused, over the
-// limit and never to be admitted, taking nothing (as the pure algorithms say it: remaining 0);
-// one that just fits is admitted; a negative reserve is none.
+// limit and never to be admitted, taking nothing; one that just fits is admitted; a negative
+// reserve is none.
 TEST_F(RedisReserve, AReserveBeyondTheCapacityIsNeverAdmitted) {
   for (const Case& c : Cases()) {
     auto limiter = Make(c.spec, c.name);
@@ -225,10 +225,8 @@ TEST_F(RedisReserve, AReserveBeyondTheCapacityIsNeverAdmitted) {
       EXPECT_FALSE(d.degraded) << c.name;
       EXPECT_EQ(d.reason, DecisionReason::kOverLimit) << c.name << " reserve " << reserve;
       EXPECT_EQ(d.retry_after, kNever) << c.name << " reserve " << reserve;
-      EXPECT_EQ(d.remaining, 0) << c.name << " reserve " << reserve;
-      EXPECT_EQ(d.limit, capacity) << c.name;
+      EXPECT_EQ(d.remaining, capacity) << c.name << " reserve " << reserve;
     }
-    EXPECT_EQ(Check(*limiter, "client", now, 0, 0).remaining, capacity) << c.name;
     // Asking without a cost: the whole capacity may be reserved.
     EXPECT_TRUE(Check(*limiter, "client", now, 0, capacity).allowed) << c.name;
     const Decision fits = Check(*limiter, "client", now, c.cost, capacity - c.cost);
@@ -237,6 +235,27 @@ TEST_F(RedisReserve, AReserveBeyondTheCapacityIsNeverAdmitted) {
     const Decision negative = Check(*limiter, "client", now, c.cost, -5);
     EXPECT_TRUE(negative.allowed) << c.name;
     EXPECT_EQ(negative.remaining, capacity - 2 * c.cost) << c.name;
+  }
+}
+
+// A fixed window's surplus (an admin credit beyond the limit) is spent before the limit, and
+// so before a reserve, but never lets in a reserve that does not fit the limit itself.
+TEST_F(RedisReserve, ASurplusNeverAdmitsAReserveBeyondTheLimit) {
+  for (const Case& c : Cases()) {
+    if (c.spec.algorithm != Algorithm::kFixedWindow) continue;
+    auto limiter = Make(c.spec, c.name);
+    ASSERT_NE(limiter, nullptr);
+    const Timestamp now = At(minutes(10));
+    auto credited = limiter->Adjust(
+        "client", now, {.kind = AdjustKind::kCredit, .amount = 50, .allow_over_limit = true});
+    ASSERT_TRUE(credited.has_value()) << c.name << ": " << credited.error().message;
+    const Decision never = Check(*limiter, "client", now, 50, 55);
+    EXPECT_FALSE(never.allowed) << c.name;
+    EXPECT_EQ(never.retry_after, kNever) << c.name;
+    // 150 free: a cost of 50 leaves 100, all of which a reserve may keep.
+    EXPECT_TRUE(Check(*limiter, "client", now, 50, 50).allowed) << c.name;
+    EXPECT_TRUE(Check(*limiter, "client", now, 60, 40).allowed) << c.name;
+    EXPECT_FALSE(Check(*limiter, "client", now, 1, 40).allowed) << c.name;
   }
 }
 
@@ -324,14 +343,14 @@ TEST_F(RedisReserve, AMultiLimitRequestRefusedForOneReserveTakesNothing) {
   }
   // One hash slot: the script rolled the admissions back itself, no refund was sent.
   EXPECT_EQ(store_->RedisStats().refunds, 0u);
-  // A reserve that never fits is refused without Redis, and the other limit's admission given
-  // back by a refund.
+  // So is a reserve that never fits, in the same script.
   const LimitCheck never[2] = {{.limiter = shed.get(), .key = "client", .cost = 1, .reserve = 100},
                                {.limiter = plain.get(), .key = "client", .cost = 1}};
   const std::vector<Decision> refused = All(never, now);
   EXPECT_EQ(refused[0].retry_after, kNever);
+  EXPECT_EQ(refused[0].remaining, 40);
   EXPECT_TRUE(refused[1].allowed);
-  EXPECT_EQ(store_->RedisStats().refunds, 1u);
+  EXPECT_EQ(store_->RedisStats().refunds, 0u);
   EXPECT_EQ(Check(*plain, "client", now, 0, 0).remaining, 10);
   LimitCheck fits[2] = {{.limiter = shed.get(), .key = "client", .cost = 1, .reserve = 39},
                         {.limiter = plain.get(), .key = "client", .cost = 1}};
@@ -459,11 +478,9 @@ TEST_F(RedisReserve, MixedPrioritiesDecideAsThePureAlgorithmAskedForCostAndReser
       if (cost + reserve > capacity) {
         // The pure algorithm calls cost + reserve too costly; the store, over the limit.
         EXPECT_EQ(got.reason, DecisionReason::kOverLimit) << where;
-        EXPECT_EQ(got.retry_after, kNever) << where;
-        EXPECT_EQ(got.remaining, 0) << where;
-        continue;
+      } else {
+        EXPECT_EQ(got.reason, want.reason) << where;
       }
-      EXPECT_EQ(got.reason, want.reason) << where;
       EXPECT_EQ(got.remaining, want.remaining) << where;
       EXPECT_EQ(got.reset_after, CeilUs(want.reset_after)) << where;
       EXPECT_EQ(got.retry_after, CeilUs(want.retry_after)) << where;
