@@ -113,8 +113,9 @@ if v then
 end
 local until_next = (sw + 1) * D - now
 local before = count
+local allowed = count + cost + reserve <= limit
 -- A surplus (a negative count) never lets in a reserve that does not fit the limit itself.
-local allowed = count + cost + reserve <= limit and cost + reserve <= limit
+if reserve > 0 and cost + reserve > limit then allowed = false end
 if allowed then
   count = count + cost
 elseif charge then
@@ -157,7 +158,8 @@ end
 -- Below 1 us only when this node's clock is more than a window off Redis's.
 local until_next = math.max(we - now, 1)
 local before = count
-local allowed = count + cost + reserve <= limit and cost + reserve <= limit
+local allowed = count + cost + reserve <= limit
+if reserve > 0 and cost + reserve > limit then allowed = false end
 if allowed then
   count = count + cost
 elseif charge then
