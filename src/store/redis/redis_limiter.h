@@ -57,20 +57,34 @@ class RedisLimiter final : public Limiter {
   std::vector<std::string> ScriptArgs(Timestamp now, int64_t cost, bool charge) const;
   // The script arguments after now: the spec's (for a calendar window, also the bounds of the
   // windows before, holding and after `now`), the cost (a charge's clamped to twice the
-  // capacity, which is all a key can hold), then the flags (charge, quota).
+  // capacity, which is all a key can hold), then the flags (charge, quota, and a decision's
+  // reserve: LimitCheck::reserve, as ReserveFor sends it).
   void AppendArgs(Timestamp now, int64_t cost, bool charge, std::vector<std::string>& args,
-                  bool quota = false) const {
+                  bool quota = false, int64_t reserve = 0) const {
     args.insert(args.end(), params_.begin(), params_.end());
     if (calendar_) AppendCalendarBounds(now, args);
     args.push_back(std::to_string(std::min(cost, 2 * spec_.Capacity())));
-    args.push_back(std::to_string((charge ? 1 : 0) + (quota ? 2 : 0)));  // redis_scripts.h
+    // redis_scripts.h: charge + 2 x quota + 4 x reserve.
+    args.push_back(std::to_string((charge ? 1 : 0) + (quota ? 2 : 0) + 4 * reserve));
+  }
+  // LimitCheck::reserve as the scripts take it, for a check Prepare passed: none for a charge
+  // (which may cost more than the capacity) or below 0, and at most what puts cost + reserve
+  // one above the capacity, which never fits already: the scripts' sums stay within the bounds
+  // a charge's do.
+  int64_t ReserveFor(const LimitCheck& check) const {
+    if (check.charge) return 0;
+    return std::clamp<int64_t>(check.reserve, 0, spec_.Capacity() - check.cost + 1);
   }
   // A script's answer into `d`; false when it is not one. A charge above the capacity can
-  // never pass as a request: kCostExceedsCapacity, retry never.
-  bool Read(const RedisReply& reply, int64_t cost, bool charge, Decision& d) const {
+  // never pass as a request: kCostExceedsCapacity, retry never; nor can a decision whose cost
+  // and reserve (ReserveFor's) together pass it, which the script refused: retry never.
+  bool Read(const RedisReply& reply, int64_t cost, bool charge, Decision& d,
+            int64_t reserve = 0) const {
     if (!ReadDecision(reply, d)) return false;
     if (charge && cost > spec_.Capacity()) {
       d.reason = DecisionReason::kCostExceedsCapacity;
+      d.retry_after = kNever;
+    } else if (cost + reserve > spec_.Capacity()) {
       d.retry_after = kNever;
     }
     return true;

@@ -30,13 +30,14 @@
 
 namespace sluice::internal {
 
-// KEYS[1]: the sorted set above. ARGV: now_us|'', limit, window_us, cost, charge (a decision's
-// 0 <= cost <= limit: the caller rejects larger costs itself; a charge's cost is at most 2 * limit
-// and is recorded beyond the limit, up to 2 * limit hits in the window, as one member).
+// KEYS[1]: the sorted set above. ARGV: now_us|'', limit, window_us, cost, flags (redis_scripts.h:
+// a charge, or a decision's reserve; a decision's 0 <= cost <= limit: the caller rejects larger
+// costs itself; a charge's cost is at most 2 * limit and is recorded beyond the limit, up to
+// 2 * limit hits in the window, as one member).
 // Returns {allowed, remaining, reset_us, retry_us}.
 inline constexpr char kSlidingWindowLogBody[] = R"lua(
 local key, limit, D, cost = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local charge = (tonumber(ARGV[5]) or 0) % 2 == 1
+local charge, reserve = flags_of(ARGV[5])
 local function parse(m)
   local at = string.find(m, ':', 3, true)
   return tonumber(string.sub(m, 2, at - 1)), tonumber(string.sub(m, at + 1))
@@ -65,7 +66,7 @@ elseif newest ~= nil then
   redis.call('DEL', key)  -- every hit has left: the same as no key
   last, e, newest = nil, 0, nil
 end
-if count + cost <= limit then
+if count + cost + reserve <= limit then
   if cost > 0 then
     local s = string.format('%d', e)
     redis.call('ZADD', key, t, string.char(96 + #s) .. s .. ':' .. cost, t, '~')
@@ -87,9 +88,15 @@ if charge then
   end
   cost = math.min(cost, limit)
 end
--- The oldest k = count + cost - limit hits must leave first (1 <= k <= count): find the request
--- holding hit number s0 + k, the last one (by rank) whose s is below that.
-local want = s0 + count + cost - limit
+if cost + reserve > limit then
+  -- Refused for a reserve that never fits beside the cost: the caller answers retry never.
+  -- The window may be empty (no newest request); the latest time seen is still recorded.
+  if last ~= nil and t > last then redis.call('ZADD', key, t, '~') end
+  return {0, math.max(0, limit - count), count > 0 and newest + D - now or 0, 0}
+end
+-- The oldest k = count + cost + reserve - limit hits must leave first (1 <= k <= count): find
+-- the request holding hit number s0 + k, the last one (by rank) whose s is below that.
+local want = s0 + count + cost + reserve - limit
 local at, t_at = 0, t0
 if s0 + c0 < want then
   -- Each request holds at least one hit, so it is within ranks 1 .. k - 1.

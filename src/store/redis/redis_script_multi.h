@@ -4,7 +4,8 @@
 // nothing: it runs each algorithm's own body (the same code as its single-limit script) in
 // order, after a DUMP/PTTL snapshot of the key; if any check is over its limit, it RESTOREs the
 // snapshots of the admitted ones, newest first. Redis runs a script atomically, so the request's
-// quota is either taken from every limit or from none: exactly, not approximately.
+// quota is either taken from every limit or from none: exactly, not approximately. A check
+// refused only for its reserve (LimitCheck::reserve, in its flags) is over its limit like any.
 //
 // Checks in different slots of a Redis Cluster cannot share a script. They are decided slot by
 // slot, and when one slot rejects, the others are given back with kRefundScript: the inverse of
@@ -82,7 +83,7 @@ for i = 1, #KEYS do
   snaps[i] = {redis.call('DUMP', KEYS[i]), redis.call('PTTL', KEYS[i])}
   results[i] = bodies[alg]({KEYS[i]}, args)
   if results[i][1] ~= 1 then
-    if flags >= 2 then quota_refused = quota_refused + 1 else rejected = true end
+    if floor(flags / 2) % 2 == 1 then quota_refused = quota_refused + 1 else rejected = true end
   end
 end
 if quota_total > 0 and quota_refused == quota_total then rejected = true end

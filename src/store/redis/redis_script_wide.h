@@ -93,7 +93,7 @@ end
 // capacity, n, d, cost, flags. Returns {allowed, remaining, reset_us, retry_us}.
 inline constexpr char kTokenBucketWideBody[] = R"lua(
 local C, n, d, cost = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0
-local charge = (ARGV[6] or 0) % 2 == 1
+local charge, reserve = flags_of(ARGV[6])
 local v = redis.pcall('GET', KEYS[1])
 if v and v.err then v = unhash(KEYS[1], '<dd', 's', 'l') end
 local W, f, last = C, 0, now
@@ -104,8 +104,9 @@ if now > last then
   last = now
 end
 local behind = last - now
-local need, allowed, retry, taken = cost, 0, 0, cost
-if W >= cost then
+-- Tokens W + f/d cover the whole need = cost + reserve iff W does (f/d < 1).
+local need, allowed, retry, taken = cost + reserve, 0, 0, cost
+if W >= need then
   W = W - cost
   allowed = 1
 else
@@ -130,7 +131,7 @@ return {allowed, math.max(0, W), reset, retry}
 // token bucket's.
 inline constexpr char kGcraWideBody[] = R"lua(
 local C, n, d, cost = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0
-local charge = (ARGV[6] or 0) % 2 == 1
+local charge, reserve = flags_of(ARGV[6])
 local v = redis.pcall('GET', KEYS[1])
 if v and v.err then v = unhash(KEYS[1], '<dd', 't', 'f') end
 local tat, frac = now, 0
@@ -140,8 +141,8 @@ local Bq, Br = 0, 0
 -- Beyond two capacities of backlog the clock stepped back: refused, as the narrow script.
 if ahead > 0 and ahead * n / d >= 2 * C + 2 then Bq = 2 * C + 1
 elseif ahead >= 0 then Bq, Br = muldiv(ahead, n, frac, d) end
-local A = Bq + cost
-if A < C or (A == C and Br == 0) then
+local A, R = Bq + cost, Bq + cost + reserve
+if R < C or (R == C and Br == 0) then
   local whole, fr = muldiv(d, A, Br, n)
   local reset = whole + (fr > 0 and 1 or 0)
   if cost > 0 then
@@ -149,7 +150,7 @@ if A < C or (A == C and Br == 0) then
   end
   return {1, C - A - (Br > 0 and 1 or 0), reset, 0}
 end
-local need = cost
+local need = cost + reserve
 if charge then
   local Ar = Br
   if A > 2 * C or (A == 2 * C and Br > 0) then A, Ar = 2 * C, 0 end
@@ -172,7 +173,7 @@ return {0, remaining, cdivw(Bq, d, Br, n), cdivw(Bq + need - C, d, Br, n)}
 inline constexpr char kLeakyBucketWideBody[] = R"lua(
 local C, n, d = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
 local shaper, max_wait = ARGV[5] == '1', ARGV[6] + 0
-local cost, charge = ARGV[7] + 0, (ARGV[8] or 0) % 2 == 1
+local cost, charge, reserve = ARGV[7] + 0, flags_of(ARGV[8])
 local v = redis.pcall('GET', KEYS[1])
 if v and v.err then v = unhash(KEYS[1], '<dd', 's', 'l') end
 local W, f, last = 0, 0, now
@@ -182,10 +183,10 @@ if now > last then
   last = now
 end
 local behind = last - now
-local need, allowed, retry, delay = cost, 0, 0, 0
+local need, allowed, retry, delay = cost + reserve, 0, 0, 0
 local W0, f0 = W, f
 local bounded = shaper and max_wait >= 0
-local fits = W + cost < C or (W + cost == C and f == 0)
+local fits = W + need < C or (W + need == C and f == 0)
 if fits and not (bounded and behind + cdivw(W, d, f, n) > max_wait) then
   if shaper then delay = behind + cdivw(W, d, f, n) end
   W = W + cost
@@ -214,7 +215,7 @@ return {allowed, math.max(0, C - W - (f > 0 and 1 or 0)), reset, retry, delay}
 // ARGV and reply as the narrow script's.
 inline constexpr char kSlidingWindowCounterWideBody[] = R"lua(
 local limit, D, cost = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
-local charge = (ARGV[5] or 0) % 2 == 1
+local charge, reserve = flags_of(ARGV[5])
 local w = floor(now / D)
 local v = redis.pcall('GET', KEYS[1])
 if v and v.err then v = unhash(KEYS[1], '<ddd', 'w', 'c', 'p') end
@@ -228,7 +229,7 @@ end
 local offset = math.max(0, now - sw * D)
 local pq, pr = muldiv(D - offset, prev, 0, D)
 local allowed, retry, before = 0, 0, cur
-local E = cur + pq + cost
+local E = cur + pq + cost + reserve
 if E < limit or (E == limit and pr == 0) then
   cur = cur + cost
   allowed = 1
@@ -237,11 +238,15 @@ else
     cur = math.max(cur, math.min(cur + cost, 2 * limit, 4294967295))
     cost = math.min(cost, limit)
   end
-  local room = limit - cost - cur
-  if room >= 0 then
+  -- As the narrow script: never beyond the limit (0 here).
+  local want = cost + reserve
+  local room = limit - want - cur
+  if want > limit then
+    retry = 0
+  elseif room >= 0 then
     retry = (D - muldiv(D, room, 0, prev)) - offset
   else
-    retry = (D - offset) + (D - muldiv(D, limit - cost, 0, cur))
+    retry = (D - offset) + (D - muldiv(D, limit - want, 0, cur))
   end
 end
 local window_end = sw * D + D

@@ -14,7 +14,14 @@ namespace sluice::internal {
 // does not fit is taken anyway, into debt of at most one capacity, and the answer is computed for
 // min(cost, capacity) on the state after it), clear for a decision; bit 2 marks a quota check
 // (LimitCheck::quota), which only the multi-limit script reads. Without it: a decision. The caller
-// sends a charge's cost clamped to twice the capacity (no key holds more).
+// sends a charge's cost clamped to twice the capacity (no key holds more). A decision's reserve
+// (LimitCheck::reserve, priority shedding) is the rest: flags = charge + 2 x quota + 4 x reserve.
+// The decision is then the algorithm's own for cost + reserve -- admitted only if that fits, its
+// retry when it would -- but an admission takes only the cost. A reserve of 0 leaves the flags,
+// and so every call without one, as they were. A reserve that never fits beside the cost (cost +
+// reserve above the capacity: the caller sends at most one above) is refused like any other,
+// reporting the key's state, but with a meaningless retry (0 where the arithmetic would fail):
+// the caller answers retry never.
 //
 // What a call costs Redis (BENCHMARKS.md, "Exact mode, cheaper") is mostly its commands and
 // the script call itself, not its arithmetic, so every script here reads its key once (GET),
@@ -73,6 +80,12 @@ local function bucket_write(key, a, b, cap, n, d, gen, ttl_us)
     redis.call('DEL', key)
   end
 end
+-- The flags argument (above): whether the call is a charge, and the hits it must leave free.
+local function flags_of(f)
+  f = (f or 0) + 0
+  if f % 2 == 1 then return true, 0 end  -- a charge has no reserve
+  return false, floor(f / 4)
+end
 local now
 if ARGV[1] == '' then
   local t = redis.call('TIME')
@@ -87,7 +100,7 @@ end
 // retry_us}.
 inline constexpr char kFixedWindowBody[] = R"lua(
 local limit, D, cost = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
-local charge = (ARGV[5] or 0) % 2 == 1
+local charge, reserve = flags_of(ARGV[5])
 local w = floor(now / D)
 local v = redis.pcall('GET', KEYS[1])
 if v and v.err then v = unhash(KEYS[1], '<dd', 'w', 'c') end
@@ -100,7 +113,9 @@ if v then
 end
 local until_next = (sw + 1) * D - now
 local before = count
-local allowed = count + cost <= limit
+local allowed = count + cost + reserve <= limit
+-- A surplus (a negative count) never lets in a reserve that does not fit the limit itself.
+if reserve > 0 and cost + reserve > limit then allowed = false end
 if allowed then
   count = count + cost
 elseif charge then
@@ -131,7 +146,7 @@ inline const LuaScript kFixedWindowScript{std::string(kLuaPrelude) + kFixedWindo
 // no state. Returns {allowed, remaining, reset_us, retry_us}.
 inline constexpr char kCalendarWindowBody[] = R"lua(
 local limit, b0, b1, b2, b3 = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
-local cost, charge = ARGV[7] + 0, (ARGV[8] or 0) % 2 == 1
+local cost, charge, reserve = ARGV[7] + 0, flags_of(ARGV[8])
 local ws, we = b1, b2
 if now >= b2 then ws, we = b2, b3 elseif now < b1 then ws, we = b0, b1 end
 local v = redis.pcall('GET', KEYS[1])
@@ -143,7 +158,8 @@ end
 -- Below 1 us only when this node's clock is more than a window off Redis's.
 local until_next = math.max(we - now, 1)
 local before = count
-local allowed = count + cost <= limit
+local allowed = count + cost + reserve <= limit
+if reserve > 0 and cost + reserve > limit then allowed = false end
 if allowed then
   count = count + cost
 elseif charge then
@@ -167,7 +183,7 @@ inline const LuaScript kCalendarWindowScript{std::string(kLuaPrelude) + kCalenda
 // {allowed, remaining, reset_us, retry_us}.
 inline constexpr char kTokenBucketBody[] = R"lua(
 local cap, n, d, gen, cost = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
-local charge = (ARGV[7] or 0) % 2 == 1
+local charge, reserve = flags_of(ARGV[7])
 local v = redis.pcall('GET', KEYS[1])
 if v and v.err then v = unhash(KEYS[1], '<dd', 's', 'l') end
 local s, last = cap, now
@@ -196,9 +212,9 @@ if now > last then
   last = now
 end
 local behind = last - now
-local need = cost * d
+local need, hold = cost * d, reserve * d
 local allowed, retry, taken = 0, 0, need
-if s >= need then
+if s >= need + hold then
   s = s - need
   allowed = 1
 else
@@ -208,7 +224,7 @@ else
   else
     taken = 0
   end
-  retry = behind + ceil((need - s) / n)
+  retry = behind + ceil((need + hold - s) / n)
 end
 local reset = behind + ceil((cap - s) / n)
 if taken > 0 then bucket_write(KEYS[1], s, last, cap, n, d, gen, reset) end
@@ -221,7 +237,7 @@ inline const LuaScript kTokenBucketScript{std::string(kLuaPrelude) + kTokenBucke
 // remaining, reset_us, retry_us}.
 inline constexpr char kGcraBody[] = R"lua(
 local cap, n, d, gen, cost = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
-local charge = (ARGV[7] or 0) % 2 == 1
+local charge, reserve = flags_of(ARGV[7])
 local v = redis.pcall('GET', KEYS[1])
 if v and v.err then v = unhash(KEYS[1], '<dd', 't', 'f') end
 local tat, frac = now, 0
@@ -248,8 +264,8 @@ local backlog = 0
 if ahead > 2 * cap then backlog = 2 * cap + 1
 elseif ahead > 0 then backlog = ahead * n + frac
 elseif ahead == 0 then backlog = frac end
-local need = cost * d
-if backlog + need <= cap then
+local need, hold = cost * d, reserve * d
+if backlog + need + hold <= cap then
   local after = backlog + need
   local whole = floor(after / n)
   local reset = ceil(after / n)
@@ -267,7 +283,7 @@ if charge then
 end
 local remaining = 0
 if backlog < cap then remaining = floor((cap - backlog) / d) end
-return {0, remaining, ceil(backlog / n), ceil((backlog + need - cap) / n)}
+return {0, remaining, ceil(backlog / n), ceil((backlog + need + hold - cap) / n)}
 )lua";
 inline const LuaScript kGcraScript{std::string(kLuaPrelude) + kGcraBody};
 
@@ -277,7 +293,7 @@ inline const LuaScript kGcraScript{std::string(kLuaPrelude) + kGcraBody};
 inline constexpr char kLeakyBucketBody[] = R"lua(
 local cap, n, d = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
 local shaper, max_wait, gen = ARGV[5] == '1', ARGV[6] + 0, ARGV[7] + 0
-local cost, charge = ARGV[8] + 0, (ARGV[9] or 0) % 2 == 1
+local cost, charge, reserve = ARGV[8] + 0, flags_of(ARGV[9])
 local v = redis.pcall('GET', KEYS[1])
 if v and v.err then v = unhash(KEYS[1], '<dd', 's', 'l') end
 local level, last = 0, now
@@ -312,10 +328,10 @@ if now > last then
   last = now
 end
 local behind = last - now
-local need = cost * d
+local need, hold = cost * d, reserve * d
 local allowed, retry, delay, before = 0, 0, 0, level
 local bounded = shaper and max_wait >= 0
-if level + need <= cap and not (bounded and behind + ceil(level / n) > max_wait) then
+if level + need + hold <= cap and not (bounded and behind + ceil(level / n) > max_wait) then
   if shaper then delay = behind + ceil(level / n) end
   level = level + need
   allowed = 1
@@ -324,7 +340,7 @@ else
     level = math.max(level, math.min(level + need, 2 * cap))
     need = math.min(need, cap)
   end
-  if level + need > cap then retry = behind + ceil((level + need - cap) / n) end
+  if level + need + hold > cap then retry = behind + ceil((level + need + hold - cap) / n) end
   if bounded then retry = math.max(retry, behind + ceil(level / n) - max_wait) end
 end
 local reset = behind + ceil(level / n)
@@ -338,7 +354,7 @@ inline const LuaScript kLeakyBucketScript{std::string(kLuaPrelude) + kLeakyBucke
 // retry_us}.
 inline constexpr char kSlidingWindowCounterBody[] = R"lua(
 local limit, D, cost = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
-local charge = (ARGV[5] or 0) % 2 == 1
+local charge, reserve = flags_of(ARGV[5])
 local w = floor(now / D)
 local v = redis.pcall('GET', KEYS[1])
 if v and v.err then v = unhash(KEYS[1], '<ddd', 'w', 'c', 'p') end
@@ -360,7 +376,7 @@ local offset = math.max(0, now - sw * D)
 local full = limit * D
 local estimate = cur * D + prev * (D - offset)
 local allowed, retry, before = 0, 0, cur
-if estimate + cost * D <= full then
+if estimate + (cost + reserve) * D <= full then
   cur = cur + cost
   estimate = estimate + cost * D
   allowed = 1
@@ -371,11 +387,15 @@ else
     estimate = estimate + (cur - before) * D
     cost = math.min(cost, limit)
   end
-  local room = limit - cost - cur
-  if room >= 0 then
+  -- When cost + reserve would fit: never beyond the limit (and it would divide by 0).
+  local want = cost + reserve
+  local room = limit - want - cur
+  if want > limit then
+    retry = 0
+  elseif room >= 0 then
     retry = (D - floor((room * D) / prev)) - offset
   else
-    retry = (D - offset) + (D - floor(((limit - cost) * D) / cur))
+    retry = (D - offset) + (D - floor(((limit - want) * D) / cur))
   end
 end
 local window_end = sw * D + D

@@ -21,8 +21,9 @@ struct SlotCheck {
   RedisLimiter* limiter;
   std::string key;
   int64_t cost;
-  bool charge;  // never given back
-  bool quota;   // LimitCheck::quota
+  bool charge;      // never given back
+  bool quota;       // LimitCheck::quota
+  int64_t reserve;  // RedisLimiter::ReserveFor: 0 for a charge
 };
 
 struct SlotGroup {

@@ -14,8 +14,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <random>
+#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -255,6 +257,59 @@ TEST_F(RedisCluster, FollowsAskWhileASlotMigratesAndMovedAfterItMoved) {
   EXPECT_EQ((*limiter)->Decide(bob, now, 1).remaining, 5);
   EXPECT_GT((*store)->RedisStats().redirects, after_ask) << "the MOVED was followed";
   EXPECT_GT((*store)->RedisStats().map_refreshes, 0u);
+}
+
+// Priority shedding across slots: a request whose check in one slot is refused for its reserve
+// alone (LimitCheck::reserve) gets back what its check in another slot took (kRefundScript), and
+// is admitted in both when the reserve fits -- synchronously and not.
+TEST_F(RedisCluster, AReserveRefusedInOneSlotGivesTheOtherSlotsAdmissionBack) {
+  RedisStoreOptions o = Options("unused");
+  o.key_prefix = testing::UniqueName("reserve");
+  auto store = OpenRedisStore(o);
+  ASSERT_TRUE(store.has_value());
+  auto shed = (*store)->MakeLimiter(
+      {Algorithm::kTokenBucket, 100, std::chrono::hours(1), 100, false}, "shed", false);
+  auto plain = (*store)->MakeLimiter({Algorithm::kFixedWindow, 10, std::chrono::hours(1), 0, false},
+                                     "plain", false);
+  ASSERT_TRUE(shed.has_value() && plain.has_value());
+  const int shed_slot = internal::RedisHashSlot(RedisKeyFor(o.key_prefix, "shed", "alice"));
+  std::string other = "alice";
+  for (int i = 0; internal::RedisHashSlot(RedisKeyFor(o.key_prefix, "plain", other)) == shed_slot;
+       ++i) {
+    other = "alice" + std::to_string(i);
+  }
+  const Timestamp now = FromNanos(int64_t{1'700'000'000} * 1'000'000'000);
+  ASSERT_TRUE((*shed)->Decide("alice", now, 60).allowed);
+  for (bool async : {false, true}) {
+    const uint64_t refunds = (*store)->RedisStats().refunds;
+    const LimitCheck checks[2] = {
+        {.limiter = shed->get(), .key = "alice", .cost = 1, .reserve = 40},
+        {.limiter = plain->get(), .key = other, .cost = 1}};
+    std::vector<Decision> out(2);
+    if (async) {
+      std::promise<void> answered;
+      (*store)->DecideAllAsync(checks, now, [&](std::span<const Decision> got) {
+        std::copy(got.begin(), got.end(), out.begin());
+        answered.set_value();
+      });
+      ASSERT_EQ(answered.get_future().wait_for(seconds(30)), std::future_status::ready);
+    } else {
+      (*store)->DecideAll(checks, now, out);
+    }
+    EXPECT_FALSE(out[0].allowed || out[0].degraded);
+    EXPECT_EQ(out[0].retry_after, seconds(36)) << "when 41 of 100 fit: one hit at 100/h";
+    EXPECT_TRUE(out[1].allowed) << "the other slot's own verdict";
+    EXPECT_EQ((*store)->RedisStats().refunds, refunds + 1) << "given back across slots";
+    EXPECT_EQ((*plain)->Decide(other, now, 0).remaining, 10);
+    EXPECT_EQ((*shed)->Decide("alice", now, 0).remaining, 40);
+  }
+  const LimitCheck fits[2] = {{.limiter = shed->get(), .key = "alice", .cost = 1, .reserve = 39},
+                              {.limiter = plain->get(), .key = other, .cost = 1}};
+  std::vector<Decision> out(2);
+  (*store)->DecideAll(fits, now, out);
+  EXPECT_TRUE(out[0].allowed && out[1].allowed);
+  EXPECT_EQ(out[0].remaining, 39);
+  EXPECT_EQ(out[1].remaining, 9);
 }
 
 TEST_F(RedisCluster, AMasterKilledMidRunCostsTheFailurePolicyUntilItsReplicaTakesOver) {
