@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "sluice/redis_store.h"
+#include "store/permit_suite.h"
 #include "store/redis/redis_client.h"
 #include "store/redis/redis_connection.h"
 #include "store/redis/redis_endpoint.h"
@@ -122,6 +123,26 @@ StoreUnderTest TlsRedis() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Rediss, StoreSuite, ::testing::Values(TlsRedis()), StoreSuiteName);
+
+// ---- The permit suite over rediss:// (concurrency permits: acquire, release, renew, expiry) ----
+
+PermitStoreUnderTest TlsRedisPermits() {
+  PermitStoreUnderTest store;
+  store.name = "rediss";
+  store.open = []() -> std::shared_ptr<Store> {
+    RedisStoreOptions o = TlsOptions(SharedTlsServer().port(), TrustingTheTestCa());
+    o.use_server_time = true;
+    o.key_prefix = UniqueName("tls_permits");
+    auto opened = OpenRedisStore(o);
+    EXPECT_TRUE(opened.has_value()) << (opened ? "" : opened.error().message);
+    return opened ? std::shared_ptr<Store>(*opened) : nullptr;
+  };
+  store.manual_clock = false;
+  return store;
+}
+
+INSTANTIATE_TEST_SUITE_P(Rediss, PermitSuite, ::testing::Values(TlsRedisPermits()),
+                         PermitSuiteName);
 
 // ---- Addresses ----
 
