@@ -82,7 +82,37 @@ Result<std::shared_ptr<const LimiterSet>> LimiterSet::Install(std::shared_ptr<co
     }
   }
   set->config_ = std::move(config);
+  if (auto pools = set->InstallPools(previous, store); !pools) {
+    return std::unexpected(pools.error());
+  }
   return std::shared_ptr<const LimiterSet>(std::move(set));
+}
+
+std::string LimiterSet::PoolStoreId(std::string_view limit_id) {
+  return StoreLimitId(std::string(limit_id) + "|@concurrency");
+}
+
+Result<void> LimiterSet::InstallPools(const LimiterSet* previous, Store& store) {
+  for (const auto& [name, domain] : config_->domains()) {
+    for (const Limit& limit : domain.limits) {
+      if (!limit.concurrency || pools_.contains(limit.id)) continue;
+      const Pool* old = previous != nullptr ? previous->PoolFor(limit.id) : nullptr;
+      Pool pool{&limit, PoolStoreId(limit.id), nullptr};
+      if (old != nullptr && *old->limit->concurrency == *limit.concurrency) {
+        pool.pool = old->pool;
+      } else {
+        LimiterOptions options;
+        options.id = pool.store_id;
+        options.fail_open = limit.concurrency->failure_mode == FailureMode::kOpen;
+        auto made = store.MakePermitPool(limit.concurrency->spec, options);
+        if (!made) return MakeError(limit.origin + ": concurrency: " + made.error().message);
+        pool.pool = std::shared_ptr<PermitPool>(std::move(*made));
+      }
+      pools_.emplace(limit.id, std::move(pool));
+    }
+  }
+  for (const auto& [id, pool] : pools_) pools_by_store_id_.emplace(pool.store_id, &pool);
+  return {};
 }
 
 Result<LimiterSet::Found> LimiterSet::For(const Limit& limit) const {
