@@ -62,6 +62,9 @@ Result<std::unique_ptr<MemoryLimiter>> MakeMemoryLimiter(const LimitSpec& spec,
 //  - The rest is shared by the other limiters: each gets 1/limits_sharing_memory of it. A limiter
 //    whose part is too small for its shards gets fewer shards; one too small for a single shard
 //    is refused with an error that names the bound.
+//  - A concurrency limit (MakePermitPool) takes a limiter's part, and holds its permits in it:
+//    a key exists only while it holds live permits, so there is nothing to evict, and an acquire
+//    that would exceed the part is refused (PermitAnswer::full) rather than drop a live permit.
 // Every limiter holds its part as the bound of its own table (evicting there, as in
 // MakeMemoryLimiter), so no limiter can take another's memory. While a reload replaces a
 // limit, the old limiter and the new one both hold a part until the old one is destroyed.

@@ -11,10 +11,17 @@
 // The invariant every store keeps: at every instant of the store's clock (Redis TIME on the
 // key's master; the node's clock for the memory store), the permits granted and neither released
 // nor expired number at most max_in_flight. Every call is one atomic step on the key, and cleans
-// the key's expired permits in that step.
+// the key's expired permits in that step. A permit is live while the store's clock is before its
+// expiry (expires_us); at that instant it is expired.
+//
+// Lost writes are outside the invariant: a Redis restarted without persistence, a failover to a
+// replica that lacked the latest writes, or a restarted memory store forgets permits that are
+// still held, and their holders go on. Real concurrency is then at most max_in_flight plus the
+// permits lost, for at most ttl (when the last of them would have expired).
 #ifndef SLUICE_PERMITS_H_
 #define SLUICE_PERMITS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string_view>
@@ -22,6 +29,11 @@
 #include "sluice/time.h"
 
 namespace sluice {
+
+// The longest permit id a store keeps (an acquire, release or renew of a longer or empty one is
+// answered `invalid`): room for 128 random bits and more in any printable encoding, while a
+// flood of acquires cannot make a store hold long strings.
+inline constexpr size_t kMaxPermitIdBytes = 64;
 
 struct PermitSpec {
   int64_t max_in_flight = 0;  // > 0
@@ -32,10 +44,13 @@ struct PermitSpec {
 
 struct PermitAcquire {
   // The permit's id, chosen by the caller: unique (at least 128 random bits), so that nobody else
-  // can release or renew it. The store keeps it as given.
+  // can release or renew it; 1 to kMaxPermitIdBytes bytes. The store keeps it as given. An
+  // acquire of an id the key already holds takes no second slot: it is granted and renews it
+  // (so a retried acquire whose answer was lost is harmless).
   std::string_view permit;
   // Slots that must stay free after this one is granted (priority shedding: a low-priority
-  // request leaves room for more important ones); 0: it may take the last slot.
+  // request leaves room for more important ones); 0: it may take the last slot. Granted when the
+  // live permits of the key number fewer than max_in_flight - reserve.
   int64_t reserve = 0;
 };
 
@@ -50,7 +65,16 @@ struct PermitAnswer {
   int64_t in_flight = 0;      // permits of the key held after the call
   int64_t store_time_us = 0;  // the store's clock when it decided (microseconds since the epoch)
   int64_t expires_us = 0;     // granted acquire or renew: the permit's expiry, store clock
-  Duration retry_after{0};    // refused acquire: until the earliest held permit expires
+  // Refused acquire: until the earliest held permit of the key expires (when `full`: the
+  // earliest that frees memory; when no permit is held, as with reserve >= max_in_flight: ttl).
+  Duration retry_after{0};
+  // Not granted because the store's memory bound leaves no room for another permit (the memory
+  // store: it refuses rather than evict a key holding live permits). Not degraded: the store
+  // answered, and nothing changed.
+  bool full = false;
+  // Not granted because the call was malformed: an empty permit id or one over
+  // kMaxPermitIdBytes, or a key over the store's bound. Nothing changed.
+  bool invalid = false;
 };
 
 // What a pool has seen, for /metrics.

@@ -24,6 +24,7 @@
 #include "store/memory/limiter_snapshot.h"
 #include "store/memory/memory_shard.h"
 #include "store/memory/override_table.h"
+#include "store/memory/permit_table.h"
 #include "store/memory/snapshot_stage.h"
 
 namespace sluice {
@@ -436,6 +437,15 @@ class MemoryStore final : public Store, public MemorySnapshots {
 
   size_t MaxTransientLimiters() const override { return max_transient_; }
 
+  // A concurrency limit takes a limiter's part of the bound (memory_store.h), counted in Stats.
+  Result<std::unique_ptr<PermitPool>> MakePermitPool(const PermitSpec& spec,
+                                                     const LimiterOptions& limiter) override {
+    const size_t part = (options_.max_bytes - options_.max_bytes / 4) /
+                        std::max<size_t>(1, limiter.limits_sharing_memory);
+    return internal::MakeMemoryPermitPool(spec, part, options_.shards, options_.max_key_bytes,
+                                          permits_);
+  }
+
   void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
                  std::span<Decision> out) override {
     const auto foreign = [this](const LimitCheck& c) {
@@ -497,6 +507,7 @@ class MemoryStore final : public Store, public MemorySnapshots {
     if (overrides_ != nullptr) overrides_->AddStats(s);
     s.bytes += live_->transient() * internal::kOverrideLimiterBytes;
     s.max_bytes += transient_reserve_;
+    permits_->AddStats(s);
     return s;
   }
 
@@ -518,6 +529,8 @@ class MemoryStore final : public Store, public MemorySnapshots {
 
   const MemoryStoreOptions options_;
   const std::shared_ptr<LiveLimiters> live_ = std::make_shared<LiveLimiters>();
+  const std::shared_ptr<internal::LivePermitTables> permits_ =
+      std::make_shared<internal::LivePermitTables>();
   size_t max_transient_ = 0;      // transient limiters (views of overrides_) alive at once
   size_t transient_reserve_ = 0;  // their bytes, kept out of the overrides' part
   std::shared_ptr<internal::OverrideTable> overrides_;  // null if the bound is too small

@@ -1,0 +1,315 @@
+#include "store/memory/permit_table.h"
+
+#include <algorithm>
+#include <bit>
+#include <random>
+
+#include "store/memory/key_hash.h"
+
+namespace sluice::internal {
+namespace {
+
+constexpr size_t kAllocHeader = 16;
+constexpr size_t kTreeNodeHeader = 32;  // a red-black node's colour and three pointers
+
+using KeyPermits = PermitTable::KeyPermits;
+using Shard = PermitTable::Shard;
+using KeyIt = std::unordered_map<std::string, KeyPermits>::iterator;
+
+// Microseconds of the store's clock. An expiry is rounded up, so that one read from an answer
+// is never before the permit really expires (the invariant is checked from answers' times).
+int64_t FloorMicros(Timestamp t) {
+  const int64_t ns = ToNanos(t);
+  return ns >= 0 ? ns / 1000 : -((-ns + 999) / 1000);
+}
+int64_t CeilMicros(Timestamp t) { return -FloorMicros(FromNanos(-ToNanos(t))); }
+
+Timestamp Earliest(const KeyPermits& k) { return k.by_expiry.begin()->first; }
+
+// Runs `change` on the key at `it` and keeps the shard's index of earliest expiries right; a key
+// left without permits is dropped with its bytes.
+template <typename F>
+void Modify(Shard& shard, KeyIt it, F&& change) {
+  KeyPermits& k = it->second;
+  if (!k.by_expiry.empty()) shard.earliest.erase({Earliest(k), &it->first});
+  change(k);
+  if (!k.by_expiry.empty()) {
+    shard.earliest.insert({Earliest(k), &it->first});
+    return;
+  }
+  shard.bytes -= PermitTable::KeyBytes(it->first.size());
+  shard.keys.erase(it);
+}
+
+void Erase(Shard& shard, KeyPermits& k, std::unordered_map<std::string, Timestamp>::iterator p) {
+  k.by_expiry.erase({p->second, p->first});
+  shard.bytes -= PermitTable::PermitBytes(p->first.size());
+  --shard.in_flight;
+  k.by_id.erase(p);
+}
+
+// Drops every permit of the shard expired at `now` (expiry <= now), earliest keys first.
+void DropExpired(Shard& shard, Timestamp now) {
+  while (!shard.earliest.empty() && shard.earliest.begin()->first <= now) {
+    const KeyIt it = shard.keys.find(*shard.earliest.begin()->second);
+    Modify(shard, it, [&](KeyPermits& k) {
+      while (!k.by_expiry.empty() && Earliest(k) <= now) {
+        Erase(shard, k, k.by_id.find(std::string(k.by_expiry.begin()->second)));
+        ++shard.expired;
+      }
+    });
+  }
+}
+
+void SetExpiry(KeyPermits& k, std::unordered_map<std::string, Timestamp>::iterator p,
+               Timestamp expiry) {
+  k.by_expiry.erase({p->second, p->first});
+  p->second = expiry;
+  k.by_expiry.insert({expiry, p->first});
+}
+
+PermitAnswer Answer(bool granted, Timestamp now, int64_t in_flight) {
+  PermitAnswer a;
+  a.granted = granted;
+  a.in_flight = in_flight;
+  a.store_time_us = FloorMicros(now);
+  return a;
+}
+
+PermitAnswer InvalidAnswer(Timestamp now) {
+  PermitAnswer a = Answer(false, now, 0);
+  a.invalid = true;
+  return a;
+}
+
+int64_t Held(const Shard& shard, std::string_view key) {
+  const auto it = shard.keys.find(std::string(key));
+  return it == shard.keys.end() ? 0 : static_cast<int64_t>(it->second.by_id.size());
+}
+
+}  // namespace
+
+size_t PermitTable::KeyBytes(size_t key_size) {
+  return (key_size + 1 + kAllocHeader) +  // the key's characters
+         (sizeof(void*) + sizeof(std::pair<const std::string, KeyPermits>) + sizeof(size_t) +
+          kAllocHeader) +  // its hash node
+         sizeof(void*) +   // its bucket
+         (kTreeNodeHeader + sizeof(std::pair<Timestamp, const std::string*>) + kAllocHeader);
+}
+
+size_t PermitTable::PermitBytes(size_t id_size) {
+  return (id_size + 1 + kAllocHeader) +
+         (sizeof(void*) + sizeof(std::pair<const std::string, Timestamp>) + sizeof(size_t) +
+          kAllocHeader) +
+         sizeof(void*) +
+         (kTreeNodeHeader + sizeof(std::pair<Timestamp, std::string_view>) + kAllocHeader);
+}
+
+Result<std::unique_ptr<PermitTable>> PermitTable::Make(const PermitSpec& spec, size_t max_bytes,
+                                                       size_t shards, size_t max_key_bytes,
+                                                       uint64_t seed) {
+  if (spec.max_in_flight <= 0) return MakeError("a concurrency limit's max_in_flight must be > 0");
+  if (spec.ttl <= Duration(0)) return MakeError("a concurrency limit's permit_ttl must be > 0");
+  // One key at max_in_flight must fit a shard, or the limit could not be reached.
+  const size_t one_key = KeyBytes(max_key_bytes) +
+                         static_cast<size_t>(spec.max_in_flight) * PermitBytes(kMaxPermitIdBytes);
+  const size_t fixed = sizeof(PermitTable) + kAllocHeader;
+  shards = std::bit_ceil(std::max<size_t>(shards, 1));
+  const auto fits = [&](size_t n) {
+    return max_bytes > fixed + n * (sizeof(Shard) + kAllocHeader) &&
+           (max_bytes - fixed - n * (sizeof(Shard) + kAllocHeader)) / n >= one_key;
+  };
+  while (shards > 1 && !fits(shards)) shards /= 2;
+  if (!fits(shards)) {
+    return MakeError("the memory store's bound leaves " + std::to_string(max_bytes) +
+                     " bytes for a concurrency limit of " + std::to_string(spec.max_in_flight) +
+                     " permits, which needs at least " + std::to_string(fixed + one_key) +
+                     " (raise the memory bound, e.g. --memory-max-bytes, or use fewer limits)");
+  }
+  const size_t budget = (max_bytes - fixed - shards * (sizeof(Shard) + kAllocHeader)) / shards;
+  if (seed == 0) {
+    std::random_device rd;
+    seed = (uint64_t{rd()} << 32) ^ rd() ^ 1;
+  }
+  return std::unique_ptr<PermitTable>(
+      new PermitTable(spec, max_bytes, shards, max_key_bytes, seed, budget));
+}
+
+PermitTable::PermitTable(const PermitSpec& spec, size_t max_bytes, size_t shards,
+                         size_t max_key_bytes, uint64_t seed, size_t budget)
+    : spec_(spec),
+      max_bytes_(max_bytes),
+      max_key_bytes_(max_key_bytes),
+      seed_(seed),
+      shard_mask_(shards - 1),
+      shards_(std::make_unique<Shard[]>(shards)) {
+  for (size_t i = 0; i < shards; ++i) shards_[i].budget = budget;
+}
+
+bool PermitTable::Valid(std::string_view key, std::string_view permit) const {
+  return !permit.empty() && permit.size() <= kMaxPermitIdBytes && key.size() <= max_key_bytes_;
+}
+
+PermitTable::Shard& PermitTable::ShardFor(std::string_view key) const {
+  return shards_[(HashKey(key, seed_) >> 32) & shard_mask_];
+}
+
+PermitAnswer PermitTable::Acquire(std::string_view key, Timestamp now,
+                                  const PermitAcquire& request) {
+  if (!Valid(key, request.permit)) return InvalidAnswer(now);
+  Shard& shard = ShardFor(key);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  DropExpired(shard, now);
+  const Timestamp expiry = now + spec_.ttl;
+  auto it = shard.keys.find(std::string(key));
+  if (it != shard.keys.end()) {
+    if (auto p = it->second.by_id.find(std::string(request.permit)); p != it->second.by_id.end()) {
+      Modify(shard, it, [&](KeyPermits& k) { SetExpiry(k, p, expiry); });
+      PermitAnswer a = Answer(true, now, static_cast<int64_t>(it->second.by_id.size()));
+      a.expires_us = CeilMicros(expiry);
+      return a;
+    }
+  }
+  const int64_t held = it == shard.keys.end() ? 0 : static_cast<int64_t>(it->second.by_id.size());
+  const int64_t room = spec_.max_in_flight - std::max<int64_t>(request.reserve, 0);
+  const size_t need =
+      PermitBytes(request.permit.size()) + (it == shard.keys.end() ? KeyBytes(key.size()) : 0);
+  if (held >= room || shard.bytes + need > shard.budget) {
+    PermitAnswer a = Answer(false, now, held);
+    a.full = held < room;
+    // Over the limit: until the key's earliest permit expires; full: until the shard's does.
+    const bool any = a.full ? !shard.earliest.empty() : held > 0;
+    a.retry_after = !any     ? spec_.ttl
+                    : a.full ? shard.earliest.begin()->first - now
+                             : Earliest(it->second) - now;
+    return a;
+  }
+  if (it == shard.keys.end()) {
+    it = shard.keys.try_emplace(std::string(key)).first;
+    shard.bytes += KeyBytes(key.size());
+  }
+  Modify(shard, it, [&](KeyPermits& k) {
+    const auto p = k.by_id.try_emplace(std::string(request.permit), expiry).first;
+    k.by_expiry.insert({expiry, p->first});
+  });
+  shard.bytes += PermitBytes(request.permit.size());
+  ++shard.in_flight;
+  PermitAnswer a = Answer(true, now, held + 1);
+  a.expires_us = CeilMicros(expiry);
+  return a;
+}
+
+PermitAnswer PermitTable::Release(std::string_view key, Timestamp now, std::string_view permit) {
+  if (!Valid(key, permit)) return InvalidAnswer(now);
+  Shard& shard = ShardFor(key);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  DropExpired(shard, now);
+  const auto it = shard.keys.find(std::string(key));
+  if (it == shard.keys.end()) return Answer(false, now, 0);
+  const auto p = it->second.by_id.find(std::string(permit));
+  if (p == it->second.by_id.end()) {
+    return Answer(false, now, static_cast<int64_t>(it->second.by_id.size()));
+  }
+  Modify(shard, it, [&](KeyPermits& k) { Erase(shard, k, p); });
+  return Answer(true, now, Held(shard, key));
+}
+
+PermitAnswer PermitTable::Renew(std::string_view key, Timestamp now, std::string_view permit) {
+  if (!Valid(key, permit)) return InvalidAnswer(now);
+  Shard& shard = ShardFor(key);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  DropExpired(shard, now);
+  const auto it = shard.keys.find(std::string(key));
+  if (it == shard.keys.end()) return Answer(false, now, 0);
+  const auto p = it->second.by_id.find(std::string(permit));
+  const int64_t held = static_cast<int64_t>(it->second.by_id.size());
+  if (p == it->second.by_id.end()) return Answer(false, now, held);
+  const Timestamp expiry = now + spec_.ttl;
+  Modify(shard, it, [&](KeyPermits& k) { SetExpiry(k, p, expiry); });
+  PermitAnswer a = Answer(true, now, held);
+  a.expires_us = CeilMicros(expiry);
+  return a;
+}
+
+PermitStats PermitTable::Stats() const {
+  PermitStats s;
+  for (size_t i = 0; i <= shard_mask_; ++i) {
+    std::lock_guard<std::mutex> lock(shards_[i].mu);
+    s.in_flight += shards_[i].in_flight;
+    s.expired += shards_[i].expired;
+  }
+  return s;
+}
+
+void PermitTable::AddStats(StoreStats& s) const {
+  size_t bytes = max_bytes_;
+  for (size_t i = 0; i <= shard_mask_; ++i) {
+    std::lock_guard<std::mutex> lock(shards_[i].mu);
+    s.keys += shards_[i].keys.size();
+    bytes -= shards_[i].budget - shards_[i].bytes;
+  }
+  s.bytes += bytes;
+  s.max_bytes += max_bytes_;
+}
+
+void LivePermitTables::Add(const PermitTable* table) {
+  std::lock_guard<std::mutex> lock(mu_);
+  tables_.push_back(table);
+}
+
+void LivePermitTables::Remove(const PermitTable* table) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase(tables_, table);
+}
+
+void LivePermitTables::AddStats(StoreStats& s) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const PermitTable* t : tables_) t->AddStats(s);
+}
+
+namespace {
+
+class MemoryPermitPool final : public PermitPool {
+ public:
+  MemoryPermitPool(std::unique_ptr<PermitTable> table, std::shared_ptr<LivePermitTables> live)
+      : table_(std::move(table)), live_(std::move(live)) {
+    if (live_ != nullptr) live_->Add(table_.get());
+  }
+  ~MemoryPermitPool() override {
+    if (live_ != nullptr) live_->Remove(table_.get());
+  }
+  MemoryPermitPool(const MemoryPermitPool&) = delete;
+  MemoryPermitPool& operator=(const MemoryPermitPool&) = delete;
+
+  void AcquireAsync(std::string_view key, Timestamp now, const PermitAcquire& request,
+                    Callback done) override {
+    done(table_->Acquire(key, now, request));
+  }
+  void ReleaseAsync(std::string_view key, Timestamp now, std::string_view permit,
+                    Callback done) override {
+    done(table_->Release(key, now, permit));
+  }
+  void RenewAsync(std::string_view key, Timestamp now, std::string_view permit,
+                  Callback done) override {
+    done(table_->Renew(key, now, permit));
+  }
+  const PermitSpec& spec() const override { return table_->spec(); }
+  PermitStats Stats() const override { return table_->Stats(); }
+
+ private:
+  const std::unique_ptr<PermitTable> table_;
+  const std::shared_ptr<LivePermitTables> live_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<PermitPool>> MakeMemoryPermitPool(const PermitSpec& spec, size_t max_bytes,
+                                                         size_t shards, size_t max_key_bytes,
+                                                         std::shared_ptr<LivePermitTables> live) {
+  auto table = PermitTable::Make(spec, max_bytes, shards, max_key_bytes, /*seed=*/0);
+  if (!table) return std::unexpected(table.error());
+  return std::unique_ptr<PermitPool>(
+      std::make_unique<MemoryPermitPool>(std::move(*table), std::move(live)));
+}
+
+}  // namespace sluice::internal

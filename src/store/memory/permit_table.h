@@ -1,0 +1,103 @@
+// The memory store's permits (sluice/permits.h): per key, the live permits (id -> expiry on the
+// node's clock), in shards that each hold a part of the pool's memory bound.
+//
+// Every call on a shard first drops the shard's expired permits (counting them in `expired`),
+// found through an index of each key's earliest expiry, so an expired permit costs its removal
+// once and memory is never held by expired permits past the shard's next call. A key exists only
+// while it holds live permits, so there is nothing to evict: when a new permit would exceed the
+// shard's bytes, the acquire is refused (`full`) and no live permit is ever dropped.
+#ifndef SLUICE_STORE_MEMORY_PERMIT_TABLE_H_
+#define SLUICE_STORE_MEMORY_PERMIT_TABLE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "sluice/limiter.h"
+#include "sluice/permits.h"
+#include "sluice/status.h"
+
+namespace sluice::internal {
+
+class PermitTable {
+ public:
+  // A table within `max_bytes` (everything it accounts: keys, permits, indexes) with up to
+  // `shards` shards (a power of two), as many as leave each shard room for one key of
+  // max_key_bytes holding max_in_flight permits of kMaxPermitIdBytes; an error when one shard
+  // cannot.
+  static Result<std::unique_ptr<PermitTable>> Make(const PermitSpec& spec, size_t max_bytes,
+                                                   size_t shards, size_t max_key_bytes,
+                                                   uint64_t seed);
+
+  PermitAnswer Acquire(std::string_view key, Timestamp now, const PermitAcquire& request);
+  PermitAnswer Release(std::string_view key, Timestamp now, std::string_view permit);
+  PermitAnswer Renew(std::string_view key, Timestamp now, std::string_view permit);
+
+  PermitStats Stats() const;
+  // Adds keys holding permits, accounted bytes and the bound to `s` (the store's Stats()).
+  void AddStats(StoreStats& s) const;
+
+  const PermitSpec& spec() const { return spec_; }
+
+  // What a key and a permit are accounted (an upper bound of their heap: strings, hash and tree
+  // nodes with an allocator header each, bucket pointers).
+  static size_t KeyBytes(size_t key_size);
+  static size_t PermitBytes(size_t id_size);
+
+  // Public for the shard's definition in permit_table.cc only.
+  struct KeyPermits {
+    std::unordered_map<std::string, Timestamp> by_id;
+    std::set<std::pair<Timestamp, std::string_view>> by_expiry;  // views of by_id's ids
+  };
+  struct Shard {
+    mutable std::mutex mu;
+    std::unordered_map<std::string, KeyPermits> keys;             // only keys with live permits
+    std::set<std::pair<Timestamp, const std::string*>> earliest;  // each key's earliest expiry
+    size_t bytes = 0;
+    size_t budget = 0;
+    int64_t in_flight = 0;
+    uint64_t expired = 0;
+  };
+
+ private:
+  PermitTable(const PermitSpec& spec, size_t max_bytes, size_t shards, size_t max_key_bytes,
+              uint64_t seed, size_t budget);
+  bool Valid(std::string_view key, std::string_view permit) const;
+  Shard& ShardFor(std::string_view key) const;
+
+  const PermitSpec spec_;
+  const size_t max_bytes_;
+  const size_t max_key_bytes_;
+  const uint64_t seed_;
+  const size_t shard_mask_;
+  std::unique_ptr<Shard[]> shards_;
+};
+
+// The permit tables of one memory store that are alive, for its Stats().
+class LivePermitTables {
+ public:
+  void Add(const PermitTable* table);
+  void Remove(const PermitTable* table);
+  void AddStats(StoreStats& s) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<const PermitTable*> tables_;
+};
+
+// A PermitPool over a table of its own, answering on the caller's thread before each call
+// returns. `live` (may be null) lists the table while the pool lives.
+Result<std::unique_ptr<PermitPool>> MakeMemoryPermitPool(const PermitSpec& spec, size_t max_bytes,
+                                                         size_t shards, size_t max_key_bytes,
+                                                         std::shared_ptr<LivePermitTables> live);
+
+}  // namespace sluice::internal
+
+#endif  // SLUICE_STORE_MEMORY_PERMIT_TABLE_H_
