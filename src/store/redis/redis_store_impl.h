@@ -91,6 +91,9 @@ class RedisStoreImpl final : public RedisStore,
 
   void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
                  std::span<Decision> out) override;
+  // Concurrency permits: keys <prefix>:permits:{<id>:<identity>} (redis_permits.cc).
+  Result<std::unique_ptr<PermitPool>> MakePermitPool(const PermitSpec& spec,
+                                                     const LimiterOptions& options) override;
   void DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
                       DecideAllCallback done) override;
 

@@ -1,0 +1,87 @@
+// The memory store's permit pools: the permit suite (tests/store/permit_suite.h) on a manual
+// clock, and the memory bound under a flood of acquires on distinct keys.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "sluice/memory_store.h"
+#include "store/permit_suite.h"
+
+namespace sluice::testing {
+namespace {
+
+using std::chrono::seconds;
+
+PermitStoreUnderTest MemoryPermits() {
+  return {.name = "memory",
+          .open = []() -> std::shared_ptr<Store> {
+            auto store = OpenMemoryStore({});
+            return store ? *store : nullptr;
+          },
+          .manual_clock = true};
+}
+
+INSTANTIATE_TEST_SUITE_P(Memory, PermitSuite, ::testing::Values(MemoryPermits()), PermitSuiteName);
+
+// A flood of acquires on distinct keys (a client inventing tenants) fills the pool's part of the
+// bound and is then refused as `full`; no permit granted before is dropped to make room, and the
+// store's accounted bytes stay within its bound. Once the flood's permits expire, the memory is
+// taken again.
+TEST(MemoryPermits, AFloodOfDistinctKeysIsRefusedAtTheBoundWithoutEvictingLivePermits) {
+  constexpr size_t kMaxBytes = size_t{1} << 20;
+  auto store = OpenMemoryStore({.max_bytes = kMaxBytes, .shards = 4});
+  ASSERT_TRUE(store.has_value());
+  auto pool = (*store)->MakePermitPool({.max_in_flight = 2, .ttl = seconds(30)}, {.id = "p"});
+  ASSERT_TRUE(pool.has_value()) << pool.error().message;
+  Timestamp now = FromNanos(int64_t{1'760'000'000} * 1'000'000'000);
+  const PermitAnswer first = Acquire(**pool, "tenant-first", now, "permit-first");
+  ASSERT_TRUE(first.granted);
+  std::vector<std::string> granted;
+  int full = 0;
+  for (int i = 0; i < 50'000; ++i) {
+    const std::string key = "tenant-" + std::to_string(i);
+    const PermitAnswer a = Acquire(**pool, key, now, "permit-" + std::to_string(i));
+    if (a.granted) {
+      granted.push_back(key);
+    } else {
+      EXPECT_TRUE(a.full) << "a new key with free slots is refused only for memory";
+      EXPECT_FALSE(a.degraded);
+      EXPECT_EQ(a.retry_after, Duration(seconds(30))) << "until the earliest permit expires";
+      ++full;
+    }
+    ASSERT_LE((*store)->Stats().bytes, kMaxBytes);
+  }
+  EXPECT_GT(full, 0) << "the flood reached the bound";
+  EXPECT_GT(granted.size(), 1000u) << "the bound holds thousands of keys";
+  EXPECT_EQ((*pool)->Stats().in_flight, static_cast<int64_t>(granted.size()) + 1);
+  // Every live permit survived the flood.
+  EXPECT_TRUE(Release(**pool, "tenant-first", now, "permit-first").granted);
+  for (const std::string& key : granted) {
+    ASSERT_TRUE(Release(**pool, key, now, "permit-" + key.substr(7)).granted) << key;
+  }
+  EXPECT_EQ((*pool)->Stats().in_flight, 0);
+  // Expired permits give their memory back: a second flood after the ttl is granted as much.
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(Acquire(**pool, "again-" + std::to_string(i), now, "x").granted);
+  }
+  now += seconds(31);
+  size_t again = 0;
+  for (int i = 0; i < 50'000; ++i) {
+    again += Acquire(**pool, "later-" + std::to_string(i), now, "y").granted ? 1 : 0;
+  }
+  EXPECT_GE(again, granted.size());
+  EXPECT_EQ((*pool)->Stats().expired, 100u);
+}
+
+TEST(MemoryPermits, ABoundTooSmallForOneKeyAtItsLimitIsRefusedWithTheReason) {
+  auto store = OpenMemoryStore({.max_bytes = size_t{64} << 10});
+  ASSERT_TRUE(store.has_value());
+  auto pool = (*store)->MakePermitPool({.max_in_flight = 100'000, .ttl = seconds(1)}, {.id = "p"});
+  ASSERT_FALSE(pool.has_value());
+  EXPECT_NE(pool.error().message.find("memory bound"), std::string::npos) << pool.error().message;
+}
+
+}  // namespace
+}  // namespace sluice::testing
