@@ -315,6 +315,10 @@ std::string RenderCheckResponse(const CheckResponse& response) {
     if (s.slot) {  // an acquire's concurrency slot (permit_json.h)
       out += ",\"in_flight\":";
       util::AppendJsonInt(out, s.in_flight);
+      out += ",\"store_time_us\":";
+      util::AppendJsonInt(out, s.slot_store_time_us);
+      out += ",\"permit_expires_us\":";
+      util::AppendJsonInt(out, s.slot_expires_us);
       if (s.slot_refused) {
         out += ",\"permit_retry_after_ms\":";
         util::AppendJsonInt(out, CeilMillis(s.slot_retry_after));

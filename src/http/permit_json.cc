@@ -55,6 +55,8 @@ std::string RenderPermitResult(const PermitResult& result, bool renew) {
   }
   out += ",\"degraded\":";
   out += result.degraded ? "true" : "false";
+  out += ",\"store_time_us\":";
+  util::AppendJsonInt(out, result.store_time_us);
   out += "}\n";
   return out;
 }

@@ -4,7 +4,11 @@
 //   {"overall":"OK","permit":"AQ...","permit_ttl_ms":30000,"delay_ms":0,"statuses":[...]}
 //
 // A release or renew body is {"permit":"<text>"}, strictly; the answers are
-// {"released":true,"degraded":false} and {"renewed":true,"permit_ttl_ms":30000,"degraded":false}.
+// {"released":true,"degraded":false,"store_time_us":...} and
+// {"renewed":true,"permit_ttl_ms":30000,"degraded":false,"store_time_us":...}. An acquire's status
+// of a descriptor with a concurrency limit adds "in_flight", "store_time_us" and
+// "permit_expires_us" (the store's clock: the invariant's, docs/load-protection.md), and when
+// refused "permit_retry_after_ms".
 #ifndef SLUICE_HTTP_PERMIT_JSON_H_
 #define SLUICE_HTTP_PERMIT_JSON_H_
 

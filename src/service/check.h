@@ -98,6 +98,10 @@ struct DescriptorStatus {
   bool slot_refused = false;
   int64_t in_flight = 0;
   Duration slot_retry_after{0};
+  // The store's clock when it decided, and a granted slot's expiry on it (microseconds since the
+  // epoch; 0 when the store was not reached): what the invariant is stated in.
+  int64_t slot_store_time_us = 0;
+  int64_t slot_expires_us = 0;
 };
 
 struct CheckResponse {

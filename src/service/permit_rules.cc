@@ -30,6 +30,8 @@ bool SlotAdmits(const PermitAnswer& answer, FailureMode failure_mode) {
 void ApplySlot(DescriptorStatus& status, const PermitAnswer& answer, FailureMode failure_mode) {
   status.slot = true;
   status.in_flight = answer.in_flight;
+  status.slot_store_time_us = answer.store_time_us;
+  status.slot_expires_us = answer.granted ? answer.expires_us : 0;
   status.degraded = status.degraded || answer.degraded;
   if (SlotAdmits(answer, failure_mode)) return;
   status.slot_refused = true;

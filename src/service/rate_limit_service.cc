@@ -589,6 +589,7 @@ void Service::CallPermit(SlotCall call, std::string_view text, PermitCallback do
               for (const PermitAnswer& a : answers) {
                 r.done = r.done && a.granted;
                 r.degraded = r.degraded || a.degraded;
+                r.store_time_us = std::max(r.store_time_us, a.store_time_us);
                 ttl = std::min(ttl, std::chrono::duration_cast<Duration>(
                                         std::chrono::microseconds(a.expires_us - a.store_time_us)));
               }

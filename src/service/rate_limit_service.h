@@ -85,6 +85,9 @@ struct PermitResult {
   bool done = false;
   bool degraded = false;
   Duration permit_ttl{0};
+  // The latest of the store's clocks when its slots were decided (microseconds since the epoch;
+  // 0 when no store answered): from this instant the released slots are free.
+  int64_t store_time_us = 0;
 };
 
 class RateLimitService {
