@@ -228,8 +228,12 @@ class Service final : public RateLimitService {
         label = detailed;
       }
     }
+    // A concurrency limit without a rate limit is as used as its key's slots are.
     const double fraction = capacity > 0 ? static_cast<double>(used) / static_cast<double>(capacity)
-                                         : (s.over_limit ? 1.0 : 0.0);
+                            : s.slot && s.limit->concurrency
+                                ? static_cast<double>(s.in_flight) /
+                                      static_cast<double>(s.limit->concurrency->spec.max_in_flight)
+                                : (s.over_limit ? 1.0 : 0.0);
     metrics_->RecordDecision(domain, label, result, fraction);
     const bool near = !s.over_limit && fraction >= metrics_->near_limit_ratio();
     if (s.over_limit || near) {
