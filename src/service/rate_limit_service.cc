@@ -449,6 +449,8 @@ CheckResponse Service::Finish(Checking& c) {
   // A refused request was given back to every queue it entered: it waits for none. A charge is
   // for work already done: nothing to hold.
   for (DescriptorStatus& s : c.response.statuses) {
+    // A refused slot's wait is the status's too (retry_after_ms), beside its rate limit's.
+    if (s.slot_refused) s.retry_after = std::max(s.retry_after, s.slot_retry_after);
     if (c.rejected || c.charge) s.delay = Duration(0);
     c.response.delay = std::max(c.response.delay, s.delay);
   }
