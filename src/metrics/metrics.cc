@@ -303,6 +303,22 @@ void AppendIdentities(std::string& out, const UsageViews& usage) {
 
 }  // namespace
 
+void Metrics::AppendDurations(std::string& out) const {
+  AppendHelpAndType(out, "sluice_decision_duration_seconds",
+                    "Time to answer one check request, all its limits together.", "histogram");
+  AppendHistogram(
+      out, "sluice_decision_duration_seconds", {}, kDurationLe, Load(impl_->duration),
+      static_cast<double>(impl_->duration_sum_ns.load(std::memory_order_relaxed)) / 1e9);
+
+  AppendHelpAndType(out, "sluice_acquire_duration_seconds",
+                    "Time to answer one acquire request (POST /v1/acquire), its concurrency slots "
+                    "and rate limits together.",
+                    "histogram");
+  AppendHistogram(
+      out, "sluice_acquire_duration_seconds", {}, kDurationLe, Load(impl_->acquire_duration),
+      static_cast<double>(impl_->acquire_duration_sum_ns.load(std::memory_order_relaxed)) / 1e9);
+}
+
 std::string Metrics::Render() const {
   auto series = impl_->series.Snapshot();
   std::sort(series.begin(), series.end(), [](const auto* a, const auto* b) {
@@ -344,19 +360,7 @@ std::string Metrics::Render() const {
     AppendHistogram(out, "sluice_limit_utilization", e->value.labels, kUtilizationLe, counts, sum);
   }
 
-  AppendHelpAndType(out, "sluice_decision_duration_seconds",
-                    "Time to answer one check request, all its limits together.", "histogram");
-  AppendHistogram(
-      out, "sluice_decision_duration_seconds", {}, kDurationLe, Load(impl_->duration),
-      static_cast<double>(impl_->duration_sum_ns.load(std::memory_order_relaxed)) / 1e9);
-
-  AppendHelpAndType(out, "sluice_acquire_duration_seconds",
-                    "Time to answer one acquire request (POST /v1/acquire), its concurrency slots "
-                    "and rate limits together.",
-                    "histogram");
-  AppendHistogram(
-      out, "sluice_acquire_duration_seconds", {}, kDurationLe, Load(impl_->acquire_duration),
-      static_cast<double>(impl_->acquire_duration_sum_ns.load(std::memory_order_relaxed)) / 1e9);
+  AppendDurations(out);
 
   AppendHelpAndType(out, "sluice_store_errors_total", "Store calls that failed.", "counter");
   AppendSample(out, "sluice_store_errors_total", {}, {},

@@ -134,6 +134,8 @@ class Metrics {
   std::string Render() const;
 
  private:
+  // The check and acquire latency histograms, for Render.
+  void AppendDurations(std::string& out) const;
   struct Impl;
   const double near_limit_ratio_;
   std::unique_ptr<Impl> impl_;
