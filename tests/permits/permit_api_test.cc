@@ -254,6 +254,23 @@ TEST_F(PermitApi, ChecksSkipConcurrencyRulesAndCountThem) {
   EXPECT_NE(m.find("sluice_acquire_duration_seconds_count 2"), std::string::npos);
 }
 
+TEST_F(PermitApi, TheLimitsListingShowsConcurrency) {
+  HttpApiOptions options;
+  options.admin_token = "t";
+  HttpApi admin(service_.get(), &metrics_, options);
+  HttpRequestView get{"GET", "/v1/limits", "", ""};
+  get.authorization = "Bearer t";
+  const HttpReply r = admin.Handle(get);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto limits = nlohmann::json::parse(r.body)["domains"][0]["limits"];
+  ASSERT_EQ(limits.size(), 3u);
+  EXPECT_EQ(limits[0]["kind"], "unlimited");
+  EXPECT_EQ(
+      limits[0]["concurrency"],
+      nlohmann::json({{"max_in_flight", 2}, {"permit_ttl_ms", 30000}, {"failure_mode", "open"}}));
+  EXPECT_FALSE(limits[1].contains("concurrency"));
+}
+
 TEST_F(PermitApi, AReloadKeepsThePoolsOfUnchangedLimits) {
   const std::string a = MustAcquire(Body({{"tenant", "acme"}}));
   MustAcquire(Body({{"tenant", "acme"}}));
