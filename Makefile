@@ -64,7 +64,7 @@ test-tsan: deps
 	@cmake --preset tsan >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target $(TSAN_TESTS)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 $(CTEST) \
-	  -R '^(Memory|DecideAll|ManualScheduler|ThreadScheduler|RedisFailure|MetricsConcurrency|UsageViewsTest\.Threads|AsyncRedisService|RedisStore\.OneThread|RedisStore\.AnAnsweredCallback|RedisStoreLifetime|Redis/StoreSuite|RedisRestart|RedisEvents|LeasedStore|Algorithms/LeasedOnRedis|LeaseScript|BatchedStore|ClientConcurrency)'
+	  -R '^(Memory|DecideAll|ManualScheduler|ThreadScheduler|RedisFailure|MetricsConcurrency|UsageViewsTest\.Threads|AsyncRedisService|RedisStore\.OneThread|RedisStore\.AnAnsweredCallback|RedisStoreLifetime|Redis/StoreSuite|Redis/PermitSuite|RedisPermits|RedisRestart|RedisEvents|LeasedStore|Algorithms/LeasedOnRedis|LeaseScript|BatchedStore|ClientConcurrency)'
 
 # The fault matrix of docs/reliability.md against real processes (a private redis-server and
 # build/bin/sluiced per row): Redis killed, paused, restarted empty, DEBUG SLEEP, CLIENT KILL,

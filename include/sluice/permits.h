@@ -21,6 +21,7 @@
 #ifndef SLUICE_PERMITS_H_
 #define SLUICE_PERMITS_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -35,9 +36,14 @@ namespace sluice {
 // flood of acquires cannot make a store hold long strings.
 inline constexpr size_t kMaxPermitIdBytes = 64;
 
+// The permit ttls every store keeps (MakePermitPool refuses others): Redis keeps expiries in
+// microseconds and key TTLs in milliseconds; a year keeps every expiry far inside 64 bits.
+inline constexpr Duration kMinPermitTtl = std::chrono::milliseconds(1);
+inline constexpr Duration kMaxPermitTtl = std::chrono::hours(24 * 366);
+
 struct PermitSpec {
-  int64_t max_in_flight = 0;  // > 0
-  Duration ttl{0};            // how long a permit lives unless renewed; > 0
+  int64_t max_in_flight = 0;  // > 0 (and below 2^53, what Redis's Lua counts exactly)
+  Duration ttl{0};  // how long a permit lives unless renewed: kMinPermitTtl..kMaxPermitTtl
 
   bool operator==(const PermitSpec&) const = default;
 };

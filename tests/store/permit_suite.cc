@@ -49,6 +49,8 @@ PermitAnswer Renew(PermitPool& pool, std::string_view key, Timestamp now, std::s
 }
 
 void PermitSuite::SetUp() {
+  if (GetParam().set_up) GetParam().set_up();
+  if (IsSkipped() || HasFatalFailure()) return;
   store_ = GetParam().open();
   ASSERT_NE(store_, nullptr);
 }
@@ -266,6 +268,9 @@ TEST_P(PermitSuite, AHolderThatNeverReleasesIsBoundedByMaxAndTheTtl) {
 TEST_P(PermitSuite, ASpecOutsideItsRangeIsRefused) {
   EXPECT_FALSE(store_->MakePermitPool({.max_in_flight = 0, .ttl = seconds(1)}, {.id = "p"}));
   EXPECT_FALSE(store_->MakePermitPool({.max_in_flight = 1, .ttl = Duration(0)}, {.id = "p"}));
+  EXPECT_FALSE(store_->MakePermitPool({.max_in_flight = 1, .ttl = kMaxPermitTtl + Duration(1)},
+                                      {.id = "p"}));
+  EXPECT_TRUE(store_->MakePermitPool({.max_in_flight = 1, .ttl = kMinPermitTtl}, {.id = "p"}));
 }
 
 }  // namespace sluice::testing

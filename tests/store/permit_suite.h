@@ -4,6 +4,7 @@
 //
 //   memory store     tests/store/memory/memory_permits_test.cc  (store_test)
 //   Redis            tests/store/redis/redis_permits_test.cc    (redis_test)
+//   Redis Cluster    tests/store/redis/redis_cluster_test.cc    (redis_cluster_test)
 //
 //   INSTANTIATE_TEST_SUITE_P(MyStore, PermitSuite, ::testing::Values(MyPermitStore()),
 //                            PermitSuiteName);
@@ -34,6 +35,8 @@ struct PermitStoreUnderTest {
   std::function<std::shared_ptr<Store>()> open;
   // Decides by the `now` it is given (true), or by a clock of its own (false).
   bool manual_clock = true;
+  // Optional: run before every test (GTEST_SKIP there when the store cannot be reached).
+  std::function<void()> set_up;
 };
 
 void PrintTo(const PermitStoreUnderTest& store, std::ostream* os);

@@ -41,7 +41,7 @@ void Modify(Shard& shard, KeyIt it, F&& change) {
   shard.keys.erase(it);
 }
 
-void Erase(Shard& shard, KeyPermits& k, std::unordered_map<std::string, Timestamp>::iterator p) {
+void Erase(Shard& shard, KeyPermits& k, std::map<std::string, Timestamp, std::less<>>::iterator p) {
   k.by_expiry.erase({p->second, p->first});
   shard.bytes -= PermitTable::PermitBytes(p->first.size());
   --shard.in_flight;
@@ -54,14 +54,14 @@ void DropExpired(Shard& shard, Timestamp now) {
     const KeyIt it = shard.keys.find(*shard.earliest.begin()->second);
     Modify(shard, it, [&](KeyPermits& k) {
       while (!k.by_expiry.empty() && Earliest(k) <= now) {
-        Erase(shard, k, k.by_id.find(std::string(k.by_expiry.begin()->second)));
+        Erase(shard, k, k.by_id.find(k.by_expiry.begin()->second));
         ++shard.expired;
       }
     });
   }
 }
 
-void SetExpiry(KeyPermits& k, std::unordered_map<std::string, Timestamp>::iterator p,
+void SetExpiry(KeyPermits& k, std::map<std::string, Timestamp, std::less<>>::iterator p,
                Timestamp expiry) {
   k.by_expiry.erase({p->second, p->first});
   p->second = expiry;
@@ -92,16 +92,14 @@ int64_t Held(const Shard& shard, std::string_view key) {
 size_t PermitTable::KeyBytes(size_t key_size) {
   return (key_size + 1 + kAllocHeader) +  // the key's characters
          (sizeof(void*) + sizeof(std::pair<const std::string, KeyPermits>) + sizeof(size_t) +
-          kAllocHeader) +  // its hash node
-         sizeof(void*) +   // its bucket
+          kAllocHeader) +     // its hash node
+         2 * sizeof(void*) +  // its bucket: the array grows to twice the keys before a rehash
          (kTreeNodeHeader + sizeof(std::pair<Timestamp, const std::string*>) + kAllocHeader);
 }
 
 size_t PermitTable::PermitBytes(size_t id_size) {
   return (id_size + 1 + kAllocHeader) +
-         (sizeof(void*) + sizeof(std::pair<const std::string, Timestamp>) + sizeof(size_t) +
-          kAllocHeader) +
-         sizeof(void*) +
+         (kTreeNodeHeader + sizeof(std::pair<const std::string, Timestamp>) + kAllocHeader) +
          (kTreeNodeHeader + sizeof(std::pair<Timestamp, std::string_view>) + kAllocHeader);
 }
 
@@ -109,7 +107,9 @@ Result<std::unique_ptr<PermitTable>> PermitTable::Make(const PermitSpec& spec, s
                                                        size_t shards, size_t max_key_bytes,
                                                        uint64_t seed) {
   if (spec.max_in_flight <= 0) return MakeError("a concurrency limit's max_in_flight must be > 0");
-  if (spec.ttl <= Duration(0)) return MakeError("a concurrency limit's permit_ttl must be > 0");
+  if (spec.ttl < kMinPermitTtl || spec.ttl > kMaxPermitTtl) {
+    return MakeError("a concurrency limit's permit_ttl must be between 1ms and 366 days");
+  }
   // One key at max_in_flight must fit a shard, or the limit could not be reached.
   const size_t one_key = KeyBytes(max_key_bytes) +
                          static_cast<size_t>(spec.max_in_flight) * PermitBytes(kMaxPermitIdBytes);
@@ -163,7 +163,7 @@ PermitAnswer PermitTable::Acquire(std::string_view key, Timestamp now,
   const Timestamp expiry = now + spec_.ttl;
   auto it = shard.keys.find(std::string(key));
   if (it != shard.keys.end()) {
-    if (auto p = it->second.by_id.find(std::string(request.permit)); p != it->second.by_id.end()) {
+    if (auto p = it->second.by_id.find(request.permit); p != it->second.by_id.end()) {
       Modify(shard, it, [&](KeyPermits& k) { SetExpiry(k, p, expiry); });
       PermitAnswer a = Answer(true, now, static_cast<int64_t>(it->second.by_id.size()));
       a.expires_us = CeilMicros(expiry);
@@ -206,7 +206,7 @@ PermitAnswer PermitTable::Release(std::string_view key, Timestamp now, std::stri
   DropExpired(shard, now);
   const auto it = shard.keys.find(std::string(key));
   if (it == shard.keys.end()) return Answer(false, now, 0);
-  const auto p = it->second.by_id.find(std::string(permit));
+  const auto p = it->second.by_id.find(permit);
   if (p == it->second.by_id.end()) {
     return Answer(false, now, static_cast<int64_t>(it->second.by_id.size()));
   }
@@ -221,7 +221,7 @@ PermitAnswer PermitTable::Renew(std::string_view key, Timestamp now, std::string
   DropExpired(shard, now);
   const auto it = shard.keys.find(std::string(key));
   if (it == shard.keys.end()) return Answer(false, now, 0);
-  const auto p = it->second.by_id.find(std::string(permit));
+  const auto p = it->second.by_id.find(permit);
   const int64_t held = static_cast<int64_t>(it->second.by_id.size());
   if (p == it->second.by_id.end()) return Answer(false, now, held);
   const Timestamp expiry = now + spec_.ttl;

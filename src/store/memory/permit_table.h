@@ -11,6 +11,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -52,8 +54,9 @@ class PermitTable {
   static size_t PermitBytes(size_t id_size);
 
   // Public for the shard's definition in permit_table.cc only.
+  // Trees, not hash maps: a key's few permits would each cost a bucket array.
   struct KeyPermits {
-    std::unordered_map<std::string, Timestamp> by_id;
+    std::map<std::string, Timestamp, std::less<>> by_id;
     std::set<std::pair<Timestamp, std::string_view>> by_expiry;  // views of by_id's ids
   };
   struct Shard {

@@ -63,7 +63,8 @@ class RedisPermitPool final : public PermitPool {
 
   const PermitSpec& spec() const override { return spec_; }
   PermitStats Stats() const override {
-    return {.in_flight = ledger_.held(), .expired = expired_.load(std::memory_order_relaxed)};
+    return {.in_flight = counts_->ledger.held(),
+            .expired = counts_->expired.load(std::memory_order_relaxed)};
   }
 
  private:
@@ -95,29 +96,38 @@ class RedisPermitPool final : public PermitPool {
       return done(a);
     }
     args.insert(args.begin(), NowArg(options, now));
-    store_->transport().EvalAsync(ScriptOf(call), std::move(keys), std::move(args),
-                                  [this, call, name = std::string(key), id = std::string(permit),
-                                   now, done = std::move(done)](Result<RedisReply> reply) {
-                                    done(Answer(call, name, id, now, reply));
-                                  });
+    store_->transport().EvalAsync(
+        ScriptOf(call), std::move(keys), std::move(args),
+        [store = store_, counts = counts_, ttl = spec_.ttl, call, name = std::string(key),
+         id = std::string(permit), now, done = std::move(done)](Result<RedisReply> reply) {
+          done(Answer(*store, *counts, ttl, call, name, id, now, reply));
+        });
   }
 
-  PermitAnswer Answer(PermitCall call, std::string_view key, std::string_view id, Timestamp now,
-                      const Result<RedisReply>& reply) {
+  // What a pool's answers update: shared with the calls in flight, so that a pool may go (a
+  // reload) while Redis has yet to answer them.
+  struct Counts {
+    PermitLedger ledger;
+    std::atomic<uint64_t> expired{0};
+  };
+
+  static PermitAnswer Answer(RedisStoreImpl& store, Counts& counts, Duration ttl, PermitCall call,
+                             std::string_view key, std::string_view id, Timestamp now,
+                             const Result<RedisReply>& reply) {
     PermitAnswer a;
     int64_t expired = 0;
     if (!reply || !ReadPermitReply(*reply, a, expired)) {
       const Error error =
           reply ? Error{"redis: unexpected reply from a permit script"} : reply.error();
-      store_->CountFailure(IsShortCircuit(error));
-      if (!IsConnectionError(error)) store_->CommandError(error);
+      store.CountFailure(IsShortCircuit(error));
+      if (!IsConnectionError(error)) store.CommandError(error);
       return PermitAnswer{.degraded = true};
     }
-    expired_.fetch_add(static_cast<uint64_t>(expired), std::memory_order_relaxed);
+    counts.expired.fetch_add(static_cast<uint64_t>(expired), std::memory_order_relaxed);
     if (call == PermitCall::kRelease || !a.granted) {
-      if (call != PermitCall::kAcquire) ledger_.Drop(key, id, now);
+      if (call != PermitCall::kAcquire) counts.ledger.Drop(key, id, now);
     } else {
-      ledger_.Hold(key, id, now, now + spec_.ttl);
+      counts.ledger.Hold(key, id, now, now + ttl);
     }
     return a;
   }
@@ -126,8 +136,7 @@ class RedisPermitPool final : public PermitPool {
   const PermitSpec spec_;
   const std::string id_;
   const std::string ttl_us_;
-  PermitLedger ledger_;
-  std::atomic<uint64_t> expired_{0};
+  const std::shared_ptr<Counts> counts_ = std::make_shared<Counts>();
 };
 
 }  // namespace
@@ -141,8 +150,8 @@ Result<std::unique_ptr<PermitPool>> RedisStoreImpl::MakePermitPool(const PermitS
   }
   if (spec.max_in_flight <= 0) return MakeError("a concurrency limit's max_in_flight must be > 0");
   if (spec.max_in_flight >= kLuaExact) return MakeError("max_in_flight is too large");
-  if (spec.ttl < std::chrono::milliseconds(1) || spec.ttl > std::chrono::hours(24 * 365)) {
-    return MakeError("a concurrency limit's permit_ttl must be between 1ms and a year");
+  if (spec.ttl < kMinPermitTtl || spec.ttl > kMaxPermitTtl) {
+    return MakeError("a concurrency limit's permit_ttl must be between 1ms and 366 days");
   }
   return std::unique_ptr<PermitPool>(
       std::make_unique<RedisPermitPool>(shared_from_this(), spec, options.id));

@@ -5,8 +5,10 @@
 // TIME on the key's master, unless the store is told to use the caller's). Each script first
 // removes the permits expired at its now (expiry <= now) and returns how many, so an expired
 // permit is counted once, by the node whose call dropped it. A permit is live while now <
-// expiry. The key's TTL is kept at its latest expiry, so a key nobody calls again disappears when
-// its last permit would have expired; an empty sorted set is deleted by Redis itself.
+// expiry. The key's TTL is kept at its latest expiry plus one ttl: a key nobody calls again
+// disappears a ttl after its last permit expired (an empty sorted set is deleted by Redis at
+// once), and a call within that ttl still counts the expired permits it drops. Those of a key
+// that stays idle longer go uncounted: PermitStats::expired on Redis is a lower bound.
 #ifndef SLUICE_STORE_REDIS_REDIS_SCRIPT_PERMITS_H_
 #define SLUICE_STORE_REDIS_REDIS_SCRIPT_PERMITS_H_
 
@@ -27,9 +29,9 @@ else
   now = ARGV[1] + 0
 end
 local gone = redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
-local function keep_until_latest()
+local function keep_until_latest(ttl)
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if last[2] then redis.call('PEXPIRE', key, math.ceil((last[2] - now) / 1000)) end
+  if last[2] then redis.call('PEXPIRE', key, math.ceil((last[2] + ttl - now) / 1000)) end
 end
 )lua";
 
@@ -50,7 +52,7 @@ if not redis.call('ZSCORE', key, id) then
   held = held + 1
 end
 redis.call('ZADD', key, exp, id)
-keep_until_latest()
+keep_until_latest(ttl)
 return {1, held, now, exp, 0, gone}
 )lua"};
 
@@ -69,7 +71,7 @@ local held = redis.call('ZCARD', key)
 if not redis.call('ZSCORE', key, id) then return {0, held, now, 0, 0, gone} end
 local exp = now + ttl
 redis.call('ZADD', key, exp, id)
-keep_until_latest()
+keep_until_latest(ttl)
 return {1, held, now, exp, 0, gone}
 )lua"};
 

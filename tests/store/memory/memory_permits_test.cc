@@ -2,12 +2,17 @@
 // clock, and the memory bound under a flood of acquires on distinct keys.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sluice/memory_store.h"
+#include "sluice/open_store.h"
 #include "store/permit_suite.h"
+#include "support/heap_in_use.h"
 
 namespace sluice::testing {
 namespace {
@@ -15,15 +20,31 @@ namespace {
 using std::chrono::seconds;
 
 PermitStoreUnderTest MemoryPermits() {
-  return {.name = "memory",
-          .open = []() -> std::shared_ptr<Store> {
-            auto store = OpenMemoryStore({});
-            return store ? *store : nullptr;
-          },
-          .manual_clock = true};
+  PermitStoreUnderTest store;
+  store.name = "memory";
+  store.open = []() -> std::shared_ptr<Store> {
+    auto opened = OpenMemoryStore({});
+    return opened ? *opened : nullptr;
+  };
+  store.manual_clock = true;
+  return store;
 }
 
-INSTANTIATE_TEST_SUITE_P(Memory, PermitSuite, ::testing::Values(MemoryPermits()), PermitSuiteName);
+// Through OpenStore: the layers sluiced puts in front pass the pools through.
+PermitStoreUnderTest MemoryThroughOpenStore() {
+  PermitStoreUnderTest store;
+  store.name = "memory_open_store";
+  store.open = []() -> std::shared_ptr<Store> {
+    auto opened = OpenStore("memory");
+    return opened ? *opened : nullptr;
+  };
+  store.manual_clock = true;
+  return store;
+}
+
+INSTANTIATE_TEST_SUITE_P(Memory, PermitSuite,
+                         ::testing::Values(MemoryPermits(), MemoryThroughOpenStore()),
+                         PermitSuiteName);
 
 // A flood of acquires on distinct keys (a client inventing tenants) fills the pool's part of the
 // bound and is then refused as `full`; no permit granted before is dropped to make room, and the
@@ -39,6 +60,9 @@ TEST(MemoryPermits, AFloodOfDistinctKeysIsRefusedAtTheBoundWithoutEvictingLivePe
   const PermitAnswer first = Acquire(**pool, "tenant-first", now, "permit-first");
   ASSERT_TRUE(first.granted);
   std::vector<std::string> granted;
+  granted.reserve(50'000);  // the test's own memory, before the baseline
+  const size_t heap_before = HeapInUse();
+  const uint64_t bytes_before = (*store)->Stats().bytes;
   int full = 0;
   for (int i = 0; i < 50'000; ++i) {
     const std::string key = "tenant-" + std::to_string(i);
@@ -54,6 +78,10 @@ TEST(MemoryPermits, AFloodOfDistinctKeysIsRefusedAtTheBoundWithoutEvictingLivePe
     ASSERT_LE((*store)->Stats().bytes, kMaxBytes);
   }
   EXPECT_GT(full, 0) << "the flood reached the bound";
+  // The accounting is an upper bound of what the permits really take from the heap.
+  const size_t heap_growth = HeapInUse() - heap_before;
+  const uint64_t accounted = (*store)->Stats().bytes - bytes_before;
+  EXPECT_LE(heap_growth, accounted) << "heap " << heap_growth << " accounted " << accounted;
   EXPECT_GT(granted.size(), 1000u) << "the bound holds thousands of keys";
   EXPECT_EQ((*pool)->Stats().in_flight, static_cast<int64_t>(granted.size()) + 1);
   // Every live permit survived the flood.
@@ -73,6 +101,43 @@ TEST(MemoryPermits, AFloodOfDistinctKeysIsRefusedAtTheBoundWithoutEvictingLivePe
   }
   EXPECT_GE(again, granted.size());
   EXPECT_EQ((*pool)->Stats().expired, 100u);
+}
+
+// Threads acquiring, holding and releasing on one pool (its keys spread over the shards): the
+// holders at any moment, counted by the holders themselves, never exceed max_in_flight.
+TEST(MemoryPermits, ThreadsNeverHoldMoreThanMax) {
+  auto store = OpenMemoryStore({});
+  ASSERT_TRUE(store.has_value());
+  constexpr int64_t kMax = 3;
+  auto pool = (*store)->MakePermitPool({.max_in_flight = kMax, .ttl = seconds(30)}, {.id = "p"});
+  ASSERT_TRUE(pool.has_value());
+  const Timestamp now = FromNanos(int64_t{1'760'000'000} * 1'000'000'000);
+  constexpr int kKeys = 4;
+  std::array<std::atomic<int64_t>, kKeys> holding{};
+  std::array<std::atomic<int64_t>, kKeys> most{};
+  std::atomic<int> granted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 3000; ++i) {
+        const int k = (t + i) % kKeys;
+        const std::string key = "key-" + std::to_string(k);
+        const std::string id = std::to_string(t) + "-" + std::to_string(i);
+        if (!Acquire(**pool, key, now, id).granted) continue;
+        ++granted;
+        const int64_t h = ++holding[k];
+        int64_t m = most[k].load();
+        while (h > m && !most[k].compare_exchange_weak(m, h)) {
+        }
+        --holding[k];
+        ASSERT_TRUE(Release(**pool, key, now, id).granted);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_GT(granted.load(), 0);
+  for (int k = 0; k < kKeys; ++k) EXPECT_LE(most[k].load(), kMax);
+  EXPECT_EQ((*pool)->Stats().in_flight, 0);
 }
 
 TEST(MemoryPermits, ABoundTooSmallForOneKeyAtItsLimitIsRefusedWithTheReason) {

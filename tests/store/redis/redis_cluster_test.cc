@@ -23,6 +23,7 @@
 
 #include "sluice/redis_store.h"
 #include "store/open_store_under_test.h"
+#include "store/permit_suite.h"
 #include "store/redis/crc16.h"
 #include "store/redis/redis_client.h"
 #include "store/store_suite.h"
@@ -363,6 +364,30 @@ TEST_F(RedisCluster, ReplayThroughTheClusterPrintsWhatTheMemoryStorePrints) {
 // slot space, so the suite's multi-limit requests span slots, and a request refused in one slot
 // is given back by refund calls to the others.
 using testing::StoreSuite;
+
+// The permit suite (tests/store/permit_suite.h) on the cluster, under each key's master's TIME.
+testing::PermitStoreUnderTest ClusterPermits() {
+  return {.name = "redis_cluster",
+          .open = []() -> std::shared_ptr<Store> {
+            RedisStoreOptions o = RedisClusterOptions();
+            o.use_server_time = true;
+            o.key_prefix = testing::UniqueName("permits");
+            auto opened = OpenRedisStore(o);
+            EXPECT_TRUE(opened.has_value()) << (opened ? "" : opened.error().message);
+            return opened ? std::shared_ptr<Store>(*opened) : nullptr;
+          },
+          .manual_clock = false,
+          .set_up =
+              [] {
+                if (ClusterDir().empty())
+                  GTEST_SKIP() << "run through ctest: the cluster is its fixture";
+                ASSERT_TRUE(WaitForClusterOk(seconds(30)));
+              }};
+}
+
+using testing::PermitSuite;
+INSTANTIATE_TEST_SUITE_P(RedisCluster, PermitSuite, ::testing::Values(ClusterPermits()),
+                         testing::PermitSuiteName);
 
 testing::StoreUnderTest ClusterStore() {
   testing::StoreUnderTest store;
