@@ -20,6 +20,7 @@
 #include "support/http_test_client.h"
 #include "support/redis_server.h"
 #include "support/sluiced_process.h"
+#include "support/wait_for.h"
 
 namespace sluice::testing {
 namespace {
@@ -33,6 +34,8 @@ descriptors:
     concurrency: {max_in_flight: 4, permit_ttl: 1s}
   - key: long
     concurrency: {max_in_flight: 2, permit_ttl: 60s}
+  - key: lost
+    concurrency: {max_in_flight: 2, permit_ttl: 60s, failure_mode: closed}
 )";
 
 class PermitsOnRedis : public ::testing::Test {
@@ -89,6 +92,33 @@ TEST_F(PermitsOnRedis, PermitsSurviveASluicedRestartAndReleaseOnAnyNode) {
   EXPECT_EQ(Post(b->port(), "/v1/acquire", Acquire("long", "acme"))["status"], 200);
   const Json again = Post(b->port(), "/v1/release", Json{{"permit", first}}.dump());
   EXPECT_EQ(again["released"], false);
+}
+
+// Lost writes are outside the invariant (docs/load-protection.md, "Failover, restarts and lost
+// writes"): a Redis that comes back empty does not know the permits still held, grants
+// max_in_flight more, and a lost permit's release answers false. Real concurrency is then
+// max_in_flight plus the permits lost (until they would have expired).
+TEST_F(PermitsOnRedis, ARedisThatLostItsWritesAdmitsMaxPlusTheLostPermits) {
+  auto node = Start();
+  const std::string a =
+      Post(node->port(), "/v1/acquire", Acquire("lost", "acme")).value("permit", "");
+  const std::string b =
+      Post(node->port(), "/v1/acquire", Acquire("lost", "acme")).value("permit", "");
+  ASSERT_FALSE(a.empty());
+  ASSERT_FALSE(b.empty());
+  ASSERT_EQ(Post(node->port(), "/v1/acquire", Acquire("lost", "acme"))["status"], 429);
+
+  ASSERT_TRUE(redis_.Restart());  // empty, as after a crash without persistence
+  // failure_mode closed: only the store grants. A probe on a key of its own waits for it.
+  ASSERT_TRUE(WaitFor([&] {
+    return Post(node->port(), "/v1/acquire", Acquire("lost", "probe"))["status"] == 200;
+  }));
+  // a and b are still held by their holders; the store grants two more.
+  EXPECT_EQ(Post(node->port(), "/v1/acquire", Acquire("lost", "acme"))["status"], 200);
+  EXPECT_EQ(Post(node->port(), "/v1/acquire", Acquire("lost", "acme"))["status"], 200);
+  EXPECT_EQ(Post(node->port(), "/v1/acquire", Acquire("lost", "acme"))["status"], 429)
+      << "max_in_flight again, over what it knows";
+  EXPECT_EQ(Post(node->port(), "/v1/release", Json{{"permit", a}}.dump())["released"], false);
 }
 
 // One granted permit, on the store's clock: live from `from` until `until` (its release, or its
