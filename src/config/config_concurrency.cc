@@ -7,10 +7,12 @@
 namespace sluice::server::internal {
 namespace {
 
-// Longer permits would let one crashed holder keep a slot for a day; shorter ones cannot be
+// Inside what every store keeps (sluice::kMinPermitTtl..kMaxPermitTtl), narrower on purpose:
+// longer permits would let one crashed holder keep a slot for over a day; shorter ones cannot be
 // renewed in time by a client over a slow network.
-constexpr Duration kMinPermitTtl = std::chrono::milliseconds(100);
-constexpr Duration kMaxPermitTtl = std::chrono::hours(24);
+constexpr Duration kShortestPermitTtl = std::chrono::milliseconds(100);
+constexpr Duration kLongestPermitTtl = std::chrono::hours(24);
+static_assert(kShortestPermitTtl >= kMinPermitTtl && kLongestPermitTtl <= kMaxPermitTtl);
 // The memory store keeps one entry per held permit: this bounds one key's.
 constexpr int64_t kMaxInFlight = 1'000'000;
 
@@ -74,7 +76,7 @@ Result<ConcurrencyLimit> ParseConcurrency(const std::string& file, const YAML::N
   if (!text) return std::unexpected(text.error());
   auto d = ParseDuration(*text);
   if (!d) return ErrorAt(file, *ttl, "permit_ttl: " + d.error().message);
-  if (*d < kMinPermitTtl || *d > kMaxPermitTtl) {
+  if (*d < kShortestPermitTtl || *d > kLongestPermitTtl) {
     return ErrorAt(file, *ttl, "permit_ttl must be between 100ms and 24h (got " + *text + ")");
   }
   limit.spec.ttl = *d;
