@@ -319,6 +319,7 @@ struct Service::Checking {
   std::vector<size_t> slot_status;              // the status of each slot
   std::vector<FailureMode> slot_failure_modes;  // each slot's limit's
   Duration permit_ttl = Duration::max();        // the shortest of the slots'
+  bool slots_asked = false;                     // the store was asked for them
 };
 
 struct Service::Async {
@@ -544,10 +545,11 @@ void Service::AcquireAsync(const CheckRequest& request, AcquireCallback done) {
   PermitToken token{*random, {}};
   for (const PermitSlot& slot : c.slots) token.keys.push_back(slot.key);
   const std::string id = token.Id();
+  // `asked` points into the state that owns this callback, so it lives as long.
   state->finished = [this, slots = c.slots, id, permit = EncodePermit(token), ttl = c.permit_ttl,
-                     done = std::move(done)](CheckResponse response) {
+                     asked = &c.slots_asked, done = std::move(done)](CheckResponse response) {
     AcquireResponse out{std::move(response), {}, Duration(0)};
-    if (out.check.overall != Code::kOk) {
+    if (out.check.overall != Code::kOk && *asked) {
       // Releasing a slot that was not taken changes nothing: every slot is given back.
       CallSlots(SlotCall::kRelease, slots, id, clock_->Now(), [](std::vector<PermitAnswer>) {});
     } else if (!slots.empty()) {
@@ -558,6 +560,7 @@ void Service::AcquireAsync(const CheckRequest& request, AcquireCallback done) {
   };
   // A blocking rule has refused already: no slot is asked for.
   if (c.rejected || c.slots.empty()) return Decide(state);
+  c.slots_asked = true;
   CallSlots(SlotCall::kAcquire, c.slots, id, c.now, [this, state](std::vector<PermitAnswer> got) {
     Checking& check = state->c;
     for (size_t k = 0; k < got.size(); ++k) {
