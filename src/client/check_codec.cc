@@ -72,6 +72,36 @@ Result<CheckResponse> DecodeStatuses(const Json& json) {
 }
 }  // namespace
 
+Result<AcquiredPermit> DecodeAcquirePermit(std::string_view body) {
+  const Json json = Json::parse(body, nullptr, false);
+  if (!json.is_object()) return MakeError("the answer is not an acquire answer");
+  AcquiredPermit out;
+  const auto permit = json.find("permit");
+  const auto ttl = json.find("permit_ttl_ms");
+  if (permit == json.end() || permit->is_null()) return out;
+  if (!permit->is_string() || ttl == json.end() || !ttl->is_number_integer()) {
+    return MakeError("the answer is not an acquire answer");
+  }
+  out.token = permit->get<std::string>();
+  out.ttl = std::chrono::milliseconds(ttl->get<int64_t>());
+  return out;
+}
+
+std::string EncodePermitBody(const std::string& token) { return Json{{"permit", token}}.dump(); }
+
+Result<PermitOutcome> DecodePermitOutcome(std::string_view body, const char* field) {
+  const Json json = Json::parse(body, nullptr, false);
+  const auto done = json.is_object() ? json.find(field) : json.end();
+  if (done == json.end() || !done->is_boolean()) return MakeError("not a permit answer");
+  PermitOutcome out;
+  out.done = done->get<bool>();
+  const auto ttl = json.find("permit_ttl_ms");
+  if (ttl != json.end() && ttl->is_number_integer()) {
+    out.ttl = std::chrono::milliseconds(ttl->get<int64_t>());
+  }
+  return out;
+}
+
 std::string DecodeErrorMessage(std::string_view body) {
   const Json json = Json::parse(body, nullptr, false);
   if (json.is_object() && json.contains("error") && json["error"].is_string()) {

@@ -26,6 +26,7 @@
 #include "config/forward_auth.h"
 #include "config/limit_unit.h"
 #include "sluice/limit_spec.h"
+#include "sluice/permits.h"
 #include "sluice/quota_sync.h"
 #include "sluice/region_scope.h"
 #include "sluice/status.h"
@@ -50,6 +51,20 @@ enum class OverLimitHits { kDrop, kCount };
 std::string_view ModeName(Mode mode);
 std::string_view FailureModeName(FailureMode mode);
 std::string_view OverLimitHitsName(OverLimitHits hits);
+
+// A descriptor's `concurrency: {max_in_flight: 100, permit_ttl: 30s}` (docs/load-protection.md):
+// at most max_in_flight requests of the descriptor in flight at once, across every sluiced
+// sharing the store, taken by POST /v1/acquire and given back by /v1/release. Always exact:
+// `sync: leased|batched` and `scope: global` are refused (a permit cannot be leased ahead or
+// split among regions without breaking the invariant).
+struct ConcurrencyLimit {
+  PermitSpec spec;  // max_in_flight > 0, ttl = permit_ttl > 0
+  // What an acquire is answered when the store cannot be asked: `failure_mode` in the
+  // concurrency block, else the descriptor's rate_limit's, else open.
+  FailureMode failure_mode = FailureMode::kOpen;
+
+  bool operator==(const ConcurrencyLimit&) const = default;
+};
 
 struct Limit {
   // Stable store namespace: the domain, the plan if any, and the configured descriptor path,
@@ -81,6 +96,10 @@ struct Limit {
   bool detailed_metric = false;
   std::vector<std::string> replaces;  // names of limits this one replaces in the same request
   std::string origin;                 // "file:line" of the descriptor, for messages
+  // The descriptor's concurrency limit, if it has one. A descriptor with `concurrency` and no
+  // `rate_limit` is a Limit of kind kUnlimited (no rate limit) with this set. Its permits live
+  // under their own store namespace (LimiterSet's pool id), apart from the rate limit's counters.
+  std::optional<ConcurrencyLimit> concurrency;
 };
 
 // One domain: its rules, its plans, and who is on which plan.

@@ -79,11 +79,11 @@ class DomainParser {
 
   Result<void> ParseDescriptor(const YAML::Node& node, DescriptorTree& tree,
                                DescriptorTree::NodeId parent, const Path& path) {
-    auto fields =
-        Fields::Of(file_, node, "a descriptor",
-                   {"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric",
-                    "quota_mode", "share_threshold", "value_to_metric", "metadata"},
-                   &warnings_);
+    auto fields = Fields::Of(
+        file_, node, "a descriptor",
+        {"key", "value", "rate_limit", "concurrency", "descriptors", "shadow_mode",
+         "detailed_metric", "quota_mode", "share_threshold", "value_to_metric", "metadata"},
+        &warnings_);
     if (!fields) return std::unexpected(fields.error());
     if (++descriptors_ > kMaxDescriptorsPerDomain) {
       return ErrorAt(file_, node,
@@ -127,9 +127,17 @@ class DomainParser {
     const auto quota = ReadDescriptorFlag(*fields, "quota_mode");
     if (!quota) return std::unexpected(quota.error());
 
-    if (const auto rl = fields->Get("rate_limit")) {
-      auto limit = ParseRateLimit(*rl, *shadow);
+    const auto rl = fields->Get("rate_limit");
+    const auto cc = fields->Get("concurrency");
+    if (rl || cc) {
+      auto limit = rl ? ParseRateLimit(*rl, *shadow) : ConcurrencyOnly();
       if (!limit) return std::unexpected(limit.error());
+      if (cc) {
+        auto concurrency =
+            ParseConcurrency(file_, *cc, rl ? std::optional(limit->failure_mode) : std::nullopt);
+        if (!concurrency) return std::unexpected(concurrency.error());
+        limit->concurrency = *concurrency;
+      }
       limit->id = here.id;
       limit->domain = domain_.name;
       limit->plan = plan_;
@@ -144,6 +152,14 @@ class DomainParser {
       return ParseList(*nested, tree, added.node, here);
     }
     return {};
+  }
+
+  // A descriptor with `concurrency` and no `rate_limit`: no rate limit (kind kUnlimited, as
+  // `unlimited: true` is), only its permits.
+  static Result<Limit> ConcurrencyOnly() {
+    Limit limit;
+    limit.kind = LimitKind::kUnlimited;
+    return limit;
   }
 
   // ratelimit reads an empty or null `value` as no value (config_impl.go: the key alone is the

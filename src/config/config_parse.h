@@ -52,6 +52,12 @@ Result<std::optional<CalendarSpec>> ParseCalendar(const std::string& file, const
 // `unit` in JSON): day, week, month, year. Its length is the nominal one (a month 30 days).
 Unit CalendarReportUnit(CalendarUnit unit);
 
+// A descriptor's `concurrency: {max_in_flight, permit_ttl[, failure_mode]}`; `inherited` is the
+// failure mode of the descriptor's rate_limit, if it has one (the block's own wins). Refuses
+// `sync` other than exact and `scope` other than region.
+Result<ConcurrencyLimit> ParseConcurrency(const std::string& file, const YAML::Node& node,
+                                          std::optional<FailureMode> inherited);
+
 // Whether `name` can be a region's name (letters, digits, '_', '-', '.'; 1 to 64 bytes).
 bool IsRegionName(std::string_view name);
 

@@ -74,6 +74,16 @@ void AppendConfigLimit(std::string& out, const Limit& limit) {
   }
   out += "],";
   util::AppendJsonStringMember(out, "origin", limit.origin);
+  if (limit.concurrency) {  // docs/load-protection.md
+    out += ",\"concurrency\":{\"max_in_flight\":";
+    util::AppendJsonInt(out, limit.concurrency->spec.max_in_flight);
+    out += ",\"permit_ttl_ms\":";
+    util::AppendJsonInt(out, limit.concurrency->spec.ttl / std::chrono::milliseconds(1));
+    out += ',';
+    util::AppendJsonStringMember(out, "failure_mode",
+                                 FailureModeName(limit.concurrency->failure_mode));
+    out += '}';
+  }
   out += '}';
 }
 

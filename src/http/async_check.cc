@@ -31,6 +31,37 @@ struct PendingCheck {
 
 }  // namespace
 
+HttpReply AnswerAsync(const std::function<void(ReplyWith)>& start, const HttpRequestView& request) {
+  auto* pending = new PendingCheck;
+  start([pending](HttpReply reply) {
+    std::unique_lock<std::mutex> lock(pending->mu);
+    if (pending->deferred) {
+      const HttpReplyCallback send = std::move(pending->send);
+      lock.unlock();
+      pending->Release();
+      send(std::move(reply));
+      return;
+    }
+    pending->reply = std::move(reply);
+    pending->answered.notify_one();
+    lock.unlock();
+    pending->Release();
+  });
+  std::unique_lock<std::mutex> lock(pending->mu);
+  if (!pending->reply && request.deferral != nullptr) {
+    pending->send = request.deferral->Defer();
+    pending->deferred = true;
+    lock.unlock();
+    pending->Release();
+    return DeferredReply();
+  }
+  pending->answered.wait(lock, [pending] { return pending->reply.has_value(); });
+  HttpReply reply = std::move(*pending->reply);
+  lock.unlock();
+  pending->Release();
+  return reply;
+}
+
 HttpReply AnswerCheck(RateLimitService& service, const CheckRequest& check,
                       const HttpRequestView& request, const CheckReplier& replier) {
   auto* pending = new PendingCheck;

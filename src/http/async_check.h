@@ -7,6 +7,7 @@
 #define SLUICE_HTTP_ASYNC_CHECK_H_
 
 #include <chrono>
+#include <functional>
 
 #include "http/http_message.h"
 #include "service/check.h"
@@ -30,6 +31,11 @@ class CheckReplier {
 // waits for the answer.
 HttpReply AnswerCheck(RateLimitService& service, const CheckRequest& check,
                       const HttpRequestView& request, const CheckReplier& replier);
+
+// The same for any asynchronous answer (the permit routes): `start` is given the function that
+// delivers the reply, which must be called exactly once, from any thread.
+using ReplyWith = std::function<void(HttpReply)>;
+HttpReply AnswerAsync(const std::function<void(ReplyWith)>& start, const HttpRequestView& request);
 
 }  // namespace sluice::server
 

@@ -266,6 +266,13 @@ void AppendLimitJson(std::string& out, const Limit* limit) {
   } else {
     out += ",\"algorithm\":null,\"burst\":null";
   }
+  if (limit->concurrency) {
+    out += ",\"concurrency\":{\"max_in_flight\":";
+    util::AppendJsonInt(out, limit->concurrency->spec.max_in_flight);
+    out += ",\"permit_ttl_ms\":";
+    util::AppendJsonInt(out, CeilMillis(limit->concurrency->spec.ttl));
+    out += '}';
+  }
   out += '}';
 }
 
@@ -305,6 +312,18 @@ std::string RenderCheckResponse(const CheckResponse& response) {
     AppendBool(out, s.degraded);
     out += ",\"replaced\":";
     AppendBool(out, s.replaced);
+    if (s.slot) {  // an acquire's concurrency slot (permit_json.h)
+      out += ",\"in_flight\":";
+      util::AppendJsonInt(out, s.in_flight);
+      out += ",\"store_time_us\":";
+      util::AppendJsonInt(out, s.slot_store_time_us);
+      out += ",\"permit_expires_us\":";
+      util::AppendJsonInt(out, s.slot_expires_us);
+      if (s.slot_refused) {
+        out += ",\"permit_retry_after_ms\":";
+        util::AppendJsonInt(out, CeilMillis(s.slot_retry_after));
+      }
+    }
     out += '}';
   }
   out += "]}\n";

@@ -60,6 +60,11 @@ HttpReply HttpApi::Handle(const HttpRequestView& request) const {
     if (method != "POST") return MethodNotAllowed("POST");
     return Check(request);
   }
+  if (path == "/v1/acquire" || path == "/v1/release" || path == "/v1/renew") {
+    if (method != "POST") return MethodNotAllowed("POST");
+    if (path == "/v1/acquire") return Acquire(request);
+    return ReleaseOrRenew(request, path == "/v1/renew");
+  }
   if (path == "/healthz") {
     if (!get) return MethodNotAllowed("GET, HEAD");
     return JsonReply(200, "{\"status\":\"ok\"}\n");

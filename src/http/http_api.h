@@ -6,6 +6,10 @@
 //
 // Routes (docs/server.md has examples):
 //   POST   /v1/check            the check; 200 allowed, 429 over an enforced limit, 400 bad
+//   POST   /v1/acquire          a check that also takes concurrency slots: 200 with a permit,
+//                               429, 400 (permit_api.cc; docs/load-protection.md)
+//   POST   /v1/release          {"permit":"..."}: 200 {"released":bool}, 400 malformed
+//   POST   /v1/renew            {"permit":"..."}: 200 {"renewed":bool,...}, 400 malformed
 //   GET    /healthz             200 while the process runs
 //   GET    /readyz              200 when the service is ready (config loaded, store answers)
 //   GET    /metrics             Prometheus text format 0.0.4
@@ -77,6 +81,10 @@ class HttpApi final : private CheckReplier {
 
  private:
   HttpReply Check(const HttpRequestView& request) const;
+  // The permit routes (permit_api.cc). Acquire is let in as a check is; release and renew, with
+  // --api-tokens, by any known client (a permit names no domain, and only its holder has it).
+  HttpReply Acquire(const HttpRequestView& request) const;
+  HttpReply ReleaseOrRenew(const HttpRequestView& request, bool renew) const;
   HttpReply Refuse(AuthFailure failure) const;  // counted
   HttpReply Reply(const Result<CheckResponse>& response,
                   std::chrono::steady_clock::time_point asked) const override;  // CheckReplier

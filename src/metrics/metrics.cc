@@ -147,7 +147,9 @@ struct Metrics::Impl {
   Counts<kDurationBoundsNs.size() + 1> duration{};
   std::atomic<uint64_t> duration_sum_ns{0};
   std::atomic<uint64_t> store_errors{0};
-  std::array<std::atomic<uint64_t>, 3> unchecked{};      // by UncheckedDescriptor
+  Counts<kDurationBoundsNs.size() + 1> acquire_duration{};
+  std::atomic<uint64_t> acquire_duration_sum_ns{0};
+  std::array<std::atomic<uint64_t>, 4> unchecked{};      // by UncheckedDescriptor
   std::array<std::atomic<uint64_t>, 4> forward_auth{};   // by ForwardAuthResult
   std::array<std::atomic<uint64_t>, 3> auth_failures{};  // by AuthFailure
   std::atomic<uint64_t> forward_auth_invalid_host{0};
@@ -185,13 +187,24 @@ void Metrics::RecordDecision(std::string_view domain, std::string_view limit, De
                                       std::memory_order_relaxed);
 }
 
-void Metrics::RecordDuration(Duration d) {
+namespace {
+
+template <typename C>
+void RecordIn(C& counts, std::atomic<uint64_t>& sum_ns, Duration d) {
   const int64_t ns = std::max<int64_t>(d.count(), 0);
   const size_t b =
       static_cast<size_t>(std::lower_bound(kDurationBoundsNs.begin(), kDurationBoundsNs.end(), ns) -
                           kDurationBoundsNs.begin());
-  impl_->duration[b].fetch_add(1, std::memory_order_relaxed);
-  impl_->duration_sum_ns.fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
+  counts[b].fetch_add(1, std::memory_order_relaxed);
+  sum_ns.fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
+}
+
+}  // namespace
+
+void Metrics::RecordDuration(Duration d) { RecordIn(impl_->duration, impl_->duration_sum_ns, d); }
+
+void Metrics::RecordAcquireDuration(Duration d) {
+  RecordIn(impl_->acquire_duration, impl_->acquire_duration_sum_ns, d);
 }
 
 void Metrics::RecordStoreError() { impl_->store_errors.fetch_add(1, std::memory_order_relaxed); }
@@ -290,6 +303,22 @@ void AppendIdentities(std::string& out, const UsageViews& usage) {
 
 }  // namespace
 
+void Metrics::AppendDurations(std::string& out) const {
+  AppendHelpAndType(out, "sluice_decision_duration_seconds",
+                    "Time to answer one check request, all its limits together.", "histogram");
+  AppendHistogram(
+      out, "sluice_decision_duration_seconds", {}, kDurationLe, Load(impl_->duration),
+      static_cast<double>(impl_->duration_sum_ns.load(std::memory_order_relaxed)) / 1e9);
+
+  AppendHelpAndType(out, "sluice_acquire_duration_seconds",
+                    "Time to answer one acquire request (POST /v1/acquire), its concurrency slots "
+                    "and rate limits together.",
+                    "histogram");
+  AppendHistogram(
+      out, "sluice_acquire_duration_seconds", {}, kDurationLe, Load(impl_->acquire_duration),
+      static_cast<double>(impl_->acquire_duration_sum_ns.load(std::memory_order_relaxed)) / 1e9);
+}
+
 std::string Metrics::Render() const {
   auto series = impl_->series.Snapshot();
   std::sort(series.begin(), series.end(), [](const auto* a, const auto* b) {
@@ -331,11 +360,7 @@ std::string Metrics::Render() const {
     AppendHistogram(out, "sluice_limit_utilization", e->value.labels, kUtilizationLe, counts, sum);
   }
 
-  AppendHelpAndType(out, "sluice_decision_duration_seconds",
-                    "Time to answer one check request, all its limits together.", "histogram");
-  AppendHistogram(
-      out, "sluice_decision_duration_seconds", {}, kDurationLe, Load(impl_->duration),
-      static_cast<double>(impl_->duration_sum_ns.load(std::memory_order_relaxed)) / 1e9);
+  AppendDurations(out);
 
   AppendHelpAndType(out, "sluice_store_errors_total", "Store calls that failed.", "counter");
   AppendSample(out, "sluice_store_errors_total", {}, {},
@@ -343,10 +368,12 @@ std::string Metrics::Render() const {
 
   AppendHelpAndType(out, "sluice_descriptors_unchecked_total",
                     "Request descriptors answered OK without a check: past the checked "
-                    "descriptors of a request, with too many entries, or with a key too long.",
+                    "descriptors of a request, with too many entries, with a key too long, or "
+                    "a concurrency rule reached by a check rather than an acquire.",
                     "counter");
-  constexpr std::array<std::string_view, 3> kUncheckedReasons = {
-      R"(reason="descriptors")", R"(reason="entries")", R"(reason="key")"};
+  constexpr std::array<std::string_view, 4> kUncheckedReasons = {
+      R"(reason="descriptors")", R"(reason="entries")", R"(reason="key")",
+      R"(reason="concurrency")"};
   for (size_t r = 0; r < kUncheckedReasons.size(); ++r) {
     AppendSample(out, "sluice_descriptors_unchecked_total", kUncheckedReasons[r], {},
                  impl_->unchecked[r].load(std::memory_order_relaxed));

@@ -58,6 +58,7 @@ enum class UncheckedDescriptor {
   kPastMaxDescriptors,  // "descriptors": past the request's checked descriptors
   kTooManyEntries,      // "entries"
   kKeyTooLong,          // "key"
+  kConcurrency,         // "concurrency": a concurrency rule reached by a check, not an acquire
 };
 
 // What the forward-auth endpoint answered a proxy (http/forward_auth_api.h): the `result`
@@ -104,6 +105,8 @@ class Metrics {
   void RecordDecision(std::string_view domain, std::string_view limit, DecisionResult result,
                       double utilization);
   void RecordDuration(Duration d);
+  // Time to answer one acquire (POST /v1/acquire), its slots and rate limits together.
+  void RecordAcquireDuration(Duration d);
   void RecordStoreError();
   // n descriptors of one request answered without a check (OK, no limit), for `reason`.
   void RecordUncheckedDescriptors(UncheckedDescriptor reason, uint64_t n);
@@ -131,6 +134,8 @@ class Metrics {
   std::string Render() const;
 
  private:
+  // The check and acquire latency histograms, for Render.
+  void AppendDurations(std::string& out) const;
   struct Impl;
   const double near_limit_ratio_;
   std::unique_ptr<Impl> impl_;

@@ -91,6 +91,17 @@ struct DescriptorStatus {
   bool shadow_over_limit = false;
   bool degraded = false;  // the store failed: decided by failure_mode
   bool replaced = false;  // dropped by another matched limit's `replaces`: not checked
+  // An acquire's slot of this descriptor's concurrency limit (limit->concurrency): whether one
+  // was asked for, whether it was refused (then code is kOverLimit), the permits of its key held
+  // after the call, and, refused, until the earliest of them expires.
+  bool slot = false;
+  bool slot_refused = false;
+  int64_t in_flight = 0;
+  Duration slot_retry_after{0};
+  // The store's clock when it decided, and a granted slot's expiry on it (microseconds since the
+  // epoch; 0 when the store was not reached): what the invariant is stated in.
+  int64_t slot_store_time_us = 0;
+  int64_t slot_expires_us = 0;
 };
 
 struct CheckResponse {

@@ -144,6 +144,8 @@ std::string_view UncheckedName(Unchecked reason) {
       return "entries";
     case Unchecked::kKeyTooLong:
       return "key";
+    case Unchecked::kConcurrency:
+      return "concurrency";
   }
   return "none";
 }

@@ -78,6 +78,9 @@ enum class Unchecked : uint8_t {
   kPastMaxDescriptors,  // index >= max_descriptors
   kTooManyEntries,      // more than max_entries entries
   kKeyTooLong,          // a key longer than max_key_bytes
+  // Its limit's concurrency (not its rate limit, which is checked): only POST /v1/acquire takes
+  // a permit, since only its caller can give it back (service/permit_rules.h).
+  kConcurrency,
 };
 Unchecked UncheckedReason(const CheckRequest& request, size_t index,
                           const CheckLimits& limits = kCheckLimits);

@@ -46,7 +46,11 @@ Result<std::shared_ptr<const LimiterSet>> LimiterSet::Install(std::shared_ptr<co
   set->store_ = &store;
   size_t limited = 0;
   for (const auto& [name, domain] : config->domains()) {
-    for (const Limit& limit : domain.limits) limited += limit.kind == LimitKind::kLimited;
+    // A concurrency pool takes a part of the memory store's bound as a limiter does
+    // (InstallPools).
+    for (const Limit& limit : domain.limits) {
+      limited += (limit.kind == LimitKind::kLimited) + limit.concurrency.has_value();
+    }
   }
   for (const auto& [name, domain] : config->domains()) {
     for (const Limit& limit : domain.limits) {
@@ -82,7 +86,45 @@ Result<std::shared_ptr<const LimiterSet>> LimiterSet::Install(std::shared_ptr<co
     }
   }
   set->config_ = std::move(config);
+  if (auto pools = set->InstallPools(previous, store); !pools) {
+    return std::unexpected(pools.error());
+  }
   return std::shared_ptr<const LimiterSet>(std::move(set));
+}
+
+std::string LimiterSet::PoolStoreId(std::string_view limit_id) {
+  return StoreLimitId(std::string(limit_id) + "|@concurrency");
+}
+
+Result<void> LimiterSet::InstallPools(const LimiterSet* previous, Store& store) {
+  // A pool takes a limiter's part of the memory store's bound, as the limiters do.
+  size_t sharing = 0;
+  for (const auto& [name, domain] : config_->domains()) {
+    for (const Limit& limit : domain.limits) {
+      sharing += (limit.kind == LimitKind::kLimited) + limit.concurrency.has_value();
+    }
+  }
+  for (const auto& [name, domain] : config_->domains()) {
+    for (const Limit& limit : domain.limits) {
+      if (!limit.concurrency || pools_.contains(limit.id)) continue;
+      const Pool* old = previous != nullptr ? previous->PoolFor(limit.id) : nullptr;
+      Pool pool{&limit, PoolStoreId(limit.id), nullptr};
+      if (old != nullptr && *old->limit->concurrency == *limit.concurrency) {
+        pool.pool = old->pool;
+      } else {
+        LimiterOptions options;
+        options.id = pool.store_id;
+        options.fail_open = limit.concurrency->failure_mode == FailureMode::kOpen;
+        options.limits_sharing_memory = sharing;
+        auto made = store.MakePermitPool(limit.concurrency->spec, options);
+        if (!made) return MakeError(limit.origin + ": concurrency: " + made.error().message);
+        pool.pool = std::shared_ptr<PermitPool>(std::move(*made));
+      }
+      pools_.emplace(limit.id, std::move(pool));
+    }
+  }
+  for (const auto& [id, pool] : pools_) pools_by_store_id_.emplace(pool.store_id, &pool);
+  return {};
 }
 
 Result<LimiterSet::Found> LimiterSet::For(const Limit& limit) const {

@@ -12,6 +12,13 @@
 // keeps every override rate's counters in one table keyed by (rate, key) (memory_store.h), and
 // Redis keeps them under keys that name the rate, so a rate that comes back finds its counters
 // (docs/server.md, "Memory"). Internal to the service.
+//
+// A limit with `concurrency` also gets a PermitPool (Store::MakePermitPool), named by its pool id
+// (PoolStoreId: the limit id with a suffix no rate limit id can have, so the permits of a
+// descriptor never share a store key with its rate limit's counter). A reload keeps the pool of
+// every limit whose concurrency is unchanged; a changed one gets a new pool under the same id,
+// which finds in a shared store (Redis) the permits held under the old one. A permit names its
+// pools by pool id (service/permit_token.h), so a release reaching any node finds its pool.
 #ifndef SLUICE_SERVICE_LIMITER_SET_H_
 #define SLUICE_SERVICE_LIMITER_SET_H_
 
@@ -25,6 +32,7 @@
 #include <string_view>
 
 #include "config/config.h"
+#include "sluice/permits.h"
 #include "sluice/status.h"
 #include "sluice/store.h"
 
@@ -56,6 +64,25 @@ class LimiterSet {
     return it == limiters_.end() ? nullptr : it->second.limiter.get();
   }
 
+  // A configured limit's concurrency pool.
+  struct Pool {
+    const Limit* limit = nullptr;  // in config()
+    std::string store_id;          // PoolStoreId(limit->id)
+    std::shared_ptr<PermitPool> pool;
+  };
+  // By limit id, or by pool id (what a permit names); null if none.
+  const Pool* PoolFor(std::string_view limit_id) const {
+    const auto it = pools_.find(limit_id);
+    return it == pools_.end() ? nullptr : &it->second;
+  }
+  const Pool* PoolByStoreId(std::string_view store_id) const {
+    const auto it = pools_by_store_id_.find(store_id);
+    return it == pools_by_store_id_.end() ? nullptr : it->second;
+  }
+  // The store id of a limit's permits: its limit id + "|@concurrency" ('@' is escaped in every
+  // configured name, key_escape.h), made to fit a store as a limiter's id is. At most 200 bytes.
+  static std::string PoolStoreId(std::string_view limit_id);
+
   // How many override limiters the set holds now (for tests and diagnostics).
   size_t OverrideCount() const;
 
@@ -85,8 +112,13 @@ class LimiterSet {
   Result<std::shared_ptr<Limiter>> MakeOverride(const Limit& limit) const;
   void DropLeastRecentlyUsed() const;  // under overrides_mu_
 
+  // The pools of `config`, reusing `previous`'s where the concurrency is unchanged.
+  Result<void> InstallPools(const LimiterSet* previous, Store& store);
+
   std::shared_ptr<const Config> config_;
   Store* store_ = nullptr;
+  std::map<std::string, Pool, std::less<>> pools_;  // by limit id; immutable once installed
+  std::map<std::string, const Pool*, std::less<>> pools_by_store_id_;
   std::map<std::string, Entry, std::less<>> limiters_;  // by limit id; immutable once installed
   size_t max_overrides_ = kMaxOverrides;
   mutable std::mutex overrides_mu_;

@@ -13,10 +13,21 @@
 #include "config/limit_unit.h"
 #include "service/check_rules.h"
 #include "service/limiter_set.h"
+#include "service/permit_rules.h"
+#include "service/permit_slots.h"
+#include "service/permit_token.h"
 #include "service/unchecked_report.h"
 
 namespace sluice::server {
 namespace {
+
+constexpr StatFamily kInFlight{
+    "sluice_in_flight", StatKind::kGauge,
+    "Permits of each concurrency limit held now (the memory store: all of them; a shared store: "
+    "those this node granted and has not seen released or expired)."};
+constexpr StatFamily kPermitsExpired{
+    "sluice_permits_expired_total", StatKind::kCounter,
+    "Permits that expired without a release: a holder that crashed or never released."};
 
 // The part of a counter key after the limit id: the limiter is already per limit.
 std::string_view IdentityOf(std::string_view key) {
@@ -72,6 +83,13 @@ class Service final : public RateLimitService {
 
   Result<CheckResponse> Check(const CheckRequest& request) override;
   void CheckAsync(const CheckRequest& request, CheckCallback done) override;
+  void AcquireAsync(const CheckRequest& request, AcquireCallback done) override;
+  void ReleaseAsync(std::string_view permit, PermitCallback done) override {
+    CallPermit(SlotCall::kRelease, permit, std::move(done));
+  }
+  void RenewAsync(std::string_view permit, PermitCallback done) override {
+    CallPermit(SlotCall::kRenew, permit, std::move(done));
+  }
 
   Result<void> Reload(std::shared_ptr<const Config> config) override {
     auto installed = Install(std::move(config));
@@ -92,6 +110,11 @@ class Service final : public RateLimitService {
       for (const Limit& limit : domain.limits) {
         const StatLabel labels[] = {{"domain", domain.name}, {"limit", limit.metric_name}};
         if (const Limiter* l = set->Configured(limit.id)) l->ReportStats(sink, labels);
+        if (const LimiterSet::Pool* p = set->PoolFor(limit.id)) {
+          const PermitStats stats = p->pool->Stats();
+          sink.Add(kInFlight, labels, static_cast<double>(stats.in_flight));
+          sink.Add(kPermitsExpired, labels, static_cast<double>(stats.expired));
+        }
       }
     }
   }
@@ -205,8 +228,12 @@ class Service final : public RateLimitService {
         label = detailed;
       }
     }
+    // A concurrency limit without a rate limit is as used as its key's slots are.
     const double fraction = capacity > 0 ? static_cast<double>(used) / static_cast<double>(capacity)
-                                         : (s.over_limit ? 1.0 : 0.0);
+                            : s.slot && s.limit->concurrency
+                                ? static_cast<double>(s.in_flight) /
+                                      static_cast<double>(s.limit->concurrency->spec.max_in_flight)
+                                : (s.over_limit ? 1.0 : 0.0);
     metrics_->RecordDecision(domain, label, result, fraction);
     const bool near = !s.over_limit && fraction >= metrics_->near_limit_ratio();
     if (s.over_limit || near) {
@@ -216,8 +243,16 @@ class Service final : public RateLimitService {
   }
 
   struct Checking;
-  // A check up to the store: validated, matched, the limits to decide collected.
-  Result<void> Prepare(const CheckRequest& request, Checking& c);
+  struct Async;
+  // A check up to the store: validated, matched, the limits to decide collected, and for an
+  // acquire the concurrency slots to take.
+  Result<void> Prepare(const CheckRequest& request, Checking& c, bool acquire);
+  // The slot of descriptor `i`'s concurrency limit, for an acquire; a check skips it.
+  void AddSlot(Checking& c, size_t i, const Limit& limit, UncheckedCounts& unchecked) const;
+  // The rate limits of a prepared check, then state->finished.
+  void Decide(const std::shared_ptr<Async>& state);
+  // A release or renew of every slot `text` names.
+  void CallPermit(SlotCall call, std::string_view text, PermitCallback done);
   // The enforced decisions in (the shadow and soft limits are observed after them).
   static void ApplyEnforced(Checking& c, std::span<const Decision> out);
   CheckResponse Finish(Checking& c);
@@ -230,6 +265,7 @@ class Service final : public RateLimitService {
   std::atomic<std::shared_ptr<const LimiterSet>> current_;
   std::atomic<bool> draining_{false};
   UncheckedReport unchecked_;
+  const PermitIds ids_{};
 };
 
 // A check of one status against the store.
@@ -253,8 +289,9 @@ void Apply(DescriptorStatus& s, const Decision& d) {
     s.reset_after = s.limit->period.length;
   }
   s.delay = d.allowed && s.mode == Mode::kEnforce ? d.delay : Duration(0);
-  s.degraded = d.degraded;
-  s.over_limit = !d.allowed;
+  // || : an acquire's slot (permit_rules.h) may have said so already.
+  s.degraded = s.degraded || d.degraded;
+  s.over_limit = s.over_limit || !d.allowed;
   if (!d.allowed) {
     if (s.mode == Mode::kShadow) s.shadow_over_limit = true;
     if (s.mode == Mode::kSoft) s.soft_over_limit = true;
@@ -277,10 +314,38 @@ struct Service::Checking {
   bool charge = false;             // CheckRequest::charge
   std::vector<LimitCheck> checks;  // of `enforced`
   bool settled = false;  // the rules answered (check_rules.h): nothing to decide or record
+  bool acquire = false;  // POST /v1/acquire: also takes `slots`
+  std::vector<PermitSlot> slots;
+  std::vector<size_t> slot_status;              // the status of each slot
+  std::vector<FailureMode> slot_failure_modes;  // each slot's limit's
+  Duration permit_ttl = Duration::max();        // the shortest of the slots'
+  bool slots_asked = false;                     // the store was asked for them
 };
 
-Result<void> Service::Prepare(const CheckRequest& request, Checking& c) {
+struct Service::Async {
+  Checking c;
+  std::function<void(CheckResponse)> finished;
+  std::atomic<size_t> observing{0};
+};
+
+void Service::AddSlot(Checking& c, size_t i, const Limit& limit, UncheckedCounts& unchecked) const {
+  const LimiterSet::Pool* pool = c.set->PoolFor(limit.id);
+  if (!c.acquire || pool == nullptr) {
+    unchecked.Add(Unchecked::kConcurrency);
+    return;
+  }
+  const DescriptorStatus& s = c.response.statuses[i];
+  constexpr CheckLimits kSlotKeyLimits{.max_counter_key_bytes = kMaxPermitKeyBytes};
+  std::string key = pool->store_id + "#" + std::string(IdentityOf(s.counter_key));
+  c.slots.push_back({pool->pool, BoundedCounterKey(std::move(key), kSlotKeyLimits)});
+  c.slot_status.push_back(i);
+  c.slot_failure_modes.push_back(limit.concurrency->failure_mode);
+  c.permit_ttl = std::min(c.permit_ttl, limit.concurrency->spec.ttl);
+}
+
+Result<void> Service::Prepare(const CheckRequest& request, Checking& c, bool acquire) {
   c.started = clock_->Now();
+  c.acquire = acquire;
   c.set = current_.load();
   const LimiterSet& set = *c.set;
   auto admitted = AdmitCheck(request, *set.config());
@@ -318,7 +383,6 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c) {
     matches[i].counter_key = BoundedCounterKey(std::move(matches[i].counter_key));
     matched[i] = matches[i].limit;
   }
-  unchecked_.Record(unchecked);
   // Only the checked descriptors can have a limit (ReplacedLimits is quadratic in what it is
   // given).
   const std::vector<bool> replaced = ReplacedLimits(
@@ -333,6 +397,7 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c) {
     if (m.limit == nullptr) continue;
     s.mode = m.limit->mode;
     s.replaced = replaced[i];
+    if (!s.replaced && m.limit->concurrency) AddSlot(c, i, *m.limit, unchecked);
     if (s.replaced || m.limit->kind == LimitKind::kUnlimited) continue;
     const int64_t hits = request.descriptors[i].hits.value_or(request.hits);
     if (m.limit->kind == LimitKind::kBlocked) {
@@ -356,6 +421,7 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c) {
         .push_back({i, limiter->limiter, IdentityOf(s.counter_key), hits, charge,
                     enforced && m.limit->quota_mode});
   }
+  unchecked_.Record(unchecked);
   c.domain = request.domain;
   c.charge = request.charge;
   c.now = clock_->Now();
@@ -384,11 +450,16 @@ CheckResponse Service::Finish(Checking& c) {
   // A refused request was given back to every queue it entered: it waits for none. A charge is
   // for work already done: nothing to hold.
   for (DescriptorStatus& s : c.response.statuses) {
+    // A refused slot's wait is the status's too (retry_after_ms), beside its rate limit's.
+    if (s.slot_refused) s.retry_after = std::max(s.retry_after, s.slot_retry_after);
     if (c.rejected || c.charge) s.delay = Duration(0);
     c.response.delay = std::max(c.response.delay, s.delay);
   }
   for (const DescriptorStatus& s : c.response.statuses) Record(c.domain, c.now, s);
-  if (metrics_ != nullptr) metrics_->RecordDuration(clock_->Now() - c.started);
+  if (metrics_ != nullptr) {
+    const Duration took = clock_->Now() - c.started;
+    c.acquire ? metrics_->RecordAcquireDuration(took) : metrics_->RecordDuration(took);
+  }
   return std::move(c.response);
 }
 
@@ -415,21 +486,19 @@ Result<CheckResponse> Service::Check(const CheckRequest& request) {
 // with Limiter::DecideAsync (all at once; the last answer finishes the check). Whatever thread
 // answers last runs `done`: with the memory store, this one, before CheckAsync returns.
 void Service::CheckAsync(const CheckRequest& request, CheckCallback done) {
-  struct Async {
-    Checking c;
-    CheckCallback done;
-    std::atomic<size_t> observing{0};
-  };
   auto state = std::make_shared<Async>();
-  if (auto prepared = Prepare(request, state->c); !prepared) {
+  if (auto prepared = Prepare(request, state->c, /*acquire=*/false); !prepared) {
     return done(std::unexpected(prepared.error()));
   }
   if (state->c.settled) return done(std::move(state->c.response));
-  state->done = std::move(done);
+  state->finished = [done = std::move(done)](CheckResponse response) { done(std::move(response)); };
+  Decide(state);
+}
 
+void Service::Decide(const std::shared_ptr<Async>& state) {
   auto observe = [this, state] {
     Checking& c = state->c;
-    if (c.observing.empty()) return state->done(Finish(c));
+    if (c.observing.empty()) return state->finished(Finish(c));
     state->observing.store(c.observing.size());
     for (const Pending& p : c.observing) {
       auto observed = [this, state, &p](const Decision& decision) {
@@ -438,7 +507,7 @@ void Service::CheckAsync(const CheckRequest& request, CheckCallback done) {
         if (check.rejected && !p.charge) d.allowed = d.allowed && d.remaining >= p.hits;
         Apply(check.response.statuses[p.status], d);  // each answer writes its own status
         if (state->observing.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-          state->done(Finish(check));
+          state->finished(Finish(check));
         }
       };
       if (p.charge) {
@@ -458,6 +527,84 @@ void Service::CheckAsync(const CheckRequest& request, CheckCallback done) {
                            ApplyEnforced(state->c, out);
                            observe();
                          });
+}
+
+// The slots first, all at once; then, if every one admitted, the rate limits as a check decides
+// them. A refusal anywhere gives back every slot (permit_rules.h: all or nothing).
+void Service::AcquireAsync(const CheckRequest& request, AcquireCallback done) {
+  if (auto ok = AdmitAcquire(request); !ok) return done(std::unexpected(ok.error()));
+  auto state = std::make_shared<Async>();
+  Checking& c = state->c;
+  if (auto prepared = Prepare(request, c, /*acquire=*/true); !prepared) {
+    return done(std::unexpected(prepared.error()));
+  }
+  if (c.settled) return done(AcquireResponse{std::move(c.response), {}, Duration(0)});
+  if (auto ok = AdmitSlotCount(c.slots.size()); !ok) return done(std::unexpected(ok.error()));
+  auto random = ids_.Next();
+  if (!random) return done(std::unexpected(random.error()));
+  PermitToken token{*random, {}};
+  for (const PermitSlot& slot : c.slots) token.keys.push_back(slot.key);
+  const std::string id = token.Id();
+  // `asked` points into the state that owns this callback, so it lives as long.
+  state->finished = [this, slots = c.slots, id, permit = EncodePermit(token), ttl = c.permit_ttl,
+                     asked = &c.slots_asked, done = std::move(done)](CheckResponse response) {
+    AcquireResponse out{std::move(response), {}, Duration(0)};
+    if (out.check.overall != Code::kOk && *asked) {
+      // Releasing a slot that was not taken changes nothing: every slot is given back.
+      CallSlots(SlotCall::kRelease, slots, id, clock_->Now(), [](std::vector<PermitAnswer>) {});
+    } else if (!slots.empty()) {
+      out.permit = permit;
+      out.permit_ttl = ttl;
+    }
+    done(std::move(out));
+  };
+  // A blocking rule has refused already: no slot is asked for.
+  if (c.rejected || c.slots.empty()) return Decide(state);
+  c.slots_asked = true;
+  CallSlots(SlotCall::kAcquire, c.slots, id, c.now, [this, state](std::vector<PermitAnswer> got) {
+    Checking& check = state->c;
+    for (size_t k = 0; k < got.size(); ++k) {
+      DescriptorStatus& s = check.response.statuses[check.slot_status[k]];
+      ApplySlot(s, got[k], check.slot_failure_modes[k]);
+      check.rejected = check.rejected || s.slot_refused;
+    }
+    if (check.rejected) {
+      // The rate limits are only looked at (cost 0), as a rejected check's shadow limits are.
+      for (Pending& p : check.enforced) {
+        p.charge = false;
+        check.observing.push_back(p);
+      }
+      check.enforced.clear();
+      check.checks.clear();
+    }
+    Decide(state);
+  });
+}
+
+void Service::CallPermit(SlotCall call, std::string_view text, PermitCallback done) {
+  auto token = DecodePermit(text);
+  if (!token) return done(std::unexpected(token.error()));
+  const std::shared_ptr<const LimiterSet> set = current_.load();
+  std::vector<PermitSlot> slots;
+  for (const std::string& key : token->keys) {
+    const LimiterSet::Pool* pool = set->PoolByStoreId(PoolIdOf(key));
+    slots.push_back({pool != nullptr ? pool->pool : nullptr, key});
+  }
+  CallSlots(call, std::move(slots), token->Id(), clock_->Now(),
+            [call, done = std::move(done)](std::vector<PermitAnswer> answers) {
+              PermitResult r;
+              r.done = !answers.empty();
+              Duration ttl = Duration::max();
+              for (const PermitAnswer& a : answers) {
+                r.done = r.done && a.granted;
+                r.degraded = r.degraded || a.degraded;
+                r.store_time_us = std::max(r.store_time_us, a.store_time_us);
+                ttl = std::min(ttl, std::chrono::duration_cast<Duration>(
+                                        std::chrono::microseconds(a.expires_us - a.store_time_us)));
+              }
+              if (r.done && call == SlotCall::kRenew) r.permit_ttl = ttl;
+              done(r);
+            });
 }
 
 }  // namespace

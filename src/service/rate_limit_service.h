@@ -67,6 +67,29 @@ struct AdminFailure {
   std::string message;
 };
 
+// The answer to an acquire (POST /v1/acquire; service/permit_rules.h): the check's answer, and
+// when it is OK, the permit that holds its concurrency slots (empty when no descriptor has a
+// concurrency limit: nothing to give back) and how long it lives unless renewed (the shortest
+// permit_ttl of its slots).
+struct AcquireResponse {
+  CheckResponse check;
+  std::string permit;
+  Duration permit_ttl{0};
+};
+
+// What a release or a renew did: `done` when every slot of the permit was held (and is now free,
+// or extended); false for a permit unknown, expired or already released. `degraded`: the store
+// could not be asked, nothing is known to have changed (a release leaves the slot held until its
+// TTL). A renew's permit_ttl is the shortest of its slots'.
+struct PermitResult {
+  bool done = false;
+  bool degraded = false;
+  Duration permit_ttl{0};
+  // The latest of the store's clocks when its slots were decided (microseconds since the epoch;
+  // 0 when no store answered): from this instant the released slots are free.
+  int64_t store_time_us = 0;
+};
+
 class RateLimitService {
  public:
   // Decides in `store`: the service makes its limiters there and never learns which store it
@@ -89,6 +112,23 @@ class RateLimitService {
   // before or after CheckAsync returns. `request` is read before CheckAsync returns. `done`
   // must not block. Front ends call only this.
   virtual void CheckAsync(const CheckRequest& request, CheckCallback done) { done(Check(request)); }
+
+  // Concurrency permits (docs/load-protection.md). Errors are the caller's (400): what the rules
+  // refuse (service/permit_rules.h), a malformed permit. `done` is called as CheckAsync's is.
+  using AcquireCallback = std::function<void(Result<AcquireResponse>)>;
+  using PermitCallback = std::function<void(Result<PermitResult>)>;
+  virtual void AcquireAsync(const CheckRequest& request, AcquireCallback done) {
+    (void)request;
+    done(MakeError("this service cannot acquire permits"));
+  }
+  virtual void ReleaseAsync(std::string_view permit, PermitCallback done) {
+    (void)permit;
+    done(MakeError("this service cannot release permits"));
+  }
+  virtual void RenewAsync(std::string_view permit, PermitCallback done) {
+    (void)permit;
+    done(MakeError("this service cannot renew permits"));
+  }
 
   // Swaps in a new config (already validated by LoadConfig). Counters of limits whose id and
   // spec are unchanged carry over.

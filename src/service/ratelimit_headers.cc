@@ -106,6 +106,8 @@ std::vector<std::pair<std::string, std::string>> RateLimitHeaders(const CheckRes
   bool soft = false;
   for (const DescriptorStatus& s : response.statuses) {
     soft = soft || s.soft_over_limit;
+    // A refused concurrency slot: until the earliest held permit of its key expires.
+    if (s.slot_refused) retry = std::max(retry, s.slot_retry_after);
     if (s.limit == nullptr || s.replaced || s.limit->kind == LimitKind::kUnlimited) continue;
     const Limit& limit = *s.limit;
     const std::string name = SfString(PolicyName(limit));

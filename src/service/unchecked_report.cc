@@ -5,9 +5,9 @@
 namespace sluice::server {
 namespace {
 
-constexpr std::array<UncheckedDescriptor, 3> kMetricReasons = {
+constexpr std::array<UncheckedDescriptor, 4> kMetricReasons = {
     UncheckedDescriptor::kPastMaxDescriptors, UncheckedDescriptor::kTooManyEntries,
-    UncheckedDescriptor::kKeyTooLong};
+    UncheckedDescriptor::kKeyTooLong, UncheckedDescriptor::kConcurrency};
 
 std::string Describe(const std::array<uint64_t, 3>& n) {
   const CheckLimits& l = kCheckLimits;
@@ -28,11 +28,13 @@ void UncheckedReport::Record(const UncheckedCounts& counts) {
       metrics_->RecordUncheckedDescriptors(kMetricReasons[r], counts.by_reason[r]);
     }
   }
-  if (!warn_) return;
+  // A concurrency rule skipped by a check is the documented answer, not a client's fault: it is
+  // counted, not logged.
+  if (!warn_ || counts.by_reason[0] + counts.by_reason[1] + counts.by_reason[2] == 0) return;
   std::string message;
   {
     std::lock_guard lock(mu_);
-    for (size_t r = 0; r < counts.by_reason.size(); ++r) since_warning_[r] += counts.by_reason[r];
+    for (size_t r = 0; r < since_warning_.size(); ++r) since_warning_[r] += counts.by_reason[r];
     const Timestamp now = clock_->Now();
     if (warned_ && now - last_warning_ < kWarnEvery) return;
     warned_ = true;

@@ -27,11 +27,12 @@ namespace sluice::server {
 
 // One request's unchecked descriptors, by reason.
 struct UncheckedCounts {
-  std::array<uint64_t, 3> by_reason{};  // kPastMaxDescriptors, kTooManyEntries, kKeyTooLong
+  // kPastMaxDescriptors, kTooManyEntries, kKeyTooLong, kConcurrency
+  std::array<uint64_t, 4> by_reason{};
   void Add(Unchecked reason) {
     if (reason != Unchecked::kNo) ++by_reason[static_cast<size_t>(reason) - 1];
   }
-  bool any() const { return by_reason[0] + by_reason[1] + by_reason[2] != 0; }
+  bool any() const { return by_reason[0] + by_reason[1] + by_reason[2] + by_reason[3] != 0; }
 };
 
 class UncheckedReport {
@@ -51,7 +52,7 @@ class UncheckedReport {
   const Warn warn_;
   const Clock* const clock_;
   std::mutex mu_;  // guards the fields below; taken only for a request with unchecked ones
-  std::array<uint64_t, 3> since_warning_{};
+  std::array<uint64_t, 3> since_warning_{};  // the bounds only: a concurrency skip is by design
   bool warned_ = false;
   Timestamp last_warning_{};
 };

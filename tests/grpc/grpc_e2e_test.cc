@@ -32,6 +32,8 @@ descriptors:
     rate_limit: {name: per_route, unit: hour, requests_per_unit: 10, algorithm: fixed_window}
   - key: internal
     rate_limit: {unlimited: true}
+  - key: jobs
+    concurrency: {max_in_flight: 1, permit_ttl: 30s}
   - key: path
     rate_limit: {name: per_path, unit: minute, requests_per_unit: 1, algorithm: fixed_window}
   - key: category
@@ -179,6 +181,17 @@ TEST_F(GrpcEndToEnd, UnlimitedAndUnmatched) {
   EXPECT_EQ(got.statuses(0).limit_remaining(), std::numeric_limits<uint32_t>::max());
   EXPECT_FALSE(got.statuses(1).has_current_limit());
   EXPECT_EQ(got.statuses(1).limit_remaining(), 0u);
+}
+
+// Envoy's protocol cannot release a permit: a concurrency rule is skipped (OK, as unlimited)
+// and counted (docs/load-protection.md).
+TEST_F(GrpcEndToEnd, ConcurrencyRulesAreSkippedAndCounted) {
+  for (int i = 0; i < 3; ++i) {
+    const auto r = MustCall(OneDescriptor("e2e", "jobs", "a"));
+    EXPECT_EQ(r.overall_code(), rls::RateLimitResponse::OK) << i << " (max_in_flight is 1)";
+  }
+  EXPECT_NE(metrics_.Render().find("sluice_descriptors_unchecked_total{reason=\"concurrency\"} 3"),
+            std::string::npos);
 }
 
 TEST_F(GrpcEndToEnd, UnknownDomainLimitsNothing) {

@@ -358,6 +358,26 @@ descriptors:
   EXPECT_EQ(Ask("203.0.113.9", "X-Api-Key: k\r\n").status, 429);
 }
 
+// A proxy's forward-auth has no release: a concurrency rule is skipped (allowed) and counted
+// (docs/load-protection.md), while the rate limit beside it still counts.
+TEST_F(ForwardAuthApiTest, ConcurrencyRulesAreSkippedAndCounted) {
+  Start({{"api.yaml", R"yaml(
+domain: api
+forward_auth:
+  actions:
+    - [{header: X-Api-Key, key: api_key}]
+descriptors:
+  - key: api_key
+    rate_limit: {unit: minute, requests_per_unit: 2, algorithm: fixed_window}
+    concurrency: {max_in_flight: 1, permit_ttl: 30s}
+)yaml"}});
+  EXPECT_EQ(Ask("203.0.113.9", "X-Api-Key: k\r\n").status, 200);
+  EXPECT_EQ(Ask("203.0.113.9", "X-Api-Key: k\r\n").status, 200) << "max_in_flight 1: skipped";
+  EXPECT_EQ(Ask("203.0.113.9", "X-Api-Key: k\r\n").status, 429) << "the rate limit counts";
+  EXPECT_NE(metrics_.Render().find("sluice_descriptors_unchecked_total{reason=\"concurrency\"} 3"),
+            std::string::npos);
+}
+
 TEST_F(ForwardAuthApiTest, SeveralDomainsNeedSluiceDomain) {
   std::string other = kConfig;
   other.replace(other.find("domain: api"), 11, "domain: web");

@@ -32,6 +32,8 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: 5}
   - key: shadowed
     rate_limit: {unit: minute, requests_per_unit: 2, mode: shadow}
+  - key: inflight
+    concurrency: {max_in_flight: 10, permit_ttl: 30s}
 """
 
 LEASED = CONFIG + """  - key: leased
@@ -132,10 +134,10 @@ class Sluiced:
         with open(self.log_path, "rb") as f:
             return f.read().decode(errors="replace")
 
-    def check(self, key, value):
+    def check(self, key, value, route="check"):
         body = json.dumps({"domain": "golden",
                            "descriptors": [{"entries": [{"key": key, "value": value}]}]})
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/check",
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/{route}",
                                          data=body.encode(), method="POST")
         try:
             with urllib.request.urlopen(request, timeout=10) as r:
@@ -203,6 +205,7 @@ def run_setup(binary, name, workdir):
             for value in ("a", "b"):
                 sluiced.check(key, value)
         sluiced.check("exact", "a")
+        sluiced.check("inflight", "a", route="acquire")
         for _ in range(6):  # over the exact limit: refusals have series of their own
             sluiced.check("exact", "hot")
         return shape(sluiced.metrics())

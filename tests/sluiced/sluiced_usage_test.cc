@@ -33,6 +33,8 @@ descriptors:
     rate_limit: {name: per_key, unit: minute, requests_per_unit: 10}
   - key: trial
     rate_limit: {name: trial_cap, unit: minute, requests_per_unit: 2, mode: shadow}
+  - key: jobs
+    concurrency: {max_in_flight: 4, permit_ttl: 30s}
 )";
 
 std::string ReadFile(const std::filesystem::path& p) {

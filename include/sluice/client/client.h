@@ -16,6 +16,14 @@
 //   descriptors, hits) is refused locally without a call. Charges always go to sluiced.
 // - Check blocks; CheckAsync runs the call on one of max_connections worker threads.
 //
+// - Acquire (POST /v1/acquire, docs/load-protection.md) returns a Permit holding the request's
+//   concurrency slots: it releases them when destroyed (or on Release()), and renews itself in
+//   the background every third of its permit_ttl, counted from when each acquire or renew was
+//   sent, so a long request keeps its slots and a crashed process frees them within the TTL.
+//
+//     auto answer = client->Acquire(req);
+//     if (answer && answer->allowed) { Work(); }   // answer->permit released at scope end
+//
 // Thread-safe. The clock times the cache and the deadlines; the deadline is enforced by poll(2)
 // timeouts counted down on it, so with a ManualClock a call still ends after at most the
 // deadline of real time per byte sluiced is silent for.
@@ -80,6 +88,49 @@ struct CheckResponse {
 
 enum class FailureMode { kOpen, kClosed };
 
+// The slots an acquire took (POST /v1/acquire). Releases them when destroyed, with one call to
+// sluiced bounded by the client's deadline; renews them in the background until then. Empty
+// (held() false, nothing to release) when the acquire was refused, decided by the failure mode,
+// or matched no concurrency limit. The Client must outlive its permits. Movable, not copyable.
+class Permit {
+ public:
+  Permit() = default;
+  ~Permit();
+  Permit(Permit&& other) noexcept;
+  Permit& operator=(Permit&& other) noexcept;
+  Permit(const Permit&) = delete;
+  Permit& operator=(const Permit&) = delete;
+
+  // Holds slots: granted, not released, and not lost (a renew that found it expired, or one
+  // that could not reach sluiced before the permit's TTL ran out on this process's clock).
+  bool held() const;
+  // sluiced's opaque permit text ("" when empty), for a release from elsewhere.
+  const std::string& token() const;
+  // Gives the slots back now (the destructor does otherwise): true when sluiced freed them;
+  // false when it no longer held them; an error when it could not be asked (the slots then
+  // stay held until their TTL). The permit is empty afterwards either way.
+  Result<bool> Release();
+  // Renewals that succeeded so far (the background renewer's).
+  uint64_t renewals() const;
+
+  struct State;  // internal
+
+ private:
+  friend class Client;
+  explicit Permit(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  std::shared_ptr<State> state_;
+};
+
+struct AcquireResponse {
+  bool allowed = false;
+  Source source = Source::kSluiced;     // never kCache: acquires are not cached
+  std::optional<Duration> retry_after;  // as CheckResponse's
+  std::vector<LimitStatus> statuses;
+  std::string error;       // kFailureMode: why sluiced could not answer
+  Duration permit_ttl{0};  // the permit's TTL as sluiced gave it
+  Permit permit;
+};
+
 struct ClientOptions {
   std::string host = "127.0.0.1";  // an IPv4 or IPv6 address (no name lookup on the hot path)
   int port = 8080;
@@ -110,6 +161,11 @@ class Client {
   Result<CheckResponse> Check(const CheckRequest& request);
   // The same on a worker thread; the future is ready when Check would have returned.
   std::future<Result<CheckResponse>> CheckAsync(CheckRequest request);
+
+  // A check that also takes the request's concurrency slots (POST /v1/acquire): the same
+  // errors as Check ("charge" is refused). When sluiced cannot answer, the failure mode decides
+  // and the permit is empty.
+  Result<AcquireResponse> Acquire(const CheckRequest& request);
 
   ClientStats Stats() const;
 

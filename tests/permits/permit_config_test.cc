@@ -1,0 +1,121 @@
+// The concurrency block of a descriptor, and the permit text's strict form.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "config/config.h"
+#include "service/limiter_set.h"
+#include "service/permit_token.h"
+#include "support/temp_config_dir.h"
+
+namespace sluice::server {
+namespace {
+
+class ConcurrencyConfig : public ::testing::Test {
+ protected:
+  Result<std::shared_ptr<const Config>> Load(const std::string& descriptors) {
+    return LoadConfig(dir_.Write("api.yaml", "domain: api\ndescriptors:\n" + descriptors));
+  }
+  std::string Error(const std::string& descriptors) {
+    auto c = Load(descriptors);
+    EXPECT_FALSE(c.has_value()) << descriptors;
+    return c ? "" : c.error().message;
+  }
+  test::TempConfigDir dir_{"concurrency-config"};
+};
+
+TEST_F(ConcurrencyConfig, BesideOrInsteadOfARateLimit) {
+  auto c = Load(R"yaml(
+  - key: alone
+    concurrency: {max_in_flight: 100, permit_ttl: 30s}
+  - key: beside
+    rate_limit: {unit: second, requests_per_unit: 5, failure_mode: closed}
+    concurrency: {max_in_flight: 3, permit_ttl: 2s}
+)yaml");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  const Domain* d = (*c)->FindDomain("api");
+  ASSERT_EQ(d->limits.size(), 2u);
+  const Limit& alone = d->limits[0];
+  EXPECT_EQ(alone.kind, LimitKind::kUnlimited) << "no rate limit";
+  ASSERT_TRUE(alone.concurrency.has_value());
+  EXPECT_EQ(alone.concurrency->spec.max_in_flight, 100);
+  EXPECT_EQ(alone.concurrency->spec.ttl, std::chrono::seconds(30));
+  EXPECT_EQ(alone.concurrency->failure_mode, FailureMode::kOpen);
+  const Limit& beside = d->limits[1];
+  EXPECT_EQ(beside.kind, LimitKind::kLimited);
+  EXPECT_EQ(beside.concurrency->failure_mode, FailureMode::kClosed) << "the rate_limit's";
+  // Its permits and its counters never share a store key.
+  EXPECT_NE(LimiterSet::PoolStoreId(beside.id), beside.id);
+  EXPECT_EQ(LimiterSet::PoolStoreId(beside.id).find('#'), std::string::npos);
+}
+
+TEST_F(ConcurrencyConfig, RefusesSyncAndScopeAndBadNumbers) {
+  EXPECT_NE(Error("  - key: a\n    concurrency: {max_in_flight: 1, permit_ttl: 1s, sync: leased}\n")
+                .find("always exact"),
+            std::string::npos);
+  EXPECT_NE(Error("  - key: a\n    concurrency: {max_in_flight: 1, permit_ttl: 1s, "
+                  "sync: {mode: batched, interval: 1s}}\n")
+                .find("always exact"),
+            std::string::npos);
+  EXPECT_NE(
+      Error("  - key: a\n    concurrency: {max_in_flight: 1, permit_ttl: 1s, scope: global}\n")
+          .find("scope: global cannot apply"),
+      std::string::npos);
+  EXPECT_TRUE(Load("  - key: a\n    concurrency: {max_in_flight: 1, permit_ttl: 1s, sync: exact, "
+                   "scope: region}\n")
+                  .has_value());
+  EXPECT_NE(Error("  - key: a\n    concurrency: {permit_ttl: 1s}\n").find("max_in_flight"),
+            std::string::npos);
+  EXPECT_NE(Error("  - key: a\n    concurrency: {max_in_flight: 0, permit_ttl: 1s}\n")
+                .find("between 1 and"),
+            std::string::npos);
+  EXPECT_NE(Error("  - key: a\n    concurrency: {max_in_flight: 1}\n").find("permit_ttl"),
+            std::string::npos);
+  EXPECT_NE(Error("  - key: a\n    concurrency: {max_in_flight: 1, permit_ttl: 1ms}\n")
+                .find("between 100ms and 24h"),
+            std::string::npos);
+  EXPECT_NE(
+      Error("  - key: a\n    concurrency: {max_in_flight: 1, permit_ttl: 1s, lease_ttl: 1s}\n")
+          .find("lease_ttl"),
+      std::string::npos);
+}
+
+TEST(PermitToken, RoundTripsAndIsBounded) {
+  PermitIds ids;
+  auto r1 = ids.Next();
+  auto r2 = ids.Next();
+  ASSERT_TRUE(r1 && r2);
+  EXPECT_NE(*r1, *r2);
+  PermitToken t{*r1, {}};
+  for (size_t i = 0; i < kMaxPermitSlots; ++i) {
+    t.keys.push_back("pool" + std::to_string(i) + "#" + std::string(kMaxPermitKeyBytes - 7, 'k'));
+  }
+  const std::string text = EncodePermit(t);
+  EXPECT_LE(text.size(), kMaxPermitBytes) << "the largest permit fits the bound";
+  auto back = DecodePermit(text);
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_EQ(back->random, t.random);
+  EXPECT_EQ(back->keys, t.keys);
+  EXPECT_EQ(back->Id().size(), 32u);
+  EXPECT_EQ(PoolIdOf(back->keys[3]), "pool3");
+
+  t.keys.push_back("one#more");
+  EXPECT_FALSE(DecodePermit(EncodePermit(t)).has_value()) << "more slots than the bound";
+  t.keys = {"no-hash"};
+  EXPECT_FALSE(DecodePermit(EncodePermit(t)).has_value());
+  t.keys = {"p#k"};
+  const std::string small = EncodePermit(t);
+  EXPECT_TRUE(DecodePermit(small).has_value());
+  // Each single-character change either fails or decodes to a different permit, never crashes.
+  for (size_t i = 0; i < small.size(); ++i) {
+    std::string bad = small;
+    bad[i] = bad[i] == 'A' ? 'B' : 'A';
+    auto d = DecodePermit(bad);
+    if (d) {
+      EXPECT_NE(EncodePermit(*d), small);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sluice::server
