@@ -58,10 +58,11 @@ class RedisLimiter final : public Limiter {
   // The script arguments after now: the spec's (for a calendar window, also the bounds of the
   // windows before, holding and after `now`), the cost (a charge's clamped to twice the
   // capacity, which is all a key can hold), then the flags (charge, quota).
+  // A calendar window's bounds are `zone`'s (LimitCheck::zone) when it is set.
   void AppendArgs(Timestamp now, int64_t cost, bool charge, std::vector<std::string>& args,
-                  bool quota = false) const {
+                  bool quota = false, const CalendarZone* zone = nullptr) const {
     args.insert(args.end(), params_.begin(), params_.end());
-    if (calendar_) AppendCalendarBounds(now, args);
+    if (calendar_) AppendCalendarBounds(now, args, zone);
     args.push_back(std::to_string(std::min(cost, 2 * spec_.Capacity())));
     args.push_back(std::to_string((charge ? 1 : 0) + (quota ? 2 : 0)));  // redis_scripts.h
   }
@@ -123,7 +124,8 @@ class RedisLimiter final : public Limiter {
   void RefundInBackground(std::string_view key, std::string at_arg, Timestamp now, int64_t cost,
                           GivenBackCallback done = nullptr);
   // The bounds (us) of the calendar windows before, holding and after `now`: b0 < b1 < b2 < b3.
-  void AppendCalendarBounds(Timestamp now, std::vector<std::string>& args) const;
+  void AppendCalendarBounds(Timestamp now, std::vector<std::string>& args,
+                            const CalendarZone* zone = nullptr) const;
   // Decide (charge false) or Charge, waiting for Redis.
   Decision Run(std::string_view key, Timestamp now, int64_t cost, bool charge);
   void RunAsync(std::string_view key, Timestamp now, int64_t cost, bool charge,

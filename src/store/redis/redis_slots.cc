@@ -38,7 +38,8 @@ std::vector<SlotGroup> RedisStoreImpl::Group(std::span<const LimitCheck> checks,
                               [slot](const SlotGroup& g) { return g.slot == slot; });
     if (group == groups.end()) group = groups.insert(groups.end(), SlotGroup{slot, {}});
     group->checks.push_back(
-        {i, limiter, std::move(key), checks[i].cost, checks[i].charge, checks[i].quota});
+        {i, limiter, std::move(key), checks[i].cost, checks[i].charge, checks[i].quota,
+         checks[i].zone});
   }
   return groups;
 }
@@ -53,7 +54,7 @@ void RedisStoreImpl::MultiCall(const SlotGroup& group, Timestamp now, size_t quo
     args.push_back(std::to_string(c.limiter->script_id()));
     const size_t count_at = args.size();
     args.emplace_back();
-    c.limiter->AppendArgs(now, c.cost, c.charge, args, c.quota);
+    c.limiter->AppendArgs(now, c.cost, c.charge, args, c.quota, c.zone);
     args[count_at] = std::to_string(args.size() - count_at - 1);
   }
 }

@@ -23,6 +23,7 @@ struct SlotCheck {
   int64_t cost;
   bool charge;  // never given back
   bool quota;   // LimitCheck::quota
+  const CalendarZone* zone;  // LimitCheck::zone: valid while the group's call is built
 };
 
 struct SlotGroup {
