@@ -61,6 +61,7 @@ void RedisLimiter::AppendCalendarBounds(Timestamp now, std::vector<std::string>&
   for (int64_t bound : {before.start_ns, current.start_ns, current.end_ns, next.end_ns}) {
     args.push_back(std::to_string(bound / kNanosPerUs));
   }
+  args.push_back(std::to_string(windows.zone().id));
 }
 
 Decision RedisLimiter::Failed(const Decision& d, const Error& error) {

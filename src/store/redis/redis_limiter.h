@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sluice/calendar_window.h"
+#include "store/calendar_stats.h"
 #include "sluice/limiter.h"
 #include "sluice/redis_store.h"
 #include "store/redis/redis_reply.h"
@@ -70,6 +71,10 @@ class RedisLimiter final : public Limiter {
   // never pass as a request: kCostExceedsCapacity, retry never.
   bool Read(const RedisReply& reply, int64_t cost, bool charge, Decision& d) const {
     if (!ReadDecision(reply, d)) return false;
+    // The calendar script's sixth field: decided in a window another zone opened.
+    if (reply.elements.size() == 6 && reply.elements[5].integer == 1) {
+      zone_mismatches_.fetch_add(1, std::memory_order_relaxed);
+    }
     if (charge && cost > spec_.Capacity()) {
       d.reason = DecisionReason::kCostExceedsCapacity;
       d.retry_after = kNever;
@@ -112,6 +117,12 @@ class RedisLimiter final : public Limiter {
   }
   const LimitSpec& spec() const override { return spec_; }
 
+  void ReportStats(StatsSink& sink, std::span<const StatLabel> limit_labels) const override {
+    if (!calendar_) return;
+    sink.Add(kCalendarZoneMismatches, limit_labels,
+             static_cast<double>(zone_mismatches_.load(std::memory_order_relaxed)));
+  }
+
  private:
   Decision Degraded(Decision d) const {
     d.reason = DecisionReason::kStoreUnavailable;
@@ -141,6 +152,7 @@ class RedisLimiter final : public Limiter {
   // A calendar spec's windows, which sluiced works out and sends with each call.
   std::optional<CalendarWindow> calendar_;
   std::atomic<uint64_t> errors_{0};
+  mutable std::atomic<uint64_t> zone_mismatches_{0};  // calendar windows: Read counts them
   std::atomic<uint64_t> short_circuited_{0};
 };
 

@@ -50,7 +50,7 @@ void BoundReplies(redisReader* reader) {
 
 bool ReadDecision(const RedisReply& reply, Decision& d) {
   if (reply.type != RedisReply::Type::kArray || reply.elements.size() < 4 ||
-      reply.elements.size() > 5) {
+      reply.elements.size() > 6) {
     return false;
   }
   const auto& e = reply.elements;

@@ -12,6 +12,7 @@
 
 #include "sluice/calendar_window.h"
 #include "sluice/clock.h"
+#include "sluice/stats_sink.h"
 #include "sluice/memory_store.h"
 #include "sluice/redis_store.h"
 #include "store/redis/redis_client.h"
@@ -196,6 +197,24 @@ TEST_F(RedisCalendar, EachKeysWindowIsTheZoneItOpenedIn) {
     const Decision switched = decide("k-tokyo", *new_york);
     EXPECT_EQ(switched.reset_after, seconds(7200));
     EXPECT_EQ(switched.remaining, 3);
+    // ... and counted once: the requests in their windows' own zones are not.
+    struct Sink : StatsSink {
+      double mismatches = -1;
+      void Add(const StatFamily& f, std::span<const StatLabel>, double v) override {
+        if (f.name == "sluice_calendar_zone_mismatches_total") mismatches = v;
+      }
+    } sink;
+    l->ReportStats(sink, {});
+    EXPECT_EQ(sink.mismatches, 1);
+    // A refund and a credit keep the window's zone: still Tokyo's window, still a mismatch.
+    l->Refund("k-tokyo", now, now, 1);                      // 1 left counted
+    EXPECT_EQ(decide("k-tokyo", *tokyo).remaining, 3);      // 2
+    ASSERT_TRUE(l->Adjust("k-tokyo", now, Adjustment{.amount = 1}).has_value());  // 1
+    const Decision again = decide("k-tokyo", *new_york);  // 2, in Tokyo's window
+    EXPECT_EQ(again.remaining, 3);
+    EXPECT_EQ(again.reset_after, seconds(7200));
+    l->ReportStats(sink, {});
+    EXPECT_EQ(sink.mismatches, 2);
   }
 }
 
