@@ -32,6 +32,8 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: 5}
   - key: shadowed
     rate_limit: {unit: minute, requests_per_unit: 2, mode: shadow}
+  - key: monthly
+    rate_limit: {calendar: month, timezone: Europe/Lisbon, timezone_from: tz, requests_per_unit: 9}
 """
 
 LEASED = CONFIG + """  - key: leased
