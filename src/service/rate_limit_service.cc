@@ -466,9 +466,9 @@ void Service::CheckAsync(const CheckRequest& request, CheckCallback done) {
                              .cost = p.charge || !c.rejected ? p.hits : 0,
                              .charge = p.charge,
                              .zone = &*p.zone};
-        store_->DecideAllAsync(std::span(&one, 1),
-                               c.now, [observed = std::move(observed)](
-                                          std::span<const Decision> out) { observed(out[0]); });
+        store_->DecideAllAsync(
+            std::span(&one, 1), c.now,
+            [observed = std::move(observed)](std::span<const Decision> out) { observed(out[0]); });
       } else if (p.charge) {
         // Counting every hit (over_limit_hits: count, or a charge request) counts this one
         // too, whatever the enforced limits said.

@@ -39,8 +39,8 @@ Result<std::optional<CalendarZone>> RequestZones::For(const Domain& domain, cons
   const std::string message = "unknown time zone '" + *name + "' in descriptor entry '" +
                               limit.timezone_from + "' (an IANA name such as Europe/Lisbon)";
   if (unknown_is_error) return MakeError(message);
-  CountUnknown(domain.name, message + "; decided in the rule's zone " +
-                                limit.spec.calendar.timezone);
+  CountUnknown(domain.name,
+               message + "; decided in the rule's zone " + limit.spec.calendar.timezone);
   return std::nullopt;
 }
 

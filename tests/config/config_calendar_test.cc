@@ -69,8 +69,9 @@ TEST_F(ConfigCalendarTest, ACalendarIsAFixedWindowInAZone) {
 // timezone_from: the key is the domain's request attribute (stripped before matching and
 // keying); the rule's timezone stays its default zone.
 TEST_F(ConfigCalendarTest, TimezoneFromMakesTheKeyAnAttribute) {
-  const Limit* l = Only("{calendar: month, timezone: Asia/Tokyo, timezone_from: tz, "
-                        "requests_per_unit: 10}");
+  const Limit* l = Only(
+      "{calendar: month, timezone: Asia/Tokyo, timezone_from: tz, "
+      "requests_per_unit: 10}");
   ASSERT_NE(l, nullptr);
   EXPECT_EQ(l->timezone_from, "tz");
   EXPECT_EQ(l->spec.calendar.timezone, "Asia/Tokyo");

@@ -155,8 +155,7 @@ TEST_F(ZoneService, AnUnknownZoneIsHttpsErrorNamingIt) {
   clock_.Set(At(kTokyoFeb));
   auto r = Ask("u1", "Mars/Olympus_Mons");
   ASSERT_FALSE(r.has_value());
-  EXPECT_NE(r.error().message.find("'Mars/Olympus_Mons'"), std::string::npos)
-      << r.error().message;
+  EXPECT_NE(r.error().message.find("'Mars/Olympus_Mons'"), std::string::npos) << r.error().message;
   EXPECT_NE(r.error().message.find("'tz'"), std::string::npos) << r.error().message;
 }
 

@@ -179,8 +179,8 @@ class MemoryLimiterOf final : public internal::SnapshotLimiter, public UsageSour
       const CalendarWindow zoned = alg_.InZone(zone, &zone_mismatches_);
       const uint64_t h = internal::HashKey(key, seed_);
       auto& shard = ShardFor(h);
-      return charge ? shard.template Decide</*kCharge=*/true>(zoned, key,
-                                                              static_cast<uint32_t>(h), now, cost)
+      return charge ? shard.template Decide</*kCharge=*/true>(zoned, key, static_cast<uint32_t>(h),
+                                                              now, cost)
                     : shard.Decide(zoned, key, static_cast<uint32_t>(h), now, cost);
     }
   }

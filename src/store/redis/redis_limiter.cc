@@ -53,8 +53,7 @@ void RedisLimiter::AppendCalendarBounds(Timestamp now, std::vector<std::string>&
                                         const CalendarZone* zone) const {
   // The request's zone's windows; a window the key already holds still decides until its
   // recorded end (kCalendarWindowBody), whichever zone opened it.
-  const CalendarWindow windows =
-      zone != nullptr ? calendar_->InZone(*zone, nullptr) : *calendar_;
+  const CalendarWindow windows = zone != nullptr ? calendar_->InZone(*zone, nullptr) : *calendar_;
   const CalendarWindow::State current = windows.WindowAt(now);
   const CalendarWindow::State before = windows.WindowAt(FromNanos(current.start_ns - 1));
   const CalendarWindow::State next = windows.WindowAt(FromNanos(current.end_ns));

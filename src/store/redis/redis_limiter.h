@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "sluice/calendar_window.h"
-#include "store/calendar_stats.h"
 #include "sluice/limiter.h"
 #include "sluice/redis_store.h"
+#include "store/calendar_stats.h"
 #include "store/redis/redis_reply.h"
 #include "store/redis/redis_scripts.h"
 

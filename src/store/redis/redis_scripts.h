@@ -125,13 +125,14 @@ inline const LuaScript kFixedWindowScript{std::string(kLuaPrelude) + kFixedWindo
 // zone id}, expiring at the window's end. ARGV: now_us|'', limit, b0, b1, b2, b3, zone, cost,
 // flags: b1..b2 is the window that holds the sending node's now in the request's zone, b0..b1
 // the one before and b2..b3 the one after it (us); zone is that zone's CalendarZoneId (below
-// 2^52: exact as a number), which a window opened here records. The script decides in the one that holds its own now (Redis's TIME under the server
-// clock), so a node whose clock is off by less than a window, either way, opens no wrong window.
-// A recorded window applies until its recorded end; only then is another opened. A key of
-// another shape (a plain fixed window's, before a reload made the rule a calendar one) reads as
-// no state; a key of three fields (before zones were recorded) has no zone (0). Returns
-// {allowed, remaining, reset_us, retry_us, 0, mismatch}: mismatch 1 when the open window was
-// opened in another zone than the request's (it decided: docs/quotas.md, "A zone per customer").
+// 2^52: exact as a number), which a window opened here records. The script decides in the one that
+// holds its own now (Redis's TIME under the server clock), so a node whose clock is off by less
+// than a window, either way, opens no wrong window. A recorded window applies until its recorded
+// end; only then is another opened. A key of another shape (a plain fixed window's, before a reload
+// made the rule a calendar one) reads as no state; a key of three fields (before zones were
+// recorded) has no zone (0). Returns {allowed, remaining, reset_us, retry_us, 0, mismatch}:
+// mismatch 1 when the open window was opened in another zone than the request's (it decided:
+// docs/quotas.md, "A zone per customer").
 inline constexpr char kCalendarWindowBody[] = R"lua(
 local limit, b0, b1, b2, b3 = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
 local zone, cost, charge = ARGV[7] + 0, ARGV[8] + 0, (ARGV[9] or 0) % 2 == 1

@@ -37,9 +37,8 @@ std::vector<SlotGroup> RedisStoreImpl::Group(std::span<const LimitCheck> checks,
     auto group = std::find_if(groups.begin(), groups.end(),
                               [slot](const SlotGroup& g) { return g.slot == slot; });
     if (group == groups.end()) group = groups.insert(groups.end(), SlotGroup{slot, {}});
-    group->checks.push_back(
-        {i, limiter, std::move(key), checks[i].cost, checks[i].charge, checks[i].quota,
-         checks[i].zone});
+    group->checks.push_back({i, limiter, std::move(key), checks[i].cost, checks[i].charge,
+                             checks[i].quota, checks[i].zone});
   }
   return groups;
 }

@@ -21,8 +21,8 @@ struct SlotCheck {
   RedisLimiter* limiter;
   std::string key;
   int64_t cost;
-  bool charge;  // never given back
-  bool quota;   // LimitCheck::quota
+  bool charge;               // never given back
+  bool quota;                // LimitCheck::quota
   const CalendarZone* zone;  // LimitCheck::zone: valid while the group's call is built
 };
 

@@ -12,9 +12,9 @@
 
 #include "sluice/calendar_window.h"
 #include "sluice/clock.h"
-#include "sluice/stats_sink.h"
 #include "sluice/memory_store.h"
 #include "sluice/redis_store.h"
+#include "sluice/stats_sink.h"
 #include "store/redis/redis_client.h"
 #include "support/redis_server.h"
 
@@ -207,8 +207,8 @@ TEST_F(RedisCalendar, EachKeysWindowIsTheZoneItOpenedIn) {
     l->ReportStats(sink, {});
     EXPECT_EQ(sink.mismatches, 1);
     // A refund and a credit keep the window's zone: still Tokyo's window, still a mismatch.
-    l->Refund("k-tokyo", now, now, 1);                      // 1 left counted
-    EXPECT_EQ(decide("k-tokyo", *tokyo).remaining, 3);      // 2
+    l->Refund("k-tokyo", now, now, 1);                                            // 1 left counted
+    EXPECT_EQ(decide("k-tokyo", *tokyo).remaining, 3);                            // 2
     ASSERT_TRUE(l->Adjust("k-tokyo", now, Adjustment{.amount = 1}).has_value());  // 1
     const Decision again = decide("k-tokyo", *new_york);  // 2, in Tokyo's window
     EXPECT_EQ(again.remaining, 3);
