@@ -321,7 +321,7 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c) {
     const LimitOverride* override = d.limit_override ? &*d.limit_override : nullptr;
     auto m = Match(*set.config(), request.domain, view, override);
     if (!m) return std::unexpected(m.error());
-    if (m->limit != nullptr && !m->limit->timezone_from.empty()) {
+    if (m->limit != nullptr && m->limit->spec.IsCalendar()) {
       auto zone = zones_.For(*set.config()->FindDomain(request.domain), *m->limit, view,
                              m->attributes, request.caller != Caller::kEnvoy);
       if (!zone) return std::unexpected(zone.error());

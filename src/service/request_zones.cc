@@ -23,7 +23,11 @@ Result<std::optional<CalendarZone>> RequestZones::For(const Domain& domain, cons
                                                       std::span<const DescriptorEntry> entries,
                                                       std::span<const RequestAttribute> attributes,
                                                       bool unknown_is_error) {
-  if (limit.timezone_from.empty() || !limit.spec.IsCalendar()) return std::nullopt;
+  if (!limit.spec.IsCalendar()) return std::nullopt;
+  // Every calendar request names its zone to the store, the rule's own included, so that the
+  // stores count a request in a window another zone opened (after a reload that changed the
+  // rule's timezone, too) and nothing else -- not an admin read.
+  if (limit.timezone_from.empty()) return RuleZone(limit);
   // The plan file wins: it is the operator's record of the customer's billing zone, which a
   // client must not be able to move by sending another entry.
   if (const std::string_view* identity = IdentityIn(domain, entries)) {
@@ -33,7 +37,7 @@ Result<std::optional<CalendarZone>> RequestZones::For(const Domain& domain, cons
     }
   }
   const std::string* name = FindAttribute(attributes, limit.timezone_from);
-  if (name == nullptr) return std::nullopt;
+  if (name == nullptr) return RuleZone(limit);
   auto zone = Resolve(*name);
   if (zone) return *zone;
   const std::string message = "unknown time zone '" + *name + "' in descriptor entry '" +
@@ -41,7 +45,13 @@ Result<std::optional<CalendarZone>> RequestZones::For(const Domain& domain, cons
   if (unknown_is_error) return MakeError(message);
   CountUnknown(domain.name,
                message + "; decided in the rule's zone " + limit.spec.calendar.timezone);
-  return std::nullopt;
+  return RuleZone(limit);
+}
+
+std::optional<CalendarZone> RequestZones::RuleZone(const Limit& limit) {
+  auto zone = Resolve(limit.spec.calendar.timezone);  // validated at load
+  if (!zone) return std::nullopt;                     // the limiter's own, then
+  return *zone;
 }
 
 Result<CalendarZone> RequestZones::Resolve(std::string_view name) {

@@ -37,8 +37,9 @@ class RequestZones {
   // `warn` may be null; `clock` must outlive this.
   RequestZones(Warn warn, const Clock* clock) : warn_(std::move(warn)), clock_(clock) {}
 
-  // The zone `limit` decides this request in: nullopt for the rule's own (no timezone_from, or
-  // neither the plan file nor the request names one). `entries` is the request's descriptor
+  // The zone `limit` decides this request in: nullopt for a limit that is not a calendar one;
+  // the rule's own zone without timezone_from or when neither the plan file nor the request
+  // names one. `entries` is the request's descriptor
   // before its attributes were stripped; `attributes` what Match stripped. An unknown name is
   // an error naming it when `unknown_is_error` (HTTP's 400); otherwise (Envoy, which has no
   // error to give a descriptor) counted, logged, and the rule's own zone.
@@ -52,6 +53,7 @@ class RequestZones {
 
  private:
   Result<CalendarZone> Resolve(std::string_view name);
+  std::optional<CalendarZone> RuleZone(const Limit& limit);
   void CountUnknown(const std::string& domain, const std::string& message);
 
   const Warn warn_;

@@ -161,7 +161,6 @@ class MemoryLimiterOf final : public internal::SnapshotLimiter, public UsageSour
   MemoryLimiterOf& operator=(const MemoryLimiterOf&) = delete;
 
   Decision Decide(std::string_view key, Timestamp now, int64_t cost) override {
-    if constexpr (kCalendar) return DecideInZone(key, now, cost, false, alg_.zone());
     if (!Valid(key, cost)) return Invalid();
     const uint64_t h = internal::HashKey(key, seed_);
     auto& shard = ShardFor(h);
@@ -169,7 +168,8 @@ class MemoryLimiterOf final : public internal::SnapshotLimiter, public UsageSour
     return shard.Decide(alg_, key, static_cast<uint32_t>(h), now, cost);
   }
 
-  // A calendar window decided in the request's zone, its mismatches counted here.
+  // A calendar window decided in the request's zone, its mismatches counted here (only here: a
+  // plain Decide is an admin read or a caller that names no zone).
   Decision DecideInZone(std::string_view key, Timestamp now, int64_t cost, bool charge,
                         const CalendarZone& zone) override {
     if constexpr (!kCalendar) {
@@ -193,7 +193,6 @@ class MemoryLimiterOf final : public internal::SnapshotLimiter, public UsageSour
   }
 
   Decision Charge(std::string_view key, Timestamp now, int64_t cost) override {
-    if constexpr (kCalendar) return DecideInZone(key, now, cost, true, alg_.zone());
     if (!Valid(key, cost)) return Invalid();
     const uint64_t h = internal::HashKey(key, seed_);
     return ShardFor(h).template Decide</*kCharge=*/true>(alg_, key, static_cast<uint32_t>(h), now,

@@ -71,15 +71,18 @@ class RedisLimiter final : public Limiter {
   // never pass as a request: kCostExceedsCapacity, retry never.
   bool Read(const RedisReply& reply, int64_t cost, bool charge, Decision& d) const {
     if (!ReadDecision(reply, d)) return false;
-    // The calendar script's sixth field: decided in a window another zone opened.
-    if (reply.elements.size() == 6 && reply.elements[5].integer == 1) {
-      zone_mismatches_.fetch_add(1, std::memory_order_relaxed);
-    }
     if (charge && cost > spec_.Capacity()) {
       d.reason = DecisionReason::kCostExceedsCapacity;
       d.retry_after = kNever;
     }
     return true;
+  }
+  // Counts a decision of a store DecideAll (a request, not an admin read) that the calendar
+  // script says was taken in a window another zone opened (its reply's sixth field).
+  void CountZoneMismatch(const RedisReply& reply) const {
+    if (reply.elements.size() == 6 && reply.elements[5].integer == 1) {
+      zone_mismatches_.fetch_add(1, std::memory_order_relaxed);
+    }
   }
   // `d` after Redis failed to answer: the failure policy, marked degraded.
   Decision Failed(const Decision& d, const Error& error);

@@ -70,8 +70,9 @@ GroupOutcome RedisStoreImpl::ReadGroup(const SlotGroup& group, const Result<Redi
     if (!ok || !c.limiter->Read(reply->elements[1].elements[k], c.cost, c.charge, d)) {
       d = c.limiter->Failed(d,
                             reply ? Error{"redis: unexpected multi-limit reply"} : reply.error());
-    } else if (rolled_back && TookQuota(c.charge, d)) {
-      ReportGivenBack(d, c.cost);  // the script gave it back
+    } else {
+      c.limiter->CountZoneMismatch(reply->elements[1].elements[k]);
+      if (rolled_back && TookQuota(c.charge, d)) ReportGivenBack(d, c.cost);  // the script did
     }
   }
   outcome.admitted = ok && !rolled_back;
