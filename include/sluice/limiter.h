@@ -25,6 +25,8 @@
 
 namespace sluice {
 
+struct CalendarZone;  // calendar_window.h
+
 struct StoreStats {
   uint64_t keys = 0;         // counters currently held
   uint64_t bytes = 0;        // accounted memory: entries, index, long keys, logs
@@ -112,6 +114,10 @@ struct LimitCheck {
   // fitted, in the same atomic step as the decision; refused for the reserve alone, the decision
   // is kOverLimit with the time at which cost + reserve fits (kNever if it never can).
   int64_t reserve = 0;
+  // A calendar limit's zone for this request (a rule's timezone_from, or the identity's zone in
+  // its plan file; docs/quotas.md, "A zone per customer"); null: the spec's own. Must outlive
+  // the call. Other limits ignore it.
+  const CalendarZone* zone = nullptr;
 };
 
 class Limiter {
@@ -133,6 +139,15 @@ class Limiter {
   // docs/algorithms.md, "Charges and debt". A store that cannot be asked: degraded, nothing
   // charged. Negative costs and over-long keys: kInvalidRequest, as Decide.
   virtual Decision Charge(std::string_view key, Timestamp now, int64_t cost) = 0;
+
+  // Decide, or with `charge` Charge, a calendar limit in `zone` instead of its spec's zone
+  // (LimitCheck::zone): a window it opens is that zone's; an open window opened in another zone
+  // still decides. Other limits, and this default, ignore the zone.
+  virtual Decision DecideInZone(std::string_view key, Timestamp now, int64_t cost, bool charge,
+                                const CalendarZone& zone) {
+    (void)zone;
+    return charge ? Charge(key, now, cost) : Decide(key, now, cost);
+  }
 
   using DecisionCallback = std::function<void(const Decision&)>;
 

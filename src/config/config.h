@@ -94,6 +94,10 @@ struct Limit {
   // region's static part and regions.global_spec the whole limit.
   RegionScope regions = {};
   bool detailed_metric = false;
+  // A calendar rule's timezone_from: the descriptor key whose value names the request's zone
+  // (a Domain::attribute_keys entry); empty: the rule's own zone only (docs/quotas.md, "A zone
+  // per customer").
+  std::string timezone_from;
   std::vector<std::string> replaces;  // names of limits this one replaces in the same request
   std::string origin;                 // "file:line" of the descriptor, for messages
   // The descriptor's concurrency limit, if it has one. A descriptor with `concurrency` and no
@@ -120,6 +124,10 @@ struct Domain {
   // identity value -> plan name (a key of `plans`), from plan_source.
   std::unordered_map<std::string, std::string, Hash, std::equal_to<>> identity_plans;
   std::string plan_source;  // the resolved plan file path, or empty
+  // identity value -> IANA zone name, from plan_source entries that give a `timezone`: the zone
+  // of that identity's calendar limits with timezone_from, over the request's (docs/quotas.md,
+  // "A zone per customer"). Validated at load.
+  std::unordered_map<std::string, std::string, Hash, std::equal_to<>> identity_zones;
 
   // Descriptor keys that are request attributes, not identity (descriptor.h, RequestAttribute):
   // stripped from every descriptor of the domain before matching and keying. Each feature that

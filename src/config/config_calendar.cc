@@ -1,4 +1,5 @@
 // A rate_limit's `calendar`, `timezone` and `week_start` (docs/quotas.md, "Calendar periods").
+#include <algorithm>
 #include <string>
 
 #include "config/config_parse.h"
@@ -36,7 +37,7 @@ Unit CalendarReportUnit(CalendarUnit unit) {
 Result<std::optional<CalendarSpec>> ParseCalendar(const std::string& file, const Fields& fields) {
   const auto unit_node = fields.Get("calendar");
   if (!unit_node) {
-    for (std::string_view f : {"timezone", "week_start"}) {
+    for (std::string_view f : {"timezone", "timezone_from", "week_start"}) {
       if (fields.Present(f)) {
         return ErrorAt(file, fields.KeyOf(f),
                        "'" + std::string(f) + "' applies only to a calendar window (calendar: " +
@@ -86,6 +87,24 @@ Result<std::optional<CalendarSpec>> ParseCalendar(const std::string& file, const
     calendar.week_starts_sunday = *day == "sunday";
   }
   return calendar;
+}
+
+Result<std::string> ParseTimezoneFrom(const std::string& file, const Fields& fields) {
+  const auto node = fields.Get("timezone_from");
+  if (!node) return std::string();
+  auto key = ReadString(file, *node, "timezone_from", kMaxNameBytes);
+  if (!key) return std::unexpected(key.error());  // an empty key included
+  return key;
+}
+
+void AddZoneAttributeKeys(Domain& domain) {
+  for (const Limit& limit : domain.limits) {
+    if (limit.timezone_from.empty()) continue;
+    auto& keys = domain.attribute_keys;
+    if (std::find(keys.begin(), keys.end(), limit.timezone_from) == keys.end()) {
+      keys.push_back(limit.timezone_from);
+    }
+  }
 }
 
 }  // namespace sluice::server::internal

@@ -229,12 +229,28 @@ class DomainParser {
   }
 
   Result<Limit> ParseRateLimit(const YAML::Node& node, bool shadow_mode) {
-    auto fields =
-        Fields::Of(file_, node, "rate_limit",
-                   {"unit", "period", "calendar", "timezone", "week_start", "requests_per_unit",
-                    "name", "replaces", "unlimited", "algorithm", "burst", "shaper", "max_delay",
-                    "mode", "failure_mode", "over_limit_hits", "sync", "scope", "regions"},
-                   &warnings_);
+    auto fields = Fields::Of(file_, node, "rate_limit",
+                             {"unit",
+                              "period",
+                              "calendar",
+                              "timezone",
+                              "timezone_from",
+                              "week_start",
+                              "requests_per_unit",
+                              "name",
+                              "replaces",
+                              "unlimited",
+                              "algorithm",
+                              "burst",
+                              "shaper",
+                              "max_delay",
+                              "mode",
+                              "failure_mode",
+                              "over_limit_hits",
+                              "sync",
+                              "scope",
+                              "regions"},
+                             &warnings_);
     if (!fields) return std::unexpected(fields.error());
     Limit limit;
     if (const auto n = fields->Get("name")) {
@@ -274,6 +290,9 @@ class DomainParser {
       // (docs/quotas.md, "What clients see"); its windows are the spec's calendar periods.
       limit.period = LimitPeriod::Of(CalendarReportUnit((*calendar)->unit));
       limit.spec.calendar = std::move(**calendar);
+      auto from = ParseTimezoneFrom(file_, *fields);
+      if (!from) return std::unexpected(from.error());
+      limit.timezone_from = std::move(*from);
     } else {
       auto period = ParseWindow(*fields, node);
       if (!period) return std::unexpected(period.error());
@@ -287,8 +306,9 @@ class DomainParser {
     }
     limit.requests_per_unit = rpu.value_or(0);
     if (limit.requests_per_unit == 0) {
-      for (std::string_view f : {"algorithm", "burst", "shaper", "max_delay", "sync", "scope",
-                                 "regions", "calendar", "timezone", "week_start"}) {
+      for (std::string_view f :
+           {"algorithm", "burst", "shaper", "max_delay", "sync", "scope", "regions", "calendar",
+            "timezone", "timezone_from", "week_start"}) {
         if (fields->Present(f)) {
           return ErrorAt(file_, fields->KeyOf(f),
                          "requests_per_unit: 0 blocks every request; '" + std::string(f) +
@@ -336,8 +356,9 @@ class DomainParser {
   // a unit it does not know are ignored there, so they load here with a warning. sluice's own
   // algorithm parameters mean nothing without a limit and stay errors.
   Result<Limit> ParseUnlimited(const Fields& fields, Limit limit) {
-    for (std::string_view f : {"period", "calendar", "timezone", "week_start", "algorithm", "burst",
-                               "shaper", "max_delay", "sync", "scope", "regions"}) {
+    for (std::string_view f :
+         {"period", "calendar", "timezone", "timezone_from", "week_start", "algorithm", "burst",
+          "shaper", "max_delay", "sync", "scope", "regions"}) {
       if (fields.Present(f)) {
         return ErrorAt(file_, fields.KeyOf(f),
                        "an unlimited rate_limit takes no '" + std::string(f) + "'");

@@ -159,10 +159,17 @@ Result<void> MergeDomain(Domain& into, Domain added) {
       merged.Graft(tree, offset);  // a fresh tree: no conflicts
     }
     into.identity_plans = std::move(added.identity_plans);
+    into.identity_zones = std::move(added.identity_zones);
     into.plan_source = std::move(added.plan_source);
   }
   if (added.forward_auth) into.forward_auth = std::move(added.forward_auth);
   for (Limit& l : added.limits) into.limits.push_back(std::move(l));
+  for (std::string& key : added.attribute_keys) {
+    if (std::find(into.attribute_keys.begin(), into.attribute_keys.end(), key) ==
+        into.attribute_keys.end()) {
+      into.attribute_keys.push_back(std::move(key));
+    }
+  }
   return {};
 }
 
@@ -204,6 +211,7 @@ Result<std::shared_ptr<const Config>> Load(const fs::path& path, const LoadOptio
     auto domain = BuildDomain(s, warnings, options.default_algorithm);
     if (!domain) return std::unexpected(domain.error());
     ApplyDefaultSync(*domain, options.default_sync, warnings);
+    internal::AddZoneAttributeKeys(*domain);
     for (Limit& limit : domain->limits) {
       if (auto ok = internal::ApplyRegion(limit, options.region); !ok) {
         return std::unexpected(ok.error());

@@ -47,6 +47,11 @@ Result<RegionScope> ParseRegionScope(const std::string& file,
 // `week_start: monday|sunday`; nullopt without `calendar`. Refuses `calendar` beside `unit` or
 // `period`, the other two without it, and a zone the system tzdata does not know.
 Result<std::optional<CalendarSpec>> ParseCalendar(const std::string& file, const Fields& fields);
+// A calendar rate_limit's `timezone_from` (the descriptor key naming the request's zone), or ""
+// when it has none.
+Result<std::string> ParseTimezoneFrom(const std::string& file, const Fields& fields);
+// Adds every rule's timezone_from to the domain's attribute_keys (once each).
+void AddZoneAttributeKeys(Domain& domain);
 
 // The ratelimit unit a calendar rule reports where only a unit fits (the gRPC answer's unit,
 // `unit` in JSON): day, week, month, year. Its length is the nominal one (a month 30 days).

@@ -3,11 +3,38 @@
 //   identities:
 //     key_live_4f9a: pro
 //     key_live_77c1: enterprise
+//     key_live_9d02: {plan: pro, timezone: Asia/Tokyo}   # the zone of its calendar limits
 #include <string>
 
 #include "config/config_parse.h"
 
 namespace sluice::server::internal {
+namespace {
+
+constexpr size_t kMaxZoneBytes = 128;
+
+// An identity's entry in the long form, {plan: NAME, timezone: ZONE}: the plan's node, and
+// the zone (validated) into `zone`.
+Result<YAML::Node> ReadPlanEntry(const std::string& file, const YAML::Node& entry,
+                                 const std::string& identity, std::string& zone) {
+  auto fields = Fields::Of(file, entry, "an identity", {"plan", "timezone"});
+  if (!fields) return std::unexpected(fields.error());
+  const auto plan = fields->Get("plan");
+  if (!plan) return ErrorAt(file, entry, "identity '" + identity + "' has no plan");
+  if (const auto z = fields->Get("timezone")) {
+    auto name = ReadString(file, *z, "timezone", kMaxZoneBytes);
+    if (!name) return std::unexpected(name.error());
+    if (auto known = ValidateTimeZone(*name); !known) {
+      return ErrorAt(file, *z,
+                     "timezone of identity '" + identity + "': " + known.error().message +
+                         "; expected an IANA name such as Europe/Lisbon or UTC");
+    }
+    zone = std::move(*name);
+  }
+  return *plan;
+}
+
+}  // namespace
 
 Result<void> ParsePlanFile(const std::string& file, const YAML::Node& root, Domain& domain) {
   if (auto ok = RequireIdentifyingKey(file, root, "a plan file", "identities"); !ok) return ok;
@@ -33,9 +60,16 @@ Result<void> ParsePlanFile(const std::string& file, const YAML::Node& root, Doma
                    "more than " + std::to_string(kMaxIdentities) + " identities");
   }
   domain.identity_plans.reserve(entries->size());
-  for (const auto& [identity_node, plan_node] : *entries) {
+  for (const auto& [identity_node, entry_node] : *entries) {
     auto identity = ReadString(file, identity_node, "identity", kMaxValueBytes);
     if (!identity) return std::unexpected(identity.error());
+    std::string zone;
+    YAML::Node plan_node = entry_node;
+    if (entry_node.IsMap()) {
+      auto plan = ReadPlanEntry(file, entry_node, *identity, zone);
+      if (!plan) return std::unexpected(plan.error());
+      plan_node = *plan;
+    }
     // A null plan's own mark is the next line's; the identity is where it is missing.
     if (plan_node.IsNull()) {
       return ErrorAt(file, identity_node, "identity '" + *identity + "' has no plan");
@@ -49,6 +83,7 @@ Result<void> ParsePlanFile(const std::string& file, const YAML::Node& root, Doma
                      "unknown plan '" + *plan + "' for identity '" + *identity + "' (domain '" +
                          domain.name + "' has: " + known + ")");
     }
+    if (!zone.empty()) domain.identity_zones.emplace(*identity, std::move(zone));
     domain.identity_plans.emplace(std::move(*identity), std::move(*plan));
   }
   return {};

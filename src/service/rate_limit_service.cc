@@ -16,6 +16,7 @@
 #include "service/permit_rules.h"
 #include "service/permit_slots.h"
 #include "service/permit_token.h"
+#include "service/request_zones.h"
 #include "service/unchecked_report.h"
 
 namespace sluice::server {
@@ -71,7 +72,8 @@ class Service final : public RateLimitService {
         metrics_(metrics),
         clock_(options_.clock != nullptr ? options_.clock : &own_clock_),
         store_(std::move(store)),
-        unchecked_(metrics, options_.unchecked_warning, clock_) {}
+        unchecked_(metrics, options_.unchecked_warning, clock_),
+        zones_(options_.zone_warning, clock_) {}
 
   Result<void> Install(std::shared_ptr<const Config> config) {
     const std::shared_ptr<const LimiterSet> previous = current_.load();
@@ -104,6 +106,7 @@ class Service final : public RateLimitService {
   void ReportStats(StatsSink& sink) const override {
     ReportStoreStats(store_->Stats(), sink);
     store_->ReportStats(sink);
+    zones_.ReportStats(sink);
     const std::shared_ptr<const LimiterSet> set = current_.load();
     if (set == nullptr) return;
     for (const auto& [name, domain] : set->config()->domains()) {
@@ -266,6 +269,7 @@ class Service final : public RateLimitService {
   std::atomic<bool> draining_{false};
   UncheckedReport unchecked_;
   const PermitIds ids_{};
+  RequestZones zones_;
 };
 
 // A check of one status against the store.
@@ -276,6 +280,8 @@ struct Pending {
   int64_t hits;
   bool charge;  // Limiter::Charge: over_limit_hits count, or a charge request
   bool quota;   // the limit's quota_mode
+  // A calendar limit's zone for this request (RequestZones); unset: the rule's own.
+  std::optional<CalendarZone> zone;
 };
 
 void Apply(DescriptorStatus& s, const Decision& d) {
@@ -360,6 +366,7 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c, bool acq
   response.statuses.resize(request.descriptors.size());
   std::vector<MatchResult> matches(request.descriptors.size());
   std::vector<const Limit*> matched(request.descriptors.size(), nullptr);
+  std::vector<std::optional<CalendarZone>> zones(request.descriptors.size());
   std::vector<DescriptorEntry> view;
   std::deque<std::string> digests;  // of long values: `view` points into them
   UncheckedCounts unchecked;
@@ -379,6 +386,12 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c, bool acq
     const LimitOverride* override = d.limit_override ? &*d.limit_override : nullptr;
     auto m = Match(*set.config(), request.domain, view, override);
     if (!m) return std::unexpected(m.error());
+    if (m->limit != nullptr && m->limit->spec.IsCalendar()) {
+      auto zone = zones_.For(*set.config()->FindDomain(request.domain), *m->limit, view,
+                             m->attributes, request.caller != Caller::kEnvoy);
+      if (!zone) return std::unexpected(zone.error());
+      zones[i] = *zone;
+    }
     matches[i] = std::move(*m);
     matches[i].counter_key = BoundedCounterKey(std::move(matches[i].counter_key));
     matched[i] = matches[i].limit;
@@ -419,7 +432,7 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c, bool acq
     const bool enforced = s.mode == Mode::kEnforce;
     (enforced ? c.enforced : c.observing)
         .push_back({i, limiter->limiter, IdentityOf(s.counter_key), hits, charge,
-                    enforced && m.limit->quota_mode});
+                    enforced && m.limit->quota_mode, zones[i]});
   }
   unchecked_.Record(unchecked);
   c.domain = request.domain;
@@ -427,7 +440,12 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c, bool acq
   c.now = clock_->Now();
   c.checks.reserve(c.enforced.size());
   for (const Pending& p : c.enforced) {
-    c.checks.push_back({p.limiter, p.identity, p.hits, p.charge, p.quota});
+    c.checks.push_back({.limiter = p.limiter,
+                        .key = p.identity,
+                        .cost = p.hits,
+                        .charge = p.charge,
+                        .quota = p.quota,
+                        .zone = p.zone ? &*p.zone : nullptr});
   }
   return {};
 }
@@ -510,7 +528,17 @@ void Service::Decide(const std::shared_ptr<Async>& state) {
           state->finished(Finish(check));
         }
       };
-      if (p.charge) {
+      if (p.zone) {
+        // A calendar limit in the request's zone: the store's one zoned entry, for one check.
+        const LimitCheck one{.limiter = p.limiter,
+                             .key = p.identity,
+                             .cost = p.charge || !c.rejected ? p.hits : 0,
+                             .charge = p.charge,
+                             .zone = &*p.zone};
+        store_->DecideAllAsync(
+            std::span(&one, 1), c.now,
+            [observed = std::move(observed)](std::span<const Decision> out) { observed(out[0]); });
+      } else if (p.charge) {
         // Counting every hit (over_limit_hits: count, or a charge request) counts this one
         // too, whatever the enforced limits said.
         p.limiter->ChargeAsync(p.identity, c.now, p.hits, std::move(observed));

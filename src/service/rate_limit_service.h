@@ -39,6 +39,9 @@ struct ServiceOptions {
   // Descriptors answered without a check (past the bounds, service/check_rules.h), at most one
   // message per 10 s of `clock` (UncheckedReport): sluiced logs it as a warning.
   std::function<void(const std::string&)> unchecked_warning;
+  // Envoy requests naming an unknown time zone for a calendar limit (decided in the rule's
+  // zone), at most one message per 10 s of `clock` (RequestZones): sluiced logs it.
+  std::function<void(const std::string&)> zone_warning;
   // The per-client usage views (metrics/usage_views.h), recorded on every decision of a counted
   // limit; nullptr: off (--usage-tracking off). Must outlive the service.
   UsageViews* usage = nullptr;

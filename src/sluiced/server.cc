@@ -152,6 +152,7 @@ Result<void> Server::StartService() {
   options.unchecked_warning = [](const std::string& message) {
     spdlog::warn("check: {}", message);
   };
+  options.zone_warning = options.unchecked_warning;
   if (settings_.store_options.redis_tls.insecure_skip_verify) {
     spdlog::warn(
         "--redis-tls-insecure-skip-verify: the Redis server's TLS certificate is not verified; "

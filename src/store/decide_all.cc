@@ -26,6 +26,8 @@ void DecideAll(std::span<const LimitCheck> checks, Timestamp now, std::span<Deci
       out[i] = Decision{};
       out[i].reason = DecisionReason::kInvalidRequest;
       out[i].retry_after = kNever;
+    } else if (c.zone != nullptr) {
+      out[i] = c.limiter->DecideInZone(c.key, now, c.cost, c.charge, *c.zone);
     } else {
       out[i] =
           c.charge ? c.limiter->Charge(c.key, now, c.cost) : c.limiter->Decide(c.key, now, c.cost);

@@ -34,6 +34,10 @@ class ForwardingLimiter : public Limiter {
   Decision Charge(std::string_view key, Timestamp now, int64_t cost) override {
     return Call([&](Limiter& l) { return l.Charge(key, now, cost); });
   }
+  Decision DecideInZone(std::string_view key, Timestamp now, int64_t cost, bool charge,
+                        const CalendarZone& zone) override {
+    return Call([&](Limiter& l) { return l.DecideInZone(key, now, cost, charge, zone); });
+  }
   void DecideAsync(std::string_view key, Timestamp now, int64_t cost,
                    DecisionCallback done) override {
     if (inner_ != nullptr) return inner_->DecideAsync(key, now, cost, std::move(done));

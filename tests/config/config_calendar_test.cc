@@ -6,8 +6,10 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
+#include "config/descriptor.h"
 #include "config/limit_unit.h"
 #include "sluice/memory_store.h"
 #include "support/server_test_util.h"
@@ -64,6 +66,51 @@ TEST_F(ConfigCalendarTest, ACalendarIsAFixedWindowInAZone) {
   EXPECT_EQ(sunday->period.unit, Unit::kWeek);
 }
 
+// timezone_from: the key is the domain's request attribute (stripped before matching and
+// keying); the rule's timezone stays its default zone.
+TEST_F(ConfigCalendarTest, TimezoneFromMakesTheKeyAnAttribute) {
+  const Limit* l = Only(
+      "{calendar: month, timezone: Asia/Tokyo, timezone_from: tz, "
+      "requests_per_unit: 10}");
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(l->timezone_from, "tz");
+  EXPECT_EQ(l->spec.calendar.timezone, "Asia/Tokyo");
+  const Domain* d = config_->FindDomain("d");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->attribute_keys, std::vector<std::string>{"tz"});
+  const MatchResult m = test::MustMatch(*config_, "d", {{"k", "v"}, {"tz", "Europe/Lisbon"}});
+  EXPECT_EQ(m.limit, l);
+  EXPECT_EQ(m.counter_key, test::MustMatch(*config_, "d", {{"k", "v"}}).counter_key);
+  ASSERT_EQ(m.attributes.size(), 1u);
+  EXPECT_EQ(m.attributes[0].value, "Europe/Lisbon");
+}
+
+// A plan file gives an identity a zone in the long form; the short form loads as before.
+TEST_F(ConfigCalendarTest, APlanFileMayGiveAnIdentityItsZone) {
+  dir_.Write("plans.yaml",
+             "identities:\n  a: default\n  b: {plan: default, timezone: Asia/Kathmandu}\n");
+  const std::string domain =
+      "domain: d\nplan_key: k\nplan_source: file:plans.yaml\nplans:\n  default:\n"
+      "    - key: k\n      rate_limit: {calendar: day, timezone_from: tz, "
+      "requests_per_unit: 1}\n";
+  auto loaded = LoadConfig(dir_.Write("c.yaml", domain));
+  ASSERT_TRUE(loaded.has_value()) << loaded.error().message;
+  const Domain* d = (*loaded)->FindDomain("d");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->identity_plans.size(), 2u);
+  ASSERT_EQ(d->identity_zones.size(), 1u);
+  EXPECT_EQ(d->identity_zones.at("b"), "Asia/Kathmandu");
+
+  dir_.Write("plans.yaml", "identities:\n  b: {plan: default, timezone: Asia/Katmandoo}\n");
+  const std::string bad_zone = LoadError(domain);
+  EXPECT_NE(bad_zone.find("plans.yaml:2:"), std::string::npos) << bad_zone;
+  EXPECT_NE(bad_zone.find("Asia/Katmandoo"), std::string::npos) << bad_zone;
+  dir_.Write("plans.yaml", "identities:\n  b: {timezone: UTC}\n");
+  EXPECT_NE(LoadError(domain).find("identity 'b' has no plan"), std::string::npos);
+  dir_.Write("plans.yaml", "identities:\n  b: {plan: default, zone: UTC}\n");
+  EXPECT_NE(LoadError(domain).find("zone"), std::string::npos);
+}
+
 TEST_F(ConfigCalendarTest, ErrorsNameTheLine) {
   const std::string head = "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n";
   struct Case {
@@ -97,6 +144,12 @@ TEST_F(ConfigCalendarTest, ErrorsNameTheLine) {
        "c.yaml:6:", "scope: global cannot serve a calendar window"},
       {"      calendar: month\n      requests_per_unit: 0\n", "c.yaml:5:", "'calendar'"},
       {"      calendar: month\n      unlimited: true\n", "c.yaml:5:", "takes no 'calendar'"},
+      {"      unit: day\n      timezone_from: tz\n      requests_per_unit: 1\n",
+       "c.yaml:6:", "'timezone_from' applies only to a calendar window"},
+      {"      period: 5m\n      timezone_from: tz\n      requests_per_unit: 1\n",
+       "c.yaml:6:", "'timezone_from' applies only to a calendar window"},
+      {"      calendar: day\n      timezone_from: ''\n      requests_per_unit: 1\n",
+       "c.yaml:6:", "timezone_from must not be empty"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.fields);

@@ -34,6 +34,8 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 2, mode: shadow}
   - key: inflight
     concurrency: {max_in_flight: 10, permit_ttl: 30s}
+  - key: monthly
+    rate_limit: {calendar: month, timezone: Europe/Lisbon, timezone_from: tz, requests_per_unit: 9}
 """
 
 LEASED = CONFIG + """  - key: leased

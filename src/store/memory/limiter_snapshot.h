@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "sluice/memory_store.h"
@@ -79,16 +80,28 @@ uint64_t SaveLimitSection(const std::string& id, const LimitSpec& spec, const Al
 template <typename Alg, typename Put>
 void RestoreLimitSection(const LimitSection& section, const Alg& alg, Timestamp now,
                          int64_t to_wall_ns, SnapshotRestored& counts, Put&& put) {
-  if (section.tag != StateCodec<Alg>::kTag) {
+  bool before_zones = false;
+  if constexpr (std::is_same_v<Alg, CalendarWindow>) {
+    before_zones = section.tag == StateCodec<CalendarWindowBeforeZones>::kTag;
+  }
+  if (section.tag != StateCodec<Alg>::kTag && !before_zones) {
     counts.rule_changed += section.count;
     return;
   }
   const TimeFrame frame{section.spec.period.count(), to_wall_ns};
   ByteReader r(section.counters);
+  const auto decode = [&](typename Alg::State& state) {
+    if constexpr (std::is_same_v<Alg, CalendarWindow>) {
+      if (before_zones) {
+        return DecodeFields(r, StateCodec<CalendarWindowBeforeZones>::Layout{}, frame, state);
+      }
+    }
+    return DecodeState<Alg>(r, frame, section.spec, state);
+  };
   for (uint64_t i = 0; i < section.count; ++i) {
     std::string_view key;
     typename Alg::State state{};
-    if (!r.GetBytes(key) || !DecodeState<Alg>(r, frame, section.spec, state)) return;
+    if (!r.GetBytes(key) || !decode(state)) return;
     if (alg.ReplenishedAt(state) <= now) {
       ++counts.expired;
       continue;

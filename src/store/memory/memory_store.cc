@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <condition_variable>
 #include <functional>
@@ -20,6 +21,7 @@
 #include "sluice/sliding_window_counter.h"
 #include "sluice/sliding_window_log.h"
 #include "sluice/token_bucket.h"
+#include "store/calendar_stats.h"
 #include "store/memory/key_hash.h"
 #include "store/memory/limiter_snapshot.h"
 #include "store/memory/memory_shard.h"
@@ -167,6 +169,30 @@ class MemoryLimiterOf final : public internal::SnapshotLimiter, public UsageSour
     return shard.Decide(alg_, key, static_cast<uint32_t>(h), now, cost);
   }
 
+  // A calendar window decided in the request's zone, its mismatches counted here (only here: a
+  // plain Decide is an admin read or a caller that names no zone).
+  Decision DecideInZone(std::string_view key, Timestamp now, int64_t cost, bool charge,
+                        const CalendarZone& zone) override {
+    if constexpr (!kCalendar) {
+      return charge ? Charge(key, now, cost) : Decide(key, now, cost);
+    } else {
+      if (!Valid(key, cost)) return Invalid();
+      const CalendarWindow zoned = alg_.InZone(zone, &zone_mismatches_);
+      const uint64_t h = internal::HashKey(key, seed_);
+      auto& shard = ShardFor(h);
+      return charge ? shard.template Decide</*kCharge=*/true>(zoned, key, static_cast<uint32_t>(h),
+                                                              now, cost)
+                    : shard.Decide(zoned, key, static_cast<uint32_t>(h), now, cost);
+    }
+  }
+
+  void ReportStats(StatsSink& sink, std::span<const StatLabel> limit_labels) const override {
+    if constexpr (kCalendar) {
+      sink.Add(internal::kCalendarZoneMismatches, limit_labels,
+               static_cast<double>(zone_mismatches_.load(std::memory_order_relaxed)));
+    }
+  }
+
   Decision Charge(std::string_view key, Timestamp now, int64_t cost) override {
     if (!Valid(key, cost)) return Invalid();
     const uint64_t h = internal::HashKey(key, seed_);
@@ -306,6 +332,8 @@ class MemoryLimiterOf final : public internal::SnapshotLimiter, public UsageSour
   }
 
  private:
+  static constexpr bool kCalendar = std::is_same_v<Alg, CalendarWindow>;
+
   const std::shared_ptr<LiveLimiters> live_;
   const std::string id_;
   const size_t fixed_bytes_;
@@ -315,6 +343,8 @@ class MemoryLimiterOf final : public internal::SnapshotLimiter, public UsageSour
   const uint64_t seed_;
   const size_t shard_mask_;
   std::unique_ptr<Shard[]> shards_;
+  // Calendar windows: requests decided in a window another zone opened.
+  mutable std::atomic<uint64_t> zone_mismatches_{0};
 };
 
 // A store's limiter (owner.store set) gets options.max_bytes for everything it holds, its own

@@ -105,8 +105,20 @@ struct StateCodec<SlidingWindowLog> {
 
 // A calendar window's bounds are instants like any other: saved as wall-clock ones, so the open
 // window ends when it would have (the next is worked out from the zone rules by the new process).
+// Then the id of the zone the window was opened in (docs/quotas.md, "A zone per customer").
 template <>
 struct StateCodec<CalendarWindow> {
+  static constexpr uint8_t kTag = 10;
+  using S = CalendarWindow::State;
+  using Layout = Fields<Field<&S::start_ns, FieldKind::kInstant>,
+                        Field<&S::end_ns, FieldKind::kInstant>, Field<&S::count>, Field<&S::zone>>;
+};
+// A calendar window saved before zones were recorded (tag 9, written by the sluiced of
+// 2026-12-05 only): its bounds and count, read with no zone. RestoreLimitSection reads it for
+// a calendar limiter; never written.
+struct CalendarWindowBeforeZones {};
+template <>
+struct StateCodec<CalendarWindowBeforeZones> {
   static constexpr uint8_t kTag = 9;
   using S = CalendarWindow::State;
   using Layout = Fields<Field<&S::start_ns, FieldKind::kInstant>,

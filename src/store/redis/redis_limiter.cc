@@ -49,13 +49,18 @@ RedisLimiter::RedisLimiter(std::shared_ptr<RedisStoreImpl> store, const LimitSpe
   }
 }
 
-void RedisLimiter::AppendCalendarBounds(Timestamp now, std::vector<std::string>& args) const {
-  const CalendarWindow::State current = calendar_->WindowAt(now);
-  const CalendarWindow::State before = calendar_->WindowAt(FromNanos(current.start_ns - 1));
-  const CalendarWindow::State next = calendar_->WindowAt(FromNanos(current.end_ns));
+void RedisLimiter::AppendCalendarBounds(Timestamp now, std::vector<std::string>& args,
+                                        const CalendarZone* zone) const {
+  // The request's zone's windows; a window the key already holds still decides until its
+  // recorded end (kCalendarWindowBody), whichever zone opened it.
+  const CalendarWindow windows = zone != nullptr ? calendar_->InZone(*zone, nullptr) : *calendar_;
+  const CalendarWindow::State current = windows.WindowAt(now);
+  const CalendarWindow::State before = windows.WindowAt(FromNanos(current.start_ns - 1));
+  const CalendarWindow::State next = windows.WindowAt(FromNanos(current.end_ns));
   for (int64_t bound : {before.start_ns, current.start_ns, current.end_ns, next.end_ns}) {
     args.push_back(std::to_string(bound / kNanosPerUs));
   }
+  args.push_back(std::to_string(windows.zone().id));
 }
 
 Decision RedisLimiter::Failed(const Decision& d, const Error& error) {

@@ -15,6 +15,7 @@
 #include "sluice/calendar_window.h"
 #include "sluice/limiter.h"
 #include "sluice/redis_store.h"
+#include "store/calendar_stats.h"
 #include "store/redis/redis_reply.h"
 #include "store/redis/redis_scripts.h"
 
@@ -58,11 +59,13 @@ class RedisLimiter final : public Limiter {
   // The script arguments after now: the spec's (for a calendar window, also the bounds of the
   // windows before, holding and after `now`), the cost (a charge's clamped to twice the
   // capacity, which is all a key can hold), then the flags (charge, quota, and a decision's
-  // reserve: LimitCheck::reserve, as ReserveFor sends it).
+  // reserve: LimitCheck::reserve, as ReserveFor sends it). A calendar window's bounds are
+  // `zone`'s (LimitCheck::zone) when it is set.
   void AppendArgs(Timestamp now, int64_t cost, bool charge, std::vector<std::string>& args,
-                  bool quota = false, int64_t reserve = 0) const {
+                  bool quota = false, int64_t reserve = 0,
+                  const CalendarZone* zone = nullptr) const {
     args.insert(args.end(), params_.begin(), params_.end());
-    if (calendar_) AppendCalendarBounds(now, args);
+    if (calendar_) AppendCalendarBounds(now, args, zone);
     args.push_back(std::to_string(std::min(cost, 2 * spec_.Capacity())));
     // redis_scripts.h: charge + 2 x quota + 4 x reserve.
     args.push_back(std::to_string((charge ? 1 : 0) + (quota ? 2 : 0) + 4 * reserve));
@@ -88,6 +91,13 @@ class RedisLimiter final : public Limiter {
       d.retry_after = kNever;
     }
     return true;
+  }
+  // Counts a decision of a store DecideAll (a request, not an admin read) that the calendar
+  // script says was taken in a window another zone opened (its reply's sixth field).
+  void CountZoneMismatch(const RedisReply& reply) const {
+    if (reply.elements.size() == 6 && reply.elements[5].integer == 1) {
+      zone_mismatches_.fetch_add(1, std::memory_order_relaxed);
+    }
   }
   // `d` after Redis failed to answer: the failure policy, marked degraded.
   Decision Failed(const Decision& d, const Error& error);
@@ -125,6 +135,12 @@ class RedisLimiter final : public Limiter {
   }
   const LimitSpec& spec() const override { return spec_; }
 
+  void ReportStats(StatsSink& sink, std::span<const StatLabel> limit_labels) const override {
+    if (!calendar_) return;
+    sink.Add(kCalendarZoneMismatches, limit_labels,
+             static_cast<double>(zone_mismatches_.load(std::memory_order_relaxed)));
+  }
+
  private:
   Decision Degraded(Decision d) const {
     d.reason = DecisionReason::kStoreUnavailable;
@@ -137,7 +153,8 @@ class RedisLimiter final : public Limiter {
   void RefundInBackground(std::string_view key, std::string at_arg, Timestamp now, int64_t cost,
                           GivenBackCallback done = nullptr);
   // The bounds (us) of the calendar windows before, holding and after `now`: b0 < b1 < b2 < b3.
-  void AppendCalendarBounds(Timestamp now, std::vector<std::string>& args) const;
+  void AppendCalendarBounds(Timestamp now, std::vector<std::string>& args,
+                            const CalendarZone* zone = nullptr) const;
   // Decide (charge false) or Charge, waiting for Redis.
   Decision Run(std::string_view key, Timestamp now, int64_t cost, bool charge);
   void RunAsync(std::string_view key, Timestamp now, int64_t cost, bool charge,
@@ -153,6 +170,7 @@ class RedisLimiter final : public Limiter {
   // A calendar spec's windows, which sluiced works out and sends with each call.
   std::optional<CalendarWindow> calendar_;
   std::atomic<uint64_t> errors_{0};
+  mutable std::atomic<uint64_t> zone_mismatches_{0};  // calendar windows: Read counts them
   std::atomic<uint64_t> short_circuited_{0};
 };
 

@@ -50,7 +50,7 @@ void BoundReplies(redisReader* reader) {
 
 bool ReadDecision(const RedisReply& reply, Decision& d) {
   if (reply.type != RedisReply::Type::kArray || reply.elements.size() < 4 ||
-      reply.elements.size() > 5) {
+      reply.elements.size() > 6) {
     return false;
   }
   const auto& e = reply.elements;
@@ -58,6 +58,8 @@ bool ReadDecision(const RedisReply& reply, Decision& d) {
     if (!IsScriptInteger(number)) return false;
   }
   if (e[0].integer != 0 && e[0].integer != 1) return false;
+  // The sixth, a calendar window's zone mismatch (redis_scripts.h), is a flag.
+  if (e.size() == 6 && e[5].integer != 0 && e[5].integer != 1) return false;
   d.allowed = e[0].integer == 1;
   d.reason = d.allowed ? DecisionReason::kAdmitted : DecisionReason::kOverLimit;
   d.remaining = e[1].integer;

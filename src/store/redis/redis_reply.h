@@ -31,10 +31,11 @@ void BoundReplies(redisReader* reader);
 // script reply holds a larger one.
 inline constexpr int64_t kLuaExact = int64_t{1} << 53;
 
-// A limiter script's reply {allowed, remaining, reset_us, retry_us[, delay_us]} into `d`
-// (allowed, reason, remaining and the durations; d.limit is the caller's). False, with `d`
-// unchanged, unless the reply is an array of 4 or 5 integers, allowed is 0 or 1, and every
-// number is within kLuaExact (so microseconds convert to nanoseconds without overflow).
+// A limiter script's reply {allowed, remaining, reset_us, retry_us[, delay_us[, flags]]} into
+// `d` (allowed, reason, remaining and the durations; d.limit is the caller's; flags are the
+// caller's to read: the calendar script's zone mismatch). False, with `d` unchanged, unless the
+// reply is an array of 4 to 6 integers, allowed and the mismatch are 0 or 1, and every number
+// is within kLuaExact (so microseconds convert to nanoseconds without overflow).
 bool ReadDecision(const RedisReply& reply, Decision& d);
 
 // An integer a Lua script can have computed exactly (|n| <= 2^53).

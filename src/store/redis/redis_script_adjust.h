@@ -65,19 +65,22 @@ if credit > 0 then
     -- picked, by the bounds sluiced sent, as a fixed window's credit in it.
     local limit, b0, b1, b2, b3 = params[1] + 0, params[2] + 0, params[3] + 0, params[4] + 0,
       params[5] + 0
-    local ws, we = b1, b2
+    local ws, we, wz = b1, b2, params[6] + 0
     if now >= b2 then ws, we = b2, b3 elseif now < b1 then ws, we = b0, b1 end
     local c = 0
     local v = redis.pcall('GET', key)
-    if type(v) == 'string' and #v == 24 then
-      local rs, re, rc = struct.unpack('<ddd', v)
-      if now < re then ws, we, c = rs, re, rc end
+    if type(v) == 'string' and (#v == 24 or #v == 32) then
+      local rs, re, rc, rz = 0, 0, 0, 0
+      if #v == 32 then rs, re, rc, rz = struct.unpack('<dddd', v)
+      else rs, re, rc = struct.unpack('<ddd', v) end
+      if now < re then ws, we, c, wz = rs, re, rc, rz end
     end
     c = math.max(over and -limit or math.min(0, c), c - credit)
     if c == 0 then
       redis.call('DEL', key)
     else
-      redis.call('SET', key, struct.pack('<ddd', ws, we, c), 'PX', ceil(math.max(we - now, 1) / 1000))
+      redis.call('SET', key, struct.pack('<dddd', ws, we, c, wz), 'PX',
+        ceil(math.max(we - now, 1) / 1000))
     end
   elseif alg == 5 or alg == 10 then
     local D = params[2] + 0

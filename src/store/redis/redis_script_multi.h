@@ -183,12 +183,13 @@ if alg == 1 or alg == 5 then
 elseif alg == 11 then
   -- A calendar window: given back if `at` is in the recorded window; its TTL stays.
   local v = redis.pcall('GET', key)
-  if type(v) ~= 'string' or #v ~= 24 then return 1 end
-  local ws, we, c = struct.unpack('<ddd', v)
+  if type(v) ~= 'string' or (#v ~= 24 and #v ~= 32) then return 1 end
+  local ws, we, c, wz = 0, 0, 0, 0
+  if #v == 32 then ws, we, c, wz = struct.unpack('<dddd', v) else ws, we, c = struct.unpack('<ddd', v) end
   if at < ws or at >= we then return 1 end
   c = math.max(0, c - cost)
   if c == 0 then redis.call('DEL', key)
-  else redis.call('SET', key, struct.pack('<ddd', ws, we, c), 'KEEPTTL') end
+  else redis.call('SET', key, struct.pack('<dddd', ws, we, c, wz), 'KEEPTTL') end
 elseif alg == 2 or alg == 4 then
   local cap, n, d = p[1], p[2], p[3]
   local s, last, gen = bucket_state(cap, n, d, alg == 2 and p[4] or p[6], 's', 'l')

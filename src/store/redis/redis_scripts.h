@@ -136,25 +136,32 @@ return {0, math.max(0, limit - count), count ~= 0 and until_next or 0, until_nex
 inline const LuaScript kFixedWindowScript{std::string(kLuaPrelude) + kFixedWindowBody};
 
 // Calendar window (docs/quotas.md, "Calendar periods"): a fixed window whose windows sluiced
-// works out from the zone's rules. KEYS[1]: packed {window start, window end, hits in it} (us),
-// expiring at the window's end. ARGV: now_us|'', limit, b0, b1, b2, b3, cost, flags: b1..b2 is
-// the window that holds the sending node's now, b0..b1 the one before and b2..b3 the one after
-// it (us). The script decides in the one that holds its own now (Redis's TIME under the server
-// clock), so a node whose clock is off by less than a window, either way, opens no wrong window.
-// A recorded window applies until its recorded end; only then is another opened. A key of
-// another shape (a plain fixed window's, before a reload made the rule a calendar one) reads as
-// no state. Returns {allowed, remaining, reset_us, retry_us}.
+// works out from the zone's rules. KEYS[1]: packed {window start, window end, hits in it (us),
+// zone id}, expiring at the window's end. ARGV: now_us|'', limit, b0, b1, b2, b3, zone, cost,
+// flags: b1..b2 is the window that holds the sending node's now in the request's zone, b0..b1
+// the one before and b2..b3 the one after it (us); zone is that zone's CalendarZoneId (below
+// 2^52: exact as a number), which a window opened here records. The script decides in the one that
+// holds its own now (Redis's TIME under the server clock), so a node whose clock is off by less
+// than a window, either way, opens no wrong window. A recorded window applies until its recorded
+// end; only then is another opened. A key of another shape (a plain fixed window's, before a reload
+// made the rule a calendar one) reads as no state; a key of three fields (before zones were
+// recorded) has no zone (0). Returns {allowed, remaining, reset_us, retry_us, 0, mismatch}:
+// mismatch 1 when the open window was opened in another zone than the request's (it decided:
+// docs/quotas.md, "A zone per customer").
 inline constexpr char kCalendarWindowBody[] = R"lua(
 local limit, b0, b1, b2, b3 = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
-local cost, charge, reserve = ARGV[7] + 0, flags_of(ARGV[8])
-local ws, we = b1, b2
+local zone, cost = ARGV[7] + 0, ARGV[8] + 0
+local charge, reserve = flags_of(ARGV[9])
+local ws, we, wz = b1, b2, zone
 if now >= b2 then ws, we = b2, b3 elseif now < b1 then ws, we = b0, b1 end
 local v = redis.pcall('GET', KEYS[1])
 local count, kept = 0, false
-if type(v) == 'string' and #v == 24 then
-  local rs, re, c = struct.unpack('<ddd', v)
-  if now < re then ws, we, count, kept = rs, re, c, true end
+if type(v) == 'string' and (#v == 24 or #v == 32) then
+  local rs, re, c, rz = 0, 0, 0, 0
+  if #v == 32 then rs, re, c, rz = struct.unpack('<dddd', v) else rs, re, c = struct.unpack('<ddd', v) end
+  if now < re then ws, we, count, kept, wz = rs, re, c, true, rz end
 end
+local mismatch = (kept and wz ~= 0 and wz ~= zone) and 1 or 0
 -- Below 1 us only when this node's clock is more than a window off Redis's.
 local until_next = math.max(we - now, 1)
 local before = count
@@ -167,14 +174,15 @@ elseif charge then
 end
 if count > before then
   if kept then
-    redis.call('SET', KEYS[1], struct.pack('<ddd', ws, we, count), 'KEEPTTL')
+    redis.call('SET', KEYS[1], struct.pack('<dddd', ws, we, count, wz), 'KEEPTTL')
   else
-    redis.call('SET', KEYS[1], struct.pack('<ddd', ws, we, count), 'PX', ceil(until_next / 1000))
+    redis.call('SET', KEYS[1], struct.pack('<dddd', ws, we, count, wz), 'PX',
+      ceil(until_next / 1000))
   end
 end
 -- A surplus (a negative count: an admin credit beyond the limit) also ends with the window.
-if allowed then return {1, limit - count, count ~= 0 and until_next or 0, 0} end
-return {0, math.max(0, limit - count), count ~= 0 and until_next or 0, until_next}
+if allowed then return {1, limit - count, count ~= 0 and until_next or 0, 0, 0, mismatch} end
+return {0, math.max(0, limit - count), count ~= 0 and until_next or 0, until_next, 0, mismatch}
 )lua";
 inline const LuaScript kCalendarWindowScript{std::string(kLuaPrelude) + kCalendarWindowBody};
 

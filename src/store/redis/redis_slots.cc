@@ -38,7 +38,7 @@ std::vector<SlotGroup> RedisStoreImpl::Group(std::span<const LimitCheck> checks,
                               [slot](const SlotGroup& g) { return g.slot == slot; });
     if (group == groups.end()) group = groups.insert(groups.end(), SlotGroup{slot, {}});
     group->checks.push_back({i, limiter, std::move(key), checks[i].cost, checks[i].charge,
-                             checks[i].quota, limiter->ReserveFor(checks[i])});
+                             checks[i].quota, limiter->ReserveFor(checks[i]), checks[i].zone});
   }
   return groups;
 }
@@ -53,7 +53,7 @@ void RedisStoreImpl::MultiCall(const SlotGroup& group, Timestamp now, size_t quo
     args.push_back(std::to_string(c.limiter->script_id()));
     const size_t count_at = args.size();
     args.emplace_back();
-    c.limiter->AppendArgs(now, c.cost, c.charge, args, c.quota, c.reserve);
+    c.limiter->AppendArgs(now, c.cost, c.charge, args, c.quota, c.reserve, c.zone);
     args[count_at] = std::to_string(args.size() - count_at - 1);
   }
 }
@@ -70,8 +70,9 @@ GroupOutcome RedisStoreImpl::ReadGroup(const SlotGroup& group, const Result<Redi
     if (!ok || !c.limiter->Read(reply->elements[1].elements[k], c.cost, c.charge, d, c.reserve)) {
       d = c.limiter->Failed(d,
                             reply ? Error{"redis: unexpected multi-limit reply"} : reply.error());
-    } else if (rolled_back && TookQuota(c.charge, d)) {
-      ReportGivenBack(d, c.cost);  // the script gave it back
+    } else {
+      c.limiter->CountZoneMismatch(reply->elements[1].elements[k]);
+      if (rolled_back && TookQuota(c.charge, d)) ReportGivenBack(d, c.cost);  // the script did
     }
   }
   outcome.admitted = ok && !rolled_back;

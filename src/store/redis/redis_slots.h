@@ -21,9 +21,10 @@ struct SlotCheck {
   RedisLimiter* limiter;
   std::string key;
   int64_t cost;
-  bool charge;      // never given back
-  bool quota;       // LimitCheck::quota
-  int64_t reserve;  // RedisLimiter::ReserveFor: 0 for a charge
+  bool charge;               // never given back
+  bool quota;                // LimitCheck::quota
+  int64_t reserve;           // RedisLimiter::ReserveFor: 0 for a charge
+  const CalendarZone* zone;  // LimitCheck::zone: valid while the group's call is built
 };
 
 struct SlotGroup {

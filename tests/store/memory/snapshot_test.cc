@@ -12,7 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "sluice/calendar_window.h"
 #include "sluice/memory_store.h"
+#include "sluice/stats_sink.h"
 #include "store/memory/snapshot_bytes.h"
 
 namespace sluice {
@@ -157,6 +159,43 @@ LimitSpec CalendarDay(const char* zone, int64_t limit = 12) {
 TEST(MemorySnapshot, ACalendarWindowDecidesAsIfNeverRestarted) {
   ExpectRestoredDecidesAlike(CalendarDay("Europe/Lisbon"), /*transient=*/false, Duration(0));
   ExpectRestoredDecidesAlike(CalendarDay("Asia/Kathmandu"), /*transient=*/false, hours(1));
+}
+
+// The zone a window was opened in survives a restart: a request in another zone after it is
+// decided in the restored window and counted as a mismatch (docs/quotas.md, "A zone per
+// customer").
+TEST(MemorySnapshot, ACalendarWindowKeepsItsZone) {
+  auto tokyo = ResolveCalendarZone("Asia/Tokyo");
+  auto new_york = ResolveCalendarZone("America/New_York");
+  ASSERT_TRUE(tokyo && new_york);
+  const LimitSpec spec = CalendarDay("Europe/Lisbon", 10);
+  const auto decide = [](Store& store, Limiter& l, const CalendarZone& zone, Timestamp t) {
+    const LimitCheck c{.limiter = &l, .key = "k", .cost = 1, .zone = &zone};
+    Decision d;
+    store.DecideAll(std::span(&c, 1), t, std::span(&d, 1));
+    return d;
+  };
+  struct Sink : StatsSink {
+    double mismatches = -1;
+    void Add(const StatFamily& f, std::span<const StatLabel>, double v) override {
+      if (f.name == "sluice_calendar_zone_mismatches_total") mismatches = v;
+    }
+  };
+  auto first = MustOpen();
+  auto limiter = MustMake(*first, spec);
+  const Decision opened = decide(*first, *limiter, *tokyo, kStart);
+  ASSERT_TRUE(opened.allowed);
+  const std::string bytes = SnapshotsOf(*first)->Save(kStart, Duration(0));
+  auto second = MustOpen();
+  EXPECT_EQ(SnapshotsOf(*second)->Load(bytes, kStart, Duration(0)).error, "");
+  auto restored = MustMake(*second, spec);
+  EXPECT_EQ(SnapshotsOf(*second)->FinishRestore().restored, 1u);
+  const Decision d = decide(*second, *restored, *new_york, kStart);
+  EXPECT_EQ(d.remaining, 8);
+  EXPECT_EQ(d.reset_after, opened.reset_after);  // Tokyo's day, not New York's
+  Sink sink;
+  restored->ReportStats(sink, {});
+  EXPECT_EQ(sink.mismatches, 1);
 }
 
 // Takes `used` hits of `spec` for key "k", snapshots, and restores under `now_spec`.

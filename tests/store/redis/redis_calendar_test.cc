@@ -10,9 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "sluice/calendar_window.h"
 #include "sluice/clock.h"
 #include "sluice/memory_store.h"
 #include "sluice/redis_store.h"
+#include "sluice/stats_sink.h"
 #include "store/redis/redis_client.h"
 #include "support/redis_server.h"
 
@@ -158,6 +160,62 @@ TEST_F(RedisCalendar, UnderRedisTimeTheScriptPicksTheWindowHoldingItsNow) {
   ASSERT_TRUE(ttl.has_value());
   EXPECT_GT(ttl->integer, 0);
   EXPECT_LE(ttl->integer, 24 * 3600 * 1000);
+}
+
+// A zone per request (LimitCheck::zone) on Redis and on memory: a key whose window opens in
+// Tokyo ends at Tokyo's March 1st, a key opened in New York at New York's, and a request in
+// another zone while a window is open is decided in that window. Oracle: `TZ=<zone> date -d
+// '2026-03-01 00:00' +%s` = 1772290800 (Tokyo), 1772341200 (New York).
+TEST_F(RedisCalendar, EachKeysWindowIsTheZoneItOpenedIn) {
+  auto redis = OpenRedisStore(Options(/*server_time=*/false));
+  ASSERT_TRUE(redis.has_value());
+  auto memory = OpenMemoryStore();
+  ASSERT_TRUE(memory.has_value());
+  const LimitSpec spec = Calendar(CalendarUnit::kMonth, "Europe/Lisbon", 5);
+  auto tokyo = ResolveCalendarZone("Asia/Tokyo");
+  auto new_york = ResolveCalendarZone("America/New_York");
+  ASSERT_TRUE(tokyo && new_york);
+  const int64_t now_s = 1772290800 - 7200;  // Feb 28 22:00 JST, 08:00 EST
+  const Timestamp now = FromNanos(now_s * 1'000'000'000);
+  for (const std::shared_ptr<Store>& store : {std::shared_ptr<Store>(*redis), *memory}) {
+    auto made = store->MakeLimiter(spec, LimiterOptions{.id = "cal-zone"});
+    ASSERT_TRUE(made.has_value()) << made.error().message;
+    Limiter* l = made->get();
+    const auto decide = [&](std::string_view key, const CalendarZone& zone) {
+      const LimitCheck c{.limiter = l, .key = key, .cost = 1, .zone = &zone};
+      Decision d;
+      store->DecideAll(std::span(&c, 1), now, std::span(&d, 1));
+      return d;
+    };
+    const Decision t = decide("k-tokyo", *tokyo);
+    ASSERT_TRUE(t.allowed);
+    EXPECT_EQ(t.reset_after, seconds(7200));
+    const Decision n = decide("k-ny", *new_york);
+    ASSERT_TRUE(n.allowed);
+    EXPECT_EQ(n.reset_after, seconds(1772341200 - now_s));
+    // k-tokyo's open window decides a New York request: Tokyo's end, its count.
+    const Decision switched = decide("k-tokyo", *new_york);
+    EXPECT_EQ(switched.reset_after, seconds(7200));
+    EXPECT_EQ(switched.remaining, 3);
+    // ... and counted once: the requests in their windows' own zones are not.
+    struct Sink : StatsSink {
+      double mismatches = -1;
+      void Add(const StatFamily& f, std::span<const StatLabel>, double v) override {
+        if (f.name == "sluice_calendar_zone_mismatches_total") mismatches = v;
+      }
+    } sink;
+    l->ReportStats(sink, {});
+    EXPECT_EQ(sink.mismatches, 1);
+    // A refund and a credit keep the window's zone: still Tokyo's window, still a mismatch.
+    l->Refund("k-tokyo", now, now, 1);                                            // 1 left counted
+    EXPECT_EQ(decide("k-tokyo", *tokyo).remaining, 3);                            // 2
+    ASSERT_TRUE(l->Adjust("k-tokyo", now, Adjustment{.amount = 1}).has_value());  // 1
+    const Decision again = decide("k-tokyo", *new_york);  // 2, in Tokyo's window
+    EXPECT_EQ(again.remaining, 3);
+    EXPECT_EQ(again.reset_after, seconds(7200));
+    l->ReportStats(sink, {});
+    EXPECT_EQ(sink.mismatches, 2);
+  }
 }
 
 }  // namespace

@@ -73,9 +73,10 @@ TEST(RedisReply, RefusesWhatNoScriptSends) {
            Ints({1, 9, k2To53 + 1, 0}),  // beyond what Lua holds exactly
            Ints({1, kMax, 1, 0}),        // remaining likewise
            Ints({1, std::numeric_limits<int64_t>::min(), 1, 0}),
-           Ints({2, 9, 1, 0}),                                         // allowed is 0 or 1
-           Ints({1, 9, 1}),                                            // too short
-           Ints({1, 9, 1, 0, 0, 0}),                                   // too long
+           Ints({2, 9, 1, 0}),           // allowed is 0 or 1
+           Ints({1, 9, 1}),              // too short
+           Ints({1, 9, 1, 0, 0, 0, 0}),  // too long
+           Ints({1, 9, 1, 0, 0, 2}),     // a calendar window's zone mismatch is 0 or 1
            Array({Integer(1), RedisReply{}, Integer(1), Integer(0)}),  // a nil
            Integer(1),                                                 // not an array
        }) {
