@@ -20,10 +20,12 @@
 #include "sluice/sliding_window_counter.h"
 #include "sluice/sliding_window_log.h"
 #include "sluice/token_bucket.h"
+#include "store/decide_checks.h"
 #include "store/memory/key_hash.h"
 #include "store/memory/limiter_snapshot.h"
 #include "store/memory/memory_shard.h"
 #include "store/memory/override_table.h"
+#include "store/memory/reserving_limiter.h"
 #include "store/memory/snapshot_stage.h"
 
 namespace sluice {
@@ -133,7 +135,9 @@ class UsageSource {
 };
 
 template <typename Alg>
-class MemoryLimiterOf final : public internal::SnapshotLimiter, public UsageSource {
+class MemoryLimiterOf final : public internal::SnapshotLimiter,
+                              public internal::ReservingLimiter,
+                              public UsageSource {
  public:
   // `fixed_bytes`: what the limiter itself takes besides its shards' tables (counted in its
   // Stats when a store's bound includes it; 0 otherwise).
@@ -164,6 +168,13 @@ class MemoryLimiterOf final : public internal::SnapshotLimiter, public UsageSour
     auto& shard = ShardFor(h);
     shard.Prefetch(static_cast<uint32_t>(h));
     return shard.Decide(alg_, key, static_cast<uint32_t>(h), now, cost);
+  }
+
+  Decision DecideReserving(std::string_view key, Timestamp now, int64_t cost,
+                           int64_t reserve) override {
+    if (!Valid(key, cost)) return Invalid();
+    const uint64_t h = internal::HashKey(key, seed_);
+    return ShardFor(h).Decide(alg_, key, static_cast<uint32_t>(h), now, cost, reserve);
   }
 
   Decision Charge(std::string_view key, Timestamp now, int64_t cost) override {
@@ -442,14 +453,14 @@ class MemoryStore final : public Store, public MemorySnapshots {
       return c.limiter != nullptr && c.limiter->owner() != this;
     };
     if (std::none_of(checks.begin(), checks.end(), foreign)) {
-      return sluice::DecideAll(checks, now, out);
+      return DecideOwn(checks, now, out);
     }
     // Another store's limiter: decided as a null one (kInvalidRequest), rejecting the request.
     std::vector<LimitCheck> own(checks.begin(), checks.end());
     for (LimitCheck& c : own) {
       if (foreign(c)) c.limiter = nullptr;
     }
-    sluice::DecideAll(own, now, out);
+    DecideOwn(own, now, out);
   }
 
   void DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
@@ -466,6 +477,16 @@ class MemoryStore final : public Store, public MemorySnapshots {
   }
 
   bool Ready() override { return true; }
+
+  // sluice::DecideAll, with each reserve decided atomically with its cost: every limiter this
+  // store makes (configured and transient) is a ReservingLimiter.
+  static void DecideOwn(std::span<const LimitCheck> checks, Timestamp now,
+                        std::span<Decision> out) {
+    internal::DecideChecks(checks, now, out, [now](const LimitCheck& c) {
+      return dynamic_cast<internal::ReservingLimiter&>(*c.limiter)
+          .DecideReserving(c.key, now, c.cost, c.reserve);
+    });
+  }
 
   std::string Save(Timestamp now, Duration to_wall, SnapshotSaved* saved) override {
     std::string out;
