@@ -25,6 +25,7 @@
 #include "config/descriptor_tree.h"
 #include "config/forward_auth.h"
 #include "config/limit_unit.h"
+#include "core/shed.h"
 #include "sluice/limit_spec.h"
 #include "sluice/quota_sync.h"
 #include "sluice/region_scope.h"
@@ -79,6 +80,9 @@ struct Limit {
   // region's static part and regions.global_spec the whole limit.
   RegionScope regions = {};
   bool detailed_metric = false;
+  // rate_limit.shed (docs/load-protection.md, "Priority shedding"): the capacity each priority
+  // may fill; unset: every request may take the last hit.
+  std::optional<ShedRule> shed;
   std::vector<std::string> replaces;  // names of limits this one replaces in the same request
   std::string origin;                 // "file:line" of the descriptor, for messages
 };
@@ -106,6 +110,11 @@ struct Domain {
   // stripped from every descriptor of the domain before matching and keying. Each feature that
   // reads one adds its key here at load (a rule's timezone_from, the domain's priority_key).
   std::vector<std::string> attribute_keys;
+
+  // The descriptor entry that carries a request's priority (the domain's `priority_key`),
+  // stripped (in attribute_keys) only when a limit of the domain has a shed rule.
+  std::string priority_key = "priority";
+  bool priority_key_configured = false;  // written in the domain file
 
   // How the forward-auth endpoint turns a request into this domain's descriptors; unset: the
   // domain does not serve it.

@@ -213,12 +213,17 @@ class DomainParser {
   }
 
   Result<Limit> ParseRateLimit(const YAML::Node& node, bool shadow_mode) {
-    auto fields =
-        Fields::Of(file_, node, "rate_limit",
-                   {"unit", "period", "calendar", "timezone", "week_start", "requests_per_unit",
-                    "name", "replaces", "unlimited", "algorithm", "burst", "shaper", "max_delay",
-                    "mode", "failure_mode", "over_limit_hits", "sync", "scope", "regions"},
-                   &warnings_);
+    auto fields = Fields::Of(file_, node, "rate_limit", {"unit",         "period",
+                                                         "calendar",     "timezone",
+                                                         "week_start",   "requests_per_unit",
+                                                         "name",         "replaces",
+                                                         "unlimited",    "algorithm",
+                                                         "burst",        "shaper",
+                                                         "max_delay",    "mode",
+                                                         "failure_mode", "over_limit_hits",
+                                                         "sync",         "scope",
+                                                         "regions",      "shed"},
+                             &warnings_);
     if (!fields) return std::unexpected(fields.error());
     Limit limit;
     if (const auto n = fields->Get("name")) {
@@ -272,7 +277,7 @@ class DomainParser {
     limit.requests_per_unit = rpu.value_or(0);
     if (limit.requests_per_unit == 0) {
       for (std::string_view f : {"algorithm", "burst", "shaper", "max_delay", "sync", "scope",
-                                 "regions", "calendar", "timezone", "week_start"}) {
+                                 "regions", "calendar", "timezone", "week_start", "shed"}) {
         if (fields->Present(f)) {
           return ErrorAt(file_, fields->KeyOf(f),
                          "requests_per_unit: 0 blocks every request; '" + std::string(f) +
@@ -321,7 +326,7 @@ class DomainParser {
   // algorithm parameters mean nothing without a limit and stay errors.
   Result<Limit> ParseUnlimited(const Fields& fields, Limit limit) {
     for (std::string_view f : {"period", "calendar", "timezone", "week_start", "algorithm", "burst",
-                               "shaper", "max_delay", "sync", "scope", "regions"}) {
+                               "shaper", "max_delay", "sync", "scope", "regions", "shed"}) {
       if (fields.Present(f)) {
         return ErrorAt(file_, fields.KeyOf(f),
                        "an unlimited rate_limit takes no '" + std::string(f) + "'");
@@ -433,6 +438,9 @@ class DomainParser {
                          ": scope: global cannot serve a calendar window (regions share a limit "
                          "per fixed-length period; keep the calendar rule per store)");
     }
+    auto shed = ParseShed(file_, fields, limit, LimitName(limit));
+    if (!shed) return std::unexpected(shed.error());
+    limit.shed = std::move(*shed);
     return limit;
   }
 
@@ -669,7 +677,8 @@ Result<ParsedDomain> ParseDomain(const std::string& file, const YAML::Node& root
   }
   auto fields = Fields::Of(
       file, root, "a domain file",
-      {"domain", "descriptors", "plans", "plan_key", "plan_source", "forward_auth"}, &warnings);
+      {"domain", "descriptors", "plans", "plan_key", "plan_source", "forward_auth", "priority_key"},
+      &warnings);
   if (!fields) return std::unexpected(fields.error());
   ParsedDomain parsed;
   Domain& domain = parsed.domain;
@@ -682,6 +691,13 @@ Result<ParsedDomain> ParseDomain(const std::string& file, const YAML::Node& root
   if (!text) return std::unexpected(text.error());
   domain.name = std::move(*text);
   domain.origin = Where(file, *name);
+
+  if (const auto key = fields->Get("priority_key")) {
+    auto key_text = ReadString(file, *key, "priority_key", kMaxNameBytes);
+    if (!key_text) return std::unexpected(key_text.error());
+    domain.priority_key = std::move(*key_text);
+    domain.priority_key_configured = true;
+  }
 
   DomainParser parser(file, domain, warnings, default_algorithm);
   if (const auto list = fields->Get("descriptors")) {

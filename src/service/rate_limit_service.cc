@@ -240,7 +240,26 @@ struct Pending {
   int64_t hits;
   bool charge;  // Limiter::Charge: over_limit_hits count, or a charge request
   bool quota;   // the limit's quota_mode
+  // Hits to leave free (priority shedding, LimitCheck::reserve); 0 without a shed rule.
+  int64_t reserve;
 };
+
+int64_t SaturatingAdd(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
+
+// A limit's reserve for a request: its shed rule applied to the priority the descriptor carries
+// (the domain's priority_key entry, stripped before matching) or else the request's own.
+int64_t ReserveFor(const Limit& limit, const MatchResult& m, const Domain* domain,
+                   const CheckRequest& request) {
+  if (!limit.shed || limit.kind != LimitKind::kLimited) return 0;
+  std::optional<std::string_view> priority;
+  if (const std::string* entry =
+          domain == nullptr ? nullptr : FindAttribute(m.attributes, domain->priority_key)) {
+    priority = *entry;
+  } else if (request.priority) {
+    priority = *request.priority;
+  }
+  return ShedReserve(*limit.shed, priority, limit.spec.Capacity());
+}
 
 void Apply(DescriptorStatus& s, const Decision& d) {
   s.remaining = d.remaining;
@@ -297,6 +316,7 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c) {
   std::vector<const Limit*> matched(request.descriptors.size(), nullptr);
   std::vector<DescriptorEntry> view;
   std::deque<std::string> digests;  // of long values: `view` points into them
+  const Domain* domain = set.config()->FindDomain(request.domain);
   UncheckedCounts unchecked;
   for (size_t i = 0; i < request.descriptors.size(); ++i) {
     const CheckDescriptor& d = request.descriptors[i];
@@ -352,16 +372,17 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c) {
     const bool charge = request.charge || m.limit->over_limit_hits.value_or(
                                               options_.over_limit_hits) == OverLimitHits::kCount;
     const bool enforced = s.mode == Mode::kEnforce;
+    const int64_t reserve = charge ? 0 : ReserveFor(*m.limit, m, domain, request);
     (enforced ? c.enforced : c.observing)
         .push_back({i, limiter->limiter, IdentityOf(s.counter_key), hits, charge,
-                    enforced && m.limit->quota_mode});
+                    enforced && m.limit->quota_mode, reserve});
   }
   c.domain = request.domain;
   c.charge = request.charge;
   c.now = clock_->Now();
   c.checks.reserve(c.enforced.size());
   for (const Pending& p : c.enforced) {
-    c.checks.push_back({p.limiter, p.identity, p.hits, p.charge, p.quota});
+    c.checks.push_back({p.limiter, p.identity, p.hits, p.charge, p.quota, p.reserve});
   }
   return {};
 }
@@ -435,7 +456,14 @@ void Service::CheckAsync(const CheckRequest& request, CheckCallback done) {
       auto observed = [this, state, &p](const Decision& decision) {
         Checking& check = state->c;
         Decision d = decision;
-        if (check.rejected && !p.charge) d.allowed = d.allowed && d.remaining >= p.hits;
+        // Shadow and soft limits observe without shedding: the request passes whatever they
+        // say, so its hits count. Over means it would not have fitted with its reserve: what
+        // is left after it (or, asked at cost 0 for a rejected request, its hits too) is
+        // below the reserve.
+        if (!p.charge) {
+          const int64_t needed = check.rejected ? SaturatingAdd(p.hits, p.reserve) : p.reserve;
+          d.allowed = d.allowed && d.remaining >= needed;
+        }
         Apply(check.response.statuses[p.status], d);  // each answer writes its own status
         if (state->observing.fetch_sub(1, std::memory_order_acq_rel) == 1) {
           state->done(Finish(check));
