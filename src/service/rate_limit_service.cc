@@ -369,8 +369,12 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c) {
     auto limiter = set.For(*m.limit);
     if (!limiter) return std::unexpected(limiter.error());
     if (limiter->hold != nullptr) c.overrides.push_back(std::move(limiter->hold));
-    const bool charge = request.charge || m.limit->over_limit_hits.value_or(
-                                              options_.over_limit_hits) == OverLimitHits::kCount;
+    // A shed rule drops hits over its thresholds whatever --over-limit-hits says (the config
+    // refuses it beside over_limit_hits: count): a charged hit cannot be shed.
+    const OverLimitHits server_default =
+        m.limit->shed ? OverLimitHits::kDrop : options_.over_limit_hits;
+    const bool charge = request.charge ||
+                        m.limit->over_limit_hits.value_or(server_default) == OverLimitHits::kCount;
     const bool enforced = s.mode == Mode::kEnforce;
     const int64_t reserve = charge ? 0 : ReserveFor(*m.limit, m, domain, request);
     (enforced ? c.enforced : c.observing)

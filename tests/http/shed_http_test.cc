@@ -39,11 +39,15 @@ const Timestamp kNow = FromNanos((int64_t{500'000} * 3600 + 900) * 1'000'000'000
 
 class ShedHttp : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Start(OverLimitHits::kDrop); }
+
+  // The service anew on a fresh memory store, with the server's default over_limit_hits.
+  void Start(OverLimitHits hits) {
     auto config = LoadConfig(dir_.Write("api.yaml", kConfig));
     ASSERT_TRUE(config.has_value()) << config.error().message;
     ServiceOptions options;
     options.clock = &clock_;
+    options.over_limit_hits = hits;
     auto opened = OpenStore("memory");
     ASSERT_TRUE(opened.has_value()) << opened.error().message;
     auto service = RateLimitService::Create(*config, *opened, options, nullptr);
@@ -126,6 +130,13 @@ TEST_F(ShedHttp, ABadBodyPriorityIsRefused) {
   EXPECT_EQ(api_->Handle({"POST", "/v1/check", "", request.dump()}).status, 400);
   request["priority"] = std::string(65, 'p');
   EXPECT_EQ(api_->Handle({"POST", "/v1/check", "", request.dump()}).status, 400);
+}
+
+// Counting every hit would charge them, and a charge cannot be shed: a shed rule drops.
+TEST_F(ShedHttp, AShedRuleShedsUnderAServerDefaultOfCountingEveryHit) {
+  Start(OverLimitHits::kCount);
+  EXPECT_EQ(Fill("t1", "low"), 60);
+  EXPECT_EQ(Fill("t1", "critical"), 40);
 }
 
 // A shadow limit never refuses; it reports what shedding would have done.
