@@ -1,5 +1,6 @@
 // One domain file: `domain`, `descriptors` (ratelimit's format, checked strictly) and sluice's
 // `plans`, `plan_key`, `plan_source`.
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +47,23 @@ class DomainParser {
 
   // A `replaces` name that no rate_limit of the domain has replaces nothing. ratelimit loads
   // it silently; it is most likely a typo, so say so.
+  // A domain that sheds removes its priority_key entry from every descriptor before matching:
+  // a rule of this file keyed on it could never match.
+  Result<void> CheckPriorityKey() const {
+    const bool sheds = std::any_of(domain_.limits.begin(), domain_.limits.end(),
+                                   [](const Limit& l) { return l.shed.has_value(); });
+    if (!sheds) return {};
+    for (const auto& [key, node] : keys_) {
+      if (key != domain_.priority_key) continue;
+      return ErrorAt(file_, node,
+                     "key '" + key +
+                         "' is the domain's priority_key, which a domain with a shed "
+                         "rule removes from descriptors before matching: this rule could never "
+                         "match (set priority_key to another name)");
+    }
+    return {};
+  }
+
   void CheckReplaces() const {
     for (const PendingReplace& r : replaces_) {
       bool found = false;
@@ -97,6 +115,7 @@ class DomainParser {
     }
     auto key = ReadString(file_, *key_node, "key", kMaxNameBytes);
     if (!key) return std::unexpected(key.error());
+    keys_.emplace_back(*key, *key_node);
     auto value = ReadValue(*fields);
     if (!value) return std::unexpected(value.error());
     if (auto ok = CheckUpstreamOnly(*fields); !ok) return ok;
@@ -616,6 +635,7 @@ class DomainParser {
   std::vector<std::string> origins_;  // "file:line:col" per node of the tree being parsed
   size_t descriptors_ = 0;
   std::vector<PendingReplace> replaces_;
+  std::vector<std::pair<std::string, YAML::Node>> keys_;  // every rule's key, for CheckPriorityKey
 };
 
 Result<void> ParsePlans(const std::string& file, const Fields& root, DomainParser& parser,
@@ -709,6 +729,7 @@ Result<ParsedDomain> ParseDomain(const std::string& file, const YAML::Node& root
     return std::unexpected(ok.error());
   }
   parser.CheckReplaces();
+  if (auto ok = parser.CheckPriorityKey(); !ok) return std::unexpected(ok.error());
 
   if (const auto fa = fields->Get("forward_auth")) {
     auto parsed_fa = ParseForwardAuth(file, *fa);

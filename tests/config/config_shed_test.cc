@@ -153,6 +153,15 @@ TEST_F(ConfigShedTest, ThePriorityEntryIsStrippedOnlyWhereADomainSheds) {
   EXPECT_NE(test::MustMatch(*plain, "d", {{"priority", "bulk"}}).limit, nullptr);
 }
 
+TEST_F(ConfigShedTest, ARuleKeyedOnThePriorityKeyOfASheddingDomainIsRefused) {
+  const std::string error =
+      LoadError("domain: d\ndescriptors:\n  - key: k\n    rate_limit: " + std::string(kShed) +
+                "}\n  - key: priority\n    value: bulk\n"
+                "    rate_limit: {unit: hour, requests_per_unit: 5}\n");
+  EXPECT_NE(error.find("c.yaml:5:"), std::string::npos) << error;
+  EXPECT_NE(error.find("could never match"), std::string::npos) << error;
+}
+
 TEST_F(ConfigShedTest, APriorityKeyOfItsOwn) {
   auto config = Load(
       "domain: d\npriority_key: x-priority\ndescriptors:\n  - key: k\n"
