@@ -55,6 +55,12 @@ Unit CalendarReportUnit(CalendarUnit unit);
 // Whether `name` can be a region's name (letters, digits, '_', '-', '.'; 1 to 64 bytes).
 bool IsRegionName(std::string_view name);
 
+// A `shed:` list (core/shed.h) by itself, for any limit that sheds (a rate_limit's, a
+// concurrency limit's): refused when empty, with a priority listed twice or named critical,
+// thresholds out of (0, 1] or decreasing, or none below 1. The limit's own restrictions are the
+// caller's.
+Result<ShedRule> ParseShedLevels(const std::string& file, const YAML::Node& node);
+
 // A rate_limit's `shed:` levels (core/shed.h), for a limit whose sync, scope and
 // over_limit_hits are parsed: nullopt without one; refused with sync leased or batched, scope
 // global or over_limit_hits count, a priority listed twice or named critical, thresholds out of

@@ -49,15 +49,40 @@ Result<ShedLevel> ParseLevel(const std::string& file, const YAML::Node& node) {
 
 }  // namespace
 
+Result<ShedRule> ParseShedLevels(const std::string& file, const YAML::Node& node) {
+  if (!node.IsSequence() || node.size() == 0) {
+    return ErrorAt(file, node,
+                   "shed must be a list of {priority, above} levels, least important first");
+  }
+  ShedRule rule;
+  for (size_t i = 0; i < node.size(); ++i) {
+    const YAML::Node item = node[i];
+    auto level = ParseLevel(file, item);
+    if (!level) return std::unexpected(level.error());
+    for (const ShedLevel& earlier : rule.levels) {
+      if (earlier.priority == level->priority) {
+        return ErrorAt(file, item, "priority '" + level->priority + "' is listed twice");
+      }
+    }
+    if (!rule.levels.empty() && ShedFractionLess(level->above, rule.levels.back().above)) {
+      return ErrorAt(file, item,
+                     "shed levels go from the least important priority to the most: '" +
+                         level->priority + "' has a lower threshold than '" +
+                         rule.levels.back().priority + "' before it");
+    }
+    rule.levels.push_back(std::move(*level));
+  }
+  if (!ShedFractionLess(rule.levels.front().above, ShedFraction{})) {
+    return ErrorAt(file, node, "shed sheds nothing: give at least one priority an 'above' below 1");
+  }
+  return rule;
+}
+
 Result<std::optional<ShedRule>> ParseShed(const std::string& file, const Fields& fields,
                                           const Limit& limit, const std::string& limit_name) {
   const auto node = fields.Get("shed");
   if (!node) return std::optional<ShedRule>();
   const YAML::Node at = fields.KeyOf("shed");
-  if (!node->IsSequence() || node->size() == 0) {
-    return ErrorAt(file, *node,
-                   "shed must be a list of {priority, above} levels, least important first");
-  }
   // Shedding reserves hits of the exact shared count; a leased or batched node admits from what
   // it holds or sees, and a global limit from its region's part: a threshold of either is not
   // one of the limit.
@@ -76,29 +101,9 @@ Result<std::optional<ShedRule>> ParseShed(const std::string& file, const Fields&
                        ": shed has no effect with over_limit_hits: count (every hit is "
                        "charged, whatever its priority)");
   }
-  ShedRule rule;
-  for (size_t i = 0; i < node->size(); ++i) {
-    const YAML::Node item = (*node)[i];
-    auto level = ParseLevel(file, item);
-    if (!level) return std::unexpected(level.error());
-    for (const ShedLevel& earlier : rule.levels) {
-      if (earlier.priority == level->priority) {
-        return ErrorAt(file, item, "priority '" + level->priority + "' is listed twice");
-      }
-    }
-    if (!rule.levels.empty() && ShedFractionLess(level->above, rule.levels.back().above)) {
-      return ErrorAt(file, item,
-                     "shed levels go from the least important priority to the most: '" +
-                         level->priority + "' has a lower threshold than '" +
-                         rule.levels.back().priority + "' before it");
-    }
-    rule.levels.push_back(std::move(*level));
-  }
-  if (!ShedFractionLess(rule.levels.front().above, ShedFraction{})) {
-    return ErrorAt(file, *node,
-                   "shed sheds nothing: give at least one priority an 'above' below 1");
-  }
-  return std::optional<ShedRule>(std::move(rule));
+  auto rule = ParseShedLevels(file, *node);
+  if (!rule) return std::unexpected(rule.error());
+  return std::optional<ShedRule>(std::move(*rule));
 }
 
 void AddPriorityKeys(std::map<std::string, Domain, std::less<>>& domains) {
