@@ -244,6 +244,14 @@ struct Pending {
   int64_t reserve;
 };
 
+// A decision as the request's priority sees it: `remaining` is what that priority may still take,
+// the free hits beyond its reserve, so that a client pacing itself on it (RateLimit headers,
+// x-ratelimit-remaining) is not told of hits kept for others.
+Decision ForPriority(Decision d, int64_t reserve) {
+  d.remaining = std::max<int64_t>(0, d.remaining - reserve);
+  return d;
+}
+
 int64_t SaturatingAdd(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
 
 // A limit's reserve for a request: its shed rule applied to the priority the descriptor carries
@@ -393,7 +401,7 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c) {
 
 void Service::ApplyEnforced(Checking& c, std::span<const Decision> out) {
   for (size_t k = 0; k < c.enforced.size(); ++k) {
-    Apply(c.response.statuses[c.enforced[k].status], out[k]);
+    Apply(c.response.statuses[c.enforced[k].status], ForPriority(out[k], c.enforced[k].reserve));
   }
   // The store's rule (quota checks refuse only together), which is also what it gave back by.
   c.rejected = c.rejected || RequestRefused(c.checks, out);
@@ -468,7 +476,8 @@ void Service::CheckAsync(const CheckRequest& request, CheckCallback done) {
           const int64_t needed = check.rejected ? SaturatingAdd(p.hits, p.reserve) : p.reserve;
           d.allowed = d.allowed && d.remaining >= needed;
         }
-        Apply(check.response.statuses[p.status], d);  // each answer writes its own status
+        // Each answer writes its own status.
+        Apply(check.response.statuses[p.status], ForPriority(d, p.reserve));
         if (state->observing.fetch_sub(1, std::memory_order_acq_rel) == 1) {
           state->done(Finish(check));
         }

@@ -96,12 +96,22 @@ TEST_F(ShedHttp, OfAHundredLowGetsSixtyNormalEightyCriticalAll) {
   EXPECT_EQ(Fill("t2", "critical"), 100);  // another tenant: its own counter
 }
 
+// `remaining` is what the request's priority may still take.
+TEST_F(ShedHttp, RemainingIsWhatThePriorityMayStillTake) {
+  const auto remaining = [&](const std::string& priority) {
+    return nlohmann::json::parse(Check("t1", priority).body)["statuses"][0]["remaining"];
+  };
+  EXPECT_EQ(remaining("low"), 59);
+  EXPECT_EQ(remaining("normal"), 78);
+  EXPECT_EQ(remaining("critical"), 97);
+}
+
 TEST_F(ShedHttp, ALowRefusalSaysTheWindowsEndAndLeavesTheReserveFree) {
   EXPECT_EQ(Fill("t1", "low"), 60);
   const HttpReply reply = Check("t1", "low");
   ASSERT_EQ(reply.status, 429);
   const nlohmann::json answer = nlohmann::json::parse(reply.body);
-  EXPECT_EQ(answer["statuses"][0]["remaining"], 40);
+  EXPECT_EQ(answer["statuses"][0]["remaining"], 0);  // for low: the 40 left are kept for others
   EXPECT_EQ(answer["statuses"][0]["retry_after_ms"], 45 * 60 * 1000);
   // The next window: low passes again.
   clock_.Set(kNow + std::chrono::minutes(45));
