@@ -45,6 +45,14 @@ Result<ShedFraction> ParseShedFraction(std::string_view text) {
   return f;
 }
 
+std::string ShedFractionText(const ShedFraction& f) {
+  if (f.den == 1) return std::to_string(f.num);
+  std::string decimals = std::to_string(f.num % f.den);
+  const size_t places = std::to_string(f.den).size() - 1;
+  decimals.insert(0, places - decimals.size(), '0');
+  return std::to_string(f.num / f.den) + "." + decimals;
+}
+
 bool ShedFractionLess(const ShedFraction& a, const ShedFraction& b) {
   return static_cast<__int128>(a.num) * b.den < static_cast<__int128>(b.num) * a.den;
 }

@@ -31,6 +31,10 @@ struct ShedFraction {
 // for values above 1 (no exponent, sign, or more than 18 decimals).
 Result<ShedFraction> ParseShedFraction(std::string_view text);
 
+// The fraction as a decimal with den's digits: {6, 10} -> "0.6", {60, 100} -> "0.60", {1, 1} ->
+// "1".
+std::string ShedFractionText(const ShedFraction& f);
+
 // a < b, exactly (128-bit cross products).
 bool ShedFractionLess(const ShedFraction& a, const ShedFraction& b);
 

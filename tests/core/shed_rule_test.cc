@@ -32,6 +32,15 @@ TEST(ShedFraction, ParsesExactDecimals) {
   }
 }
 
+TEST(ShedFraction, PrintsAsTheDecimalItWasWritten) {
+  EXPECT_EQ(ShedFractionText(*ParseShedFraction("0.6")), "0.6");
+  EXPECT_EQ(ShedFractionText(*ParseShedFraction("0.60")), "0.60");
+  EXPECT_EQ(ShedFractionText(*ParseShedFraction(".05")), "0.05");
+  EXPECT_EQ(ShedFractionText(*ParseShedFraction("1")), "1");
+  EXPECT_EQ(ShedFractionText(*ParseShedFraction("1.0")), "1.0");
+  EXPECT_EQ(ShedFractionText(*ParseShedFraction("0.000000000000000001")), "0.000000000000000001");
+}
+
 TEST(ShedFraction, ComparesExactly) {
   EXPECT_TRUE(ShedFractionLess(*ParseShedFraction("0.6"), *ParseShedFraction("0.61")));
   EXPECT_FALSE(ShedFractionLess(*ParseShedFraction("0.60"), *ParseShedFraction("0.6")));

@@ -53,7 +53,9 @@ class ShedHttp : public ::testing::Test {
     auto service = RateLimitService::Create(*config, *opened, options, nullptr);
     ASSERT_TRUE(service.has_value()) << service.error().message;
     service_ = std::move(*service);
-    api_ = std::make_unique<HttpApi>(service_.get(), &metrics_, HttpApiOptions{});
+    HttpApiOptions api_options;
+    api_options.admin_token = "s3cret";
+    api_ = std::make_unique<HttpApi>(service_.get(), &metrics_, std::move(api_options));
   }
 
   // One check of `key`=`value`; `entry`: a priority entry in the descriptor; `body`: the body's
@@ -147,6 +149,15 @@ TEST_F(ShedHttp, AShedRuleShedsUnderAServerDefaultOfCountingEveryHit) {
   Start(OverLimitHits::kCount);
   EXPECT_EQ(Fill("t1", "low"), 60);
   EXPECT_EQ(Fill("t1", "critical"), 40);
+}
+
+TEST_F(ShedHttp, LimitsListTheRule) {
+  const HttpReply reply = api_->Handle({"GET", "/v1/limits", "Bearer s3cret", ""});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const nlohmann::json limits = nlohmann::json::parse(reply.body)["domains"][0]["limits"];
+  EXPECT_EQ(limits[0]["shed"], nlohmann::json::parse(
+                                   R"([{"priority":"low","above":"0.6"},
+                                       {"priority":"normal","above":"0.8"}])"));
 }
 
 // A shadow limit never refuses; it reports what shedding would have done.
