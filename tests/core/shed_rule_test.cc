@@ -64,8 +64,8 @@ TEST(ShedReserve, AbsentOrUnknownIsTheLowest) {
 }
 
 TEST(ShedReserve, FloorsTheAllowedPartExactly) {
-  // floor(0.6 * 7) = 4: a low request must leave 3 of 7 free. 0.7 is not a binary fraction; a
-  // float would make 0.7 * 10 = 6.999...
+  // floor(0.6 * 7) = 4: a low request must leave 3 of 7 free. In doubles 0.29 * 100 is
+  // 28.999999999999996, whose floor would leave 72 free, not 71.
   EXPECT_EQ(ShedReserve(Rule({{"low", "0.6"}}), "low", 7), 3);
   EXPECT_EQ(ShedReserve(Rule({{"low", "0.7"}}), "low", 10), 3);
   EXPECT_EQ(ShedReserve(Rule({{"low", "0.29"}}), "low", 100), 71);
