@@ -135,9 +135,7 @@ class UsageSource {
 };
 
 template <typename Alg>
-class MemoryLimiterOf final : public internal::SnapshotLimiter,
-                              public internal::ReservingLimiter,
-                              public UsageSource {
+class MemoryLimiterOf final : public internal::SnapshotLimiter, public UsageSource {
  public:
   // `fixed_bytes`: what the limiter itself takes besides its shards' tables (counted in its
   // Stats when a store's bound includes it; 0 otherwise).
@@ -479,12 +477,13 @@ class MemoryStore final : public Store, public MemorySnapshots {
   bool Ready() override { return true; }
 
   // sluice::DecideAll, with each reserve decided atomically with its cost: every limiter this
-  // store makes (configured and transient) is a ReservingLimiter.
+  // store makes (configured and transient) is a ReservingLimiter, and `checks` holds only this
+  // store's limiters (or null ones, which DecideChecks answers itself).
   static void DecideOwn(std::span<const LimitCheck> checks, Timestamp now,
                         std::span<Decision> out) {
     internal::DecideChecks(checks, now, out, [now](const LimitCheck& c) {
-      return dynamic_cast<internal::ReservingLimiter&>(*c.limiter)
-          .DecideReserving(c.key, now, c.cost, c.reserve);
+      return static_cast<internal::ReservingLimiter*>(c.limiter)->DecideReserving(
+          c.key, now, c.cost, c.reserve);
     });
   }
 

@@ -65,11 +65,11 @@ bool ParseRatePrefix(std::string_view key, LimitSpec& spec, size_t& end) {
 }
 
 template <typename Alg>
-class OverrideLimiter final : public MemoryLimiter, public ReservingLimiter, private OverrideRate {
+class OverrideLimiter final : public ReservingLimiter, private OverrideRate {
  public:
   OverrideLimiter(Alg alg, const LimitSpec& spec, std::shared_ptr<OverrideTable> table,
                   size_t max_key_bytes, const Store* owner, std::function<void()> on_destroy)
-      : MemoryLimiter(owner),
+      : ReservingLimiter(owner),
         alg_(std::move(alg)),
         spec_(spec),
         prefix_(RatePrefix(spec)),
