@@ -52,7 +52,10 @@ class CalendarWindow {
   static Result<CalendarWindow> Create(const LimitSpec& spec);
 
   State Initial(Timestamp now) const;
-  Decision Decide(State& state, Timestamp now, int64_t cost) const;
+  // `reserve` (priority shedding, LimitCheck::reserve): hits that must still be free after the
+  // admission. Admitted only if cost + reserve would have been; takes only `cost`. Refused for
+  // the reserve alone: kOverLimit, retry_after when cost + reserve fits (kNever if it never can).
+  Decision Decide(State& state, Timestamp now, int64_t cost, int64_t reserve = 0) const;
   // FixedWindow::Charge's contract, in calendar windows.
   Decision Charge(State& state, Timestamp now, int64_t cost) const;
   // Gives back `cost` an admitted Decide(state, at, cost) took, if `at` is in the state's window.

@@ -29,7 +29,10 @@ namespace sluice {
 // as after the give-back (min(limit, remaining + cost)) -- except charges (LimitCheck::charge),
 // which stay taken. out[i] stays each limit's own verdict. A degraded admission (fail-open) took
 // nothing and is not refunded. The same limiter and key may appear more than once: each check
-// takes its own cost.
+// takes its own cost. A check's reserve (LimitCheck::reserve) is honoured through Limiter's
+// Decide and Refund: cost + reserve decided, the reserve given back at once -- the exact verdict,
+// but not atomic (a concurrent request may see the reserve taken: the strict side). Charges
+// ignore the reserve.
 void DecideAll(std::span<const LimitCheck> checks, Timestamp now, std::span<Decision> out);
 
 }  // namespace sluice

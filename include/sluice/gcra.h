@@ -31,7 +31,10 @@ class Gcra {
   static Result<Gcra> Create(const LimitSpec& spec);
 
   State Initial(Timestamp now) const { return State{ToNanos(now), 0}; }
-  Decision Decide(State& state, Timestamp now, int64_t cost) const;
+  // `reserve` (priority shedding, LimitCheck::reserve): hits that must still be free after the
+  // admission. Admitted only if cost + reserve would have been; takes only `cost`. Refused for
+  // the reserve alone: kOverLimit, retry_after when cost + reserve fits (kNever if it never can).
+  Decision Decide(State& state, Timestamp now, int64_t cost, int64_t reserve = 0) const;
   // Charges `cost` for work already done: Decide's verdict, but the cost is taken even when it
   // does not fit, into debt of at most one capacity (src/core/charge.h; docs/algorithms.md,
   // "Charges and debt").
@@ -52,8 +55,10 @@ class Gcra {
   // Decide in Int arithmetic: int64_t for a narrow spec, __int128 for a wide one (the state is
   // the same: the TAT's fraction is below n).
   template <typename Int>
-  Decision DecideAs(State& state, int64_t t, int64_t cost) const;
-  Decision DecideWide(State& state, int64_t t, int64_t cost) const;  // DecideAs<__int128>
+  // `free`: the hits that must be free to admit (cost + reserve, internal::FreeNeeded).
+  Decision DecideAs(State& state, int64_t t, int64_t cost, int64_t free) const;
+  Decision DecideWide(State& state, int64_t t, int64_t cost,
+                      int64_t free) const;  // DecideAs<__int128>
 
   int64_t capacity_;
   int64_t n_;

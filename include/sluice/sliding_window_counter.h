@@ -30,7 +30,10 @@ class SlidingWindowCounter {
   static Result<SlidingWindowCounter> Create(const LimitSpec& spec);
 
   State Initial(Timestamp now) const;
-  Decision Decide(State& state, Timestamp now, int64_t cost) const;
+  // `reserve` (priority shedding, LimitCheck::reserve): hits that must still be free after the
+  // admission. Admitted only if cost + reserve would have been; takes only `cost`. Refused for
+  // the reserve alone: kOverLimit, retry_after when cost + reserve fits (kNever if it never can).
+  Decision Decide(State& state, Timestamp now, int64_t cost, int64_t reserve = 0) const;
   // Charges `cost` for work already done: Decide's verdict, but the cost is taken even when it
   // does not fit, into debt of at most one capacity (src/core/charge.h; docs/algorithms.md,
   // "Charges and debt").
@@ -48,8 +51,10 @@ class SlidingWindowCounter {
   // Decide's arithmetic in Int: int64_t for a narrow spec, __int128 for a wide one (the state is
   // the same: counts fit 32 bits).
   template <typename Int>
-  Decision DecideAs(State& state, int64_t t, int64_t cost) const;
-  Decision DecideWide(State& state, int64_t t, int64_t cost) const;  // DecideAs<__int128>
+  // `free`: the hits that must be free to admit (cost + reserve, internal::FreeNeeded).
+  Decision DecideAs(State& state, int64_t t, int64_t cost, int64_t free) const;
+  Decision DecideWide(State& state, int64_t t, int64_t cost,
+                      int64_t free) const;  // DecideAs<__int128>
 
   int64_t limit_;
   int64_t window_ns_;

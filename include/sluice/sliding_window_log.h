@@ -61,7 +61,10 @@ class SlidingWindowLog {
   static Result<SlidingWindowLog> Create(const LimitSpec& spec);
 
   State Initial(Timestamp now) const { return State{ToNanos(now), {}}; }
-  Decision Decide(State& state, Timestamp now, int64_t cost) const;
+  // `reserve` (priority shedding, LimitCheck::reserve): hits that must still be free after the
+  // admission. Admitted only if cost + reserve would have been; takes only `cost`. Refused for
+  // the reserve alone: kOverLimit, retry_after when cost + reserve fits (kNever if it never can).
+  Decision Decide(State& state, Timestamp now, int64_t cost, int64_t reserve = 0) const;
   // Charges `cost` for work already done: Decide's verdict, but the cost is taken even when it
   // does not fit, into debt of at most one capacity (src/core/charge.h; docs/algorithms.md,
   // "Charges and debt").

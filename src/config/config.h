@@ -25,6 +25,7 @@
 #include "config/descriptor_tree.h"
 #include "config/forward_auth.h"
 #include "config/limit_unit.h"
+#include "core/shed.h"
 #include "sluice/limit_spec.h"
 #include "sluice/permits.h"
 #include "sluice/quota_sync.h"
@@ -98,6 +99,9 @@ struct Limit {
   // (a Domain::attribute_keys entry); empty: the rule's own zone only (docs/quotas.md, "A zone
   // per customer").
   std::string timezone_from;
+  // rate_limit.shed (docs/load-protection.md, "Priority shedding"): the capacity each priority
+  // may fill; unset: every request may take the last hit.
+  std::optional<ShedRule> shed;
   std::vector<std::string> replaces;  // names of limits this one replaces in the same request
   std::string origin;                 // "file:line" of the descriptor, for messages
   // The descriptor's concurrency limit, if it has one. A descriptor with `concurrency` and no
@@ -133,6 +137,11 @@ struct Domain {
   // stripped from every descriptor of the domain before matching and keying. Each feature that
   // reads one adds its key here at load (a rule's timezone_from, the domain's priority_key).
   std::vector<std::string> attribute_keys;
+
+  // The descriptor entry that carries a request's priority (the domain's `priority_key`),
+  // stripped (in attribute_keys) only when a limit of the domain has a shed rule.
+  std::string priority_key = "priority";
+  bool priority_key_configured = false;  // written in the domain file
 
   // How the forward-auth endpoint turns a request into this domain's descriptors; unset: the
   // domain does not serve it.

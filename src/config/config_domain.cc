@@ -1,5 +1,6 @@
 // One domain file: `domain`, `descriptors` (ratelimit's format, checked strictly) and sluice's
 // `plans`, `plan_key`, `plan_source`.
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +47,23 @@ class DomainParser {
 
   // A `replaces` name that no rate_limit of the domain has replaces nothing. ratelimit loads
   // it silently; it is most likely a typo, so say so.
+  // A domain that sheds removes its priority_key entry from every descriptor before matching:
+  // a rule of this file keyed on it could never match.
+  Result<void> CheckPriorityKey() const {
+    const bool sheds = std::any_of(domain_.limits.begin(), domain_.limits.end(),
+                                   [](const Limit& l) { return l.shed.has_value(); });
+    if (!sheds) return {};
+    for (const auto& [key, node] : keys_) {
+      if (key != domain_.priority_key) continue;
+      return ErrorAt(file_, node,
+                     "key '" + key +
+                         "' is the domain's priority_key, which a domain with a shed "
+                         "rule removes from descriptors before matching: this rule could never "
+                         "match (set priority_key to another name)");
+    }
+    return {};
+  }
+
   void CheckReplaces() const {
     for (const PendingReplace& r : replaces_) {
       bool found = false;
@@ -97,6 +115,7 @@ class DomainParser {
     }
     auto key = ReadString(file_, *key_node, "key", kMaxNameBytes);
     if (!key) return std::unexpected(key.error());
+    keys_.emplace_back(*key, *key_node);
     auto value = ReadValue(*fields);
     if (!value) return std::unexpected(value.error());
     if (auto ok = CheckUpstreamOnly(*fields); !ok) return ok;
@@ -249,7 +268,8 @@ class DomainParser {
                               "over_limit_hits",
                               "sync",
                               "scope",
-                              "regions"},
+                              "regions",
+                              "shed"},
                              &warnings_);
     if (!fields) return std::unexpected(fields.error());
     Limit limit;
@@ -308,7 +328,7 @@ class DomainParser {
     if (limit.requests_per_unit == 0) {
       for (std::string_view f :
            {"algorithm", "burst", "shaper", "max_delay", "sync", "scope", "regions", "calendar",
-            "timezone", "timezone_from", "week_start"}) {
+            "timezone", "timezone_from", "week_start", "shed"}) {
         if (fields->Present(f)) {
           return ErrorAt(file_, fields->KeyOf(f),
                          "requests_per_unit: 0 blocks every request; '" + std::string(f) +
@@ -358,7 +378,7 @@ class DomainParser {
   Result<Limit> ParseUnlimited(const Fields& fields, Limit limit) {
     for (std::string_view f :
          {"period", "calendar", "timezone", "timezone_from", "week_start", "algorithm", "burst",
-          "shaper", "max_delay", "sync", "scope", "regions"}) {
+          "shaper", "max_delay", "sync", "scope", "regions", "shed"}) {
       if (fields.Present(f)) {
         return ErrorAt(file_, fields.KeyOf(f),
                        "an unlimited rate_limit takes no '" + std::string(f) + "'");
@@ -470,6 +490,9 @@ class DomainParser {
                          ": scope: global cannot serve a calendar window (regions share a limit "
                          "per fixed-length period; keep the calendar rule per store)");
     }
+    auto shed = ParseShed(file_, fields, limit, LimitName(limit));
+    if (!shed) return std::unexpected(shed.error());
+    limit.shed = std::move(*shed);
     return limit;
   }
 
@@ -645,6 +668,7 @@ class DomainParser {
   std::vector<std::string> origins_;  // "file:line:col" per node of the tree being parsed
   size_t descriptors_ = 0;
   std::vector<PendingReplace> replaces_;
+  std::vector<std::pair<std::string, YAML::Node>> keys_;  // every rule's key, for CheckPriorityKey
 };
 
 Result<void> ParsePlans(const std::string& file, const Fields& root, DomainParser& parser,
@@ -706,7 +730,8 @@ Result<ParsedDomain> ParseDomain(const std::string& file, const YAML::Node& root
   }
   auto fields = Fields::Of(
       file, root, "a domain file",
-      {"domain", "descriptors", "plans", "plan_key", "plan_source", "forward_auth"}, &warnings);
+      {"domain", "descriptors", "plans", "plan_key", "plan_source", "forward_auth", "priority_key"},
+      &warnings);
   if (!fields) return std::unexpected(fields.error());
   ParsedDomain parsed;
   Domain& domain = parsed.domain;
@@ -720,6 +745,13 @@ Result<ParsedDomain> ParseDomain(const std::string& file, const YAML::Node& root
   domain.name = std::move(*text);
   domain.origin = Where(file, *name);
 
+  if (const auto key = fields->Get("priority_key")) {
+    auto key_text = ReadString(file, *key, "priority_key", kMaxNameBytes);
+    if (!key_text) return std::unexpected(key_text.error());
+    domain.priority_key = std::move(*key_text);
+    domain.priority_key_configured = true;
+  }
+
   DomainParser parser(file, domain, warnings, default_algorithm);
   if (const auto list = fields->Get("descriptors")) {
     if (auto ok = parser.ParseTree(*list, domain.descriptors, ""); !ok) {
@@ -730,6 +762,7 @@ Result<ParsedDomain> ParseDomain(const std::string& file, const YAML::Node& root
     return std::unexpected(ok.error());
   }
   parser.CheckReplaces();
+  if (auto ok = parser.CheckPriorityKey(); !ok) return std::unexpected(ok.error());
 
   if (const auto fa = fields->Get("forward_auth")) {
     auto parsed_fa = ParseForwardAuth(file, *fa);

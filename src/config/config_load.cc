@@ -48,6 +48,12 @@ void ApplyDefaultSync(Domain& domain, const QuotaSync& sync, internal::Warnings&
   for (Limit& limit : domain.limits) {
     if (limit.kind != LimitKind::kLimited || limit.sync_configured) continue;
     const Algorithm a = limit.spec.algorithm;
+    if (limit.shed) {
+      warnings.push_back(limit.origin + ": --default-sync " +
+                         (sync.mode == SyncMode::kLeased ? "leased" : "batched") +
+                         " does not apply to this limit with a shed rule, which stays exact");
+      continue;
+    }
     if (!SharedSyncCanServe(limit.spec)) {
       warnings.push_back(limit.origin + ": --default-sync " +
                          (sync.mode == SyncMode::kLeased ? "leased" : "batched") +
@@ -142,6 +148,16 @@ Result<void> MergeDomain(Domain& into, Domain added) {
     return MakeError(where + " has plans, and so has its definition at " + into.origin +
                      "; define a domain's plans in one file");
   }
+  if (added.priority_key_configured && into.priority_key_configured &&
+      added.priority_key != into.priority_key) {
+    return MakeError(where + " has priority_key '" + added.priority_key +
+                     "', but its definition at " + into.origin + " has '" + into.priority_key +
+                     "'");
+  }
+  if (added.priority_key_configured) {
+    into.priority_key = std::move(added.priority_key);
+    into.priority_key_configured = true;
+  }
   if (added.forward_auth && into.forward_auth) {
     return MakeError(where + " has forward_auth (" + added.forward_auth->origin +
                      "), and so has its definition at " + into.origin +
@@ -232,6 +248,7 @@ Result<std::shared_ptr<const Config>> Load(const fs::path& path, const LoadOptio
     std::string name = domain->name;
     domains.emplace(std::move(name), std::move(*domain));
   }
+  internal::AddPriorityKeys(domains);
   return std::make_shared<const Config>(std::move(domains), std::move(warnings));
 }
 

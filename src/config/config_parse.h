@@ -66,6 +66,23 @@ Result<ConcurrencyLimit> ParseConcurrency(const std::string& file, const YAML::N
 // Whether `name` can be a region's name (letters, digits, '_', '-', '.'; 1 to 64 bytes).
 bool IsRegionName(std::string_view name);
 
+// A `shed:` list (core/shed.h) by itself, for any limit that sheds (a rate_limit's, a
+// concurrency limit's): refused when empty, with a priority listed twice or named critical,
+// thresholds out of (0, 1] or decreasing, or none below 1. The limit's own restrictions are the
+// caller's.
+Result<ShedRule> ParseShedLevels(const std::string& file, const YAML::Node& node);
+
+// A rate_limit's `shed:` levels (core/shed.h), for a limit whose sync, scope and
+// over_limit_hits are parsed: nullopt without one; refused with sync leased or batched, scope
+// global or over_limit_hits count, a priority listed twice or named critical, thresholds out of
+// (0, 1] or decreasing, or none below 1.
+Result<std::optional<ShedRule>> ParseShed(const std::string& file, const Fields& fields,
+                                          const Limit& limit, const std::string& limit_name);
+
+// After every file is loaded and merged: a domain with a shed rule strips its priority_key
+// from its descriptors (Domain::attribute_keys); one without keeps matching on it.
+void AddPriorityKeys(std::map<std::string, Domain, std::less<>>& domains);
+
 // This node's region for a limit of scope global: refused without a region, with one its shares
 // do not list, or leased without a global store; otherwise the limit's spec becomes the
 // region's static part, and regions.global_spec keeps the whole.

@@ -72,6 +72,26 @@ inline Decision Rejected(DecisionReason reason, int64_t limit) {
 
 inline constexpr Timestamp kLongAgo = Timestamp::min();
 
+// Priority shedding (LimitCheck::reserve): a decision admits `cost` only when cost + reserve
+// hits are free, and takes only `cost`. Both helpers expect 0 <= cost <= capacity; a negative
+// reserve counts as none.
+//
+// The hits that must be free to admit `cost`, or -1 when that can never be (reserve beyond
+// capacity - cost): then the decision is kOverLimit with retry_after kNever, and takes nothing.
+constexpr int64_t FreeNeeded(int64_t cost, int64_t reserve, int64_t capacity) {
+  if (reserve <= 0) return cost;
+  return reserve > capacity - cost ? -1 : cost + reserve;
+}
+
+// The refusal of a cost that fits the capacity only without its reserve: never admitted.
+inline Decision ShedForever(int64_t limit) {
+  Decision d;
+  d.limit = limit;
+  d.reason = DecisionReason::kOverLimit;
+  d.retry_after = kNever;
+  return d;
+}
+
 }  // namespace sluice::internal
 
 #endif  // SLUICE_CORE_ARITH_H_

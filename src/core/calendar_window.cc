@@ -43,14 +43,14 @@ CalendarWindow::State CalendarWindow::WindowAt(Timestamp t) const {
 
 CalendarWindow::State CalendarWindow::Initial(Timestamp now) const { return WindowAt(now); }
 
-Decision CalendarWindow::Decide(State& s, Timestamp now, int64_t cost) const {
+Decision CalendarWindow::Decide(State& s, Timestamp now, int64_t cost, int64_t reserve) const {
   const int64_t t = ToNanos(now);
   if (cost < 0) return internal::Rejected(DecisionReason::kInvalidRequest, limit_);
   // Only a window's end opens the next one; after a clock step backwards (t before start_ns)
   // the state's window still applies, as in FixedWindow.
   CountMismatch(s, t);
   if (t >= s.end_ns) s = WindowAt(now);
-  return internal::DecideWindowCount(s.count, limit_, s.end_ns - t, cost);
+  return internal::DecideWindowCount(s.count, limit_, s.end_ns - t, cost, reserve);
 }
 
 void CalendarWindow::CountMismatch(const State& s, int64_t t) const {

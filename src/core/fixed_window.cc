@@ -22,7 +22,7 @@ FixedWindow::State FixedWindow::Initial(Timestamp now) const {
   return State{FloorDiv(ToNanos(now), window_ns_), 0};
 }
 
-Decision FixedWindow::Decide(State& s, Timestamp now, int64_t cost) const {
+Decision FixedWindow::Decide(State& s, Timestamp now, int64_t cost, int64_t reserve) const {
   const int64_t t = ToNanos(now);
   if (cost < 0) return internal::Rejected(DecisionReason::kInvalidRequest, limit_);
   const int64_t w = FloorDiv(t, window_ns_);
@@ -31,7 +31,8 @@ Decision FixedWindow::Decide(State& s, Timestamp now, int64_t cost) const {
     s.count = 0;
   }
   // After a clock step backwards s.window may be ahead of w; the state's window still applies.
-  return internal::DecideWindowCount(s.count, limit_, (s.window + 1) * window_ns_ - t, cost);
+  return internal::DecideWindowCount(s.count, limit_, (s.window + 1) * window_ns_ - t, cost,
+                                     reserve);
 }
 
 Decision FixedWindow::Charge(State& s, Timestamp now, int64_t cost) const {

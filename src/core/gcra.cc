@@ -25,21 +25,22 @@ Gcra::Gcra(int64_t capacity, int64_t n, int64_t d)
       capacity_scaled_(static_cast<__int128>(capacity) * d),
       wide_(capacity_scaled_ >= internal::kMaxScaled) {}
 
-Decision Gcra::Decide(State& s, Timestamp now, int64_t cost) const {
+Decision Gcra::Decide(State& s, Timestamp now, int64_t cost, int64_t reserve) const {
   const int64_t t = ToNanos(now);
   if (cost < 0) return internal::Rejected(DecisionReason::kInvalidRequest, capacity_);
+  const int64_t free = cost > capacity_ ? -1 : internal::FreeNeeded(cost, reserve, capacity_);
   // The wide path out of line: the narrow one keeps its registers and code as before.
   if (wide_) [[unlikely]]
-    return DecideWide(s, t, cost);
-  return DecideAs<int64_t>(s, t, cost);
+    return DecideWide(s, t, cost, free);
+  return DecideAs<int64_t>(s, t, cost, free);
 }
 
-[[gnu::noinline]] Decision Gcra::DecideWide(State& s, int64_t t, int64_t cost) const {
-  return DecideAs<__int128>(s, t, cost);
+[[gnu::noinline]] Decision Gcra::DecideWide(State& s, int64_t t, int64_t cost, int64_t free) const {
+  return DecideAs<__int128>(s, t, cost, free);
 }
 
 template <typename Int>
-Decision Gcra::DecideAs(State& s, int64_t t, int64_t cost) const {
+Decision Gcra::DecideAs(State& s, int64_t t, int64_t cost, int64_t free) const {
   const Int capacity_scaled = static_cast<Int>(capacity_scaled_);
   // backlog = max(TAT, now) - now, in units of 1/n ns. 128 bits: after a clock step backwards
   // (tat - t) * n may exceed 64 bits; in normal operation it is at most capacity_scaled.
@@ -50,10 +51,12 @@ Decision Gcra::DecideAs(State& s, int64_t t, int64_t cost) const {
   d.limit = capacity_;
   if (cost > capacity_) {
     d = internal::Rejected(DecisionReason::kCostExceedsCapacity, capacity_);
+  } else if (free < 0) {
+    d = internal::ShedForever(capacity_);
   } else {
-    const Int need = static_cast<Int>(cost) * d_;
+    const Int need = static_cast<Int>(free) * d_;
     if (backlog + need <= capacity_scaled) {
-      const Int after = static_cast<Int>(backlog) + need;
+      const Int after = static_cast<Int>(backlog) + static_cast<Int>(cost) * d_;
       // after / n_ is at most the fill time: within int64 nanoseconds.
       if (n_ == 1) {
         s.tat_ns = t + static_cast<int64_t>(after);

@@ -49,7 +49,8 @@ void BasicLeakyBucket<kWide>::Drain(State& s, int64_t t) const {
 }
 
 template <bool kWide>
-Decision BasicLeakyBucket<kWide>::Decide(State& s, Timestamp now, int64_t cost) const {
+Decision BasicLeakyBucket<kWide>::Decide(State& s, Timestamp now, int64_t cost,
+                                         int64_t reserve) const {
   const int64_t t = ToNanos(now);
   if (cost < 0) return internal::Rejected(DecisionReason::kInvalidRequest, capacity_);
   Drain(s, t);
@@ -58,16 +59,19 @@ Decision BasicLeakyBucket<kWide>::Decide(State& s, Timestamp now, int64_t cost) 
   const auto ns = [this](Scaled scaled) { return static_cast<int64_t>(CeilDiv(scaled, n_)); };
   Decision d;
   d.limit = capacity_;
+  const int64_t free = cost > capacity_ ? -1 : internal::FreeNeeded(cost, reserve, capacity_);
   if (cost > capacity_) {
     d = internal::Rejected(DecisionReason::kCostExceedsCapacity, capacity_);
+  } else if (free < 0) {
+    d = internal::ShedForever(capacity_);
   } else {
-    const Scaled need = static_cast<Scaled>(cost) * d_;
+    const Scaled need = static_cast<Scaled>(free) * d_;
     // A shaper's request waits for the queue ahead of it to drain.
     const int64_t wait = behind + ns(s.scaled_level);
     const bool fits = s.scaled_level + need <= capacity_scaled_;
     if (fits && (!shaper_ || wait <= max_delay_ns_)) {
       if (shaper_) d.delay = Duration(wait);
-      s.scaled_level += need;
+      s.scaled_level += static_cast<Scaled>(cost) * d_;
       d.allowed = true;
       d.reason = DecisionReason::kAdmitted;
     } else {

@@ -21,7 +21,8 @@ SlidingWindowCounter::State SlidingWindowCounter::Initial(Timestamp now) const {
   return State{FloorDiv(ToNanos(now), window_ns_), 0, 0};
 }
 
-Decision SlidingWindowCounter::Decide(State& s, Timestamp now, int64_t cost) const {
+Decision SlidingWindowCounter::Decide(State& s, Timestamp now, int64_t cost,
+                                      int64_t reserve) const {
   const int64_t t = ToNanos(now);
   if (cost < 0) return internal::Rejected(DecisionReason::kInvalidRequest, limit_);
   const int64_t w = FloorDiv(t, window_ns_);
@@ -30,19 +31,20 @@ Decision SlidingWindowCounter::Decide(State& s, Timestamp now, int64_t cost) con
     s.current = 0;
     s.window = w;
   }
+  const int64_t free = cost > limit_ ? -1 : internal::FreeNeeded(cost, reserve, limit_);
   // The wide path out of line: the narrow one keeps its registers and code as before.
   if (wide_) [[unlikely]]
-    return DecideWide(s, t, cost);
-  return DecideAs<int64_t>(s, t, cost);
+    return DecideWide(s, t, cost, free);
+  return DecideAs<int64_t>(s, t, cost, free);
 }
 
-[[gnu::noinline]] Decision SlidingWindowCounter::DecideWide(State& s, int64_t t,
-                                                            int64_t cost) const {
-  return DecideAs<__int128>(s, t, cost);
+[[gnu::noinline]] Decision SlidingWindowCounter::DecideWide(State& s, int64_t t, int64_t cost,
+                                                            int64_t free) const {
+  return DecideAs<__int128>(s, t, cost, free);
 }
 
 template <typename Int>
-Decision SlidingWindowCounter::DecideAs(State& s, int64_t t, int64_t cost) const {
+Decision SlidingWindowCounter::DecideAs(State& s, int64_t t, int64_t cost, int64_t free) const {
   const int64_t D = window_ns_;
   // Offset into the state's window; clamped to 0 if the clock stepped back (full weight on
   // the previous window: the conservative reading).
@@ -59,15 +61,17 @@ Decision SlidingWindowCounter::DecideAs(State& s, int64_t t, int64_t cost) const
   d.limit = limit_;
   if (cost > limit_) {
     d = internal::Rejected(DecisionReason::kCostExceedsCapacity, limit_);
-  } else if (estimate + static_cast<Int>(cost) * D <= full) {
+  } else if (free < 0) {
+    d = internal::ShedForever(limit_);
+  } else if (estimate + static_cast<Int>(free) * D <= full) {
     s.current = static_cast<uint32_t>(cur + cost);
     estimate += static_cast<Int>(cost) * D;
     d.allowed = true;
     d.reason = DecisionReason::kAdmitted;
   } else {
     d.reason = DecisionReason::kOverLimit;
-    // Find the earliest offset at which current + previous * (D - offset) / D + cost <= limit.
-    const Int room_now = limit_ - cost - cur;  // hits the previous window may still weigh
+    // Find the earliest offset at which current + previous * (D - offset) / D + free <= limit.
+    const Int room_now = limit_ - free - cur;  // hits the previous window may still weigh
     if (room_now >= 0) {
       // prev > 0 here, else the request would have fit.
       const int64_t earliest = D - static_cast<int64_t>((room_now * D) / prev);
@@ -75,7 +79,7 @@ Decision SlidingWindowCounter::DecideAs(State& s, int64_t t, int64_t cost) const
     } else {
       // Not this window: in the next one `cur` becomes the previous window's count.
       const int64_t earliest_next =
-          D - static_cast<int64_t>((static_cast<Int>(limit_ - cost) * D) / cur);
+          D - static_cast<int64_t>((static_cast<Int>(limit_ - free) * D) / cur);
       d.retry_after = Duration(behind + (D - offset) + earliest_next);
     }
   }

@@ -73,7 +73,7 @@ Result<SlidingWindowLog> SlidingWindowLog::Create(const LimitSpec& spec) {
   return SlidingWindowLog(spec.limit, spec.period.count(), SlidingWindowLogQuantum(spec.period));
 }
 
-Decision SlidingWindowLog::Decide(State& s, Timestamp now, int64_t cost) const {
+Decision SlidingWindowLog::Decide(State& s, Timestamp now, int64_t cost, int64_t reserve) const {
   const int64_t t_in = ToNanos(now);
   if (cost < 0) return internal::Rejected(DecisionReason::kInvalidRequest, limit_);
   // Never evaluate before the latest time seen: stamps are only comparable going forwards.
@@ -98,16 +98,19 @@ Decision SlidingWindowLog::Decide(State& s, Timestamp now, int64_t cost) const {
   Decision d;
   d.limit = limit_;
   const int64_t count = s.stamps.size();
+  const int64_t free = cost > limit_ ? -1 : internal::FreeNeeded(cost, reserve, limit_);
   if (cost > limit_) {
     d = internal::Rejected(DecisionReason::kCostExceedsCapacity, limit_);
-  } else if (count + cost <= limit_) {
+  } else if (free < 0) {
+    d = internal::ShedForever(limit_);
+  } else if (count + free <= limit_) {
     s.stamps.PushBack(T32, static_cast<uint32_t>(cost));
     d.allowed = true;
     d.reason = DecisionReason::kAdmitted;
   } else {
     d.reason = DecisionReason::kOverLimit;
-    // The oldest (count + cost - limit) hits must leave first.
-    d.retry_after = leaves_after(s.stamps.at(static_cast<uint32_t>(count + cost - limit_ - 1)));
+    // The oldest (count + free - limit) hits must leave first.
+    d.retry_after = leaves_after(s.stamps.at(static_cast<uint32_t>(count + free - limit_ - 1)));
   }
   d.remaining = std::max<int64_t>(0, limit_ - int64_t{s.stamps.size()});
   if (!s.stamps.empty()) d.reset_after = leaves_after(s.stamps.back());

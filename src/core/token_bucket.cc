@@ -46,7 +46,8 @@ void BasicTokenBucket<kWide>::Refill(State& s, int64_t t) const {
 }
 
 template <bool kWide>
-Decision BasicTokenBucket<kWide>::Decide(State& s, Timestamp now, int64_t cost) const {
+Decision BasicTokenBucket<kWide>::Decide(State& s, Timestamp now, int64_t cost,
+                                         int64_t reserve) const {
   const int64_t t = ToNanos(now);
   if (cost < 0) return internal::Rejected(DecisionReason::kInvalidRequest, capacity_);
   Refill(s, t);
@@ -54,12 +55,15 @@ Decision BasicTokenBucket<kWide>::Decide(State& s, Timestamp now, int64_t cost) 
   const int64_t behind = s.last_ns - t;
   Decision d;
   d.limit = capacity_;
+  const int64_t free = cost > capacity_ ? -1 : internal::FreeNeeded(cost, reserve, capacity_);
   if (cost > capacity_) {
     d = internal::Rejected(DecisionReason::kCostExceedsCapacity, capacity_);
+  } else if (free < 0) {
+    d = internal::ShedForever(capacity_);
   } else {
-    const Scaled need = static_cast<Scaled>(cost) * d_;
+    const Scaled need = static_cast<Scaled>(free) * d_;
     if (s.scaled_tokens >= need) {
-      s.scaled_tokens -= need;
+      s.scaled_tokens -= static_cast<Scaled>(cost) * d_;
       d.allowed = true;
       d.reason = DecisionReason::kAdmitted;
     } else {

@@ -14,20 +14,25 @@
 
 namespace sluice::internal {
 
-// Admits `cost` (>= 0) into `count` when it fits under `limit`, in a window that ends in
-// `until_next` ns. A negative count is a surplus (an admin credit beyond the limit,
-// docs/quotas.md): spent first, and gone with the window, which is why the reset time is the
-// window's end whenever the count is not zero.
-inline Decision DecideWindowCount(int64_t& count, int64_t limit, int64_t until_next, int64_t cost) {
+// Admits `cost` (>= 0) into `count` when it fits under `limit` with `reserve` hits to spare
+// (LimitCheck::reserve), in a window that ends in `until_next` ns. A negative count is a surplus
+// (an admin credit beyond the limit, docs/quotas.md): spent first, and gone with the window, which
+// is why the reset time is the window's end whenever the count is not zero.
+inline Decision DecideWindowCount(int64_t& count, int64_t limit, int64_t until_next, int64_t cost,
+                                  int64_t reserve = 0) {
   Decision d;
   d.limit = limit;
+  const int64_t free = cost > limit ? -1 : FreeNeeded(cost, reserve, limit);
   if (cost > limit) {
     d = Rejected(DecisionReason::kCostExceedsCapacity, limit);
-  } else if (count + cost <= limit) {
+  } else if (free < 0) {
+    d = ShedForever(limit);
+  } else if (count + free <= limit) {
     count += cost;
     d.allowed = true;
     d.reason = DecisionReason::kAdmitted;
   } else {
+    // The next window starts empty: cost + reserve <= limit fits there.
     d.reason = DecisionReason::kOverLimit;
     d.retry_after = Duration(until_next);
   }

@@ -67,6 +67,19 @@ void AppendConfigLimit(std::string& out, const Limit& limit) {
   }
   out += limit.quota_mode ? ",\"quota_mode\":true" : ",\"quota_mode\":false";
   out += limit.detailed_metric ? ",\"detailed_metric\":true" : ",\"detailed_metric\":false";
+  if (limit.shed) {
+    // Thresholds as the exact decimals they are, in strings: a JSON number may be read as a float.
+    out += ",\"shed\":[";
+    for (size_t i = 0; i < limit.shed->levels.size(); ++i) {
+      if (i > 0) out += ',';
+      out += '{';
+      util::AppendJsonStringMember(out, "priority", limit.shed->levels[i].priority);
+      out += ',';
+      util::AppendJsonStringMember(out, "above", ShedFractionText(limit.shed->levels[i].above));
+      out += '}';
+    }
+    out += ']';
+  }
   out += ",\"replaces\":[";
   for (size_t i = 0; i < limit.replaces.size(); ++i) {
     if (i > 0) out += ',';

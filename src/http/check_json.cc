@@ -143,11 +143,12 @@ size_t Digits(uint64_t n) {
 }
 
 // The values and the nesting of the largest bounded check (MaxCheckBodyBytes): the root object
-// with a domain, charge, hits and the descriptors array; per descriptor its object, entries array,
-// hits and a limit object with two members; per entry its object, key and value; max_descriptors +
-// 1 descriptors of max_entries entries. Root, descriptors, descriptor, entries, entry: five levels.
+// with a domain, charge, hits, priority and the descriptors array; per descriptor its object,
+// entries array, hits and a limit object with two members; per entry its object, key and value;
+// max_descriptors + 1 descriptors of max_entries entries. Root, descriptors, descriptor, entries,
+// entry: five levels.
 FlatJson::Bounds CheckJsonBounds(const CheckLimits& limits) {
-  const size_t values = 5 + (limits.max_descriptors + 1) * (6 + 3 * limits.max_entries);
+  const size_t values = 6 + (limits.max_descriptors + 1) * (6 + 3 * limits.max_entries);
   return {.max_depth = 5,
           .max_values = static_cast<uint32_t>(std::min<size_t>(values, UINT32_MAX))};
 }
@@ -191,8 +192,8 @@ size_t MaxCheckBodyBytes(const CheckLimits& limits) {
                              descriptor(limits.max_key_bytes, limits.max_value_bytes) +
                              limits.max_descriptors;  // commas
   return Length(R"({"domain":")") + kMaxConfiguredDomainBytes +
-         Length(R"(","charge":false,"hits":)") + hits + Length(R"(,"descriptors":[)") +
-         descriptors + Length("]}");
+         Length(R"(","charge":false,"hits":)") + hits + Length(R"(,"priority":")") +
+         kMaxPriorityBytes + Length(R"(","descriptors":[)") + descriptors + Length("]}");
 }
 
 Result<CheckRequest> ParseCheckRequest(std::string_view body, const CheckLimits& limits) {
@@ -201,7 +202,8 @@ Result<CheckRequest> ParseCheckRequest(std::string_view body, const CheckLimits&
     return MakeError(ParseFailure(doc.error(), limits));
   const Node& root = doc.root();
   if (root.kind != Kind::kObject) return MakeError("the body must be a JSON object");
-  if (auto f = UnknownField(doc, root, {"domain", "descriptors", "hits", "charge"}); !f.empty()) {
+  if (auto f = UnknownField(doc, root, {"domain", "descriptors", "hits", "charge", "priority"});
+      !f.empty()) {
     return MakeError("unknown field '" + f + "'");
   }
   CheckRequest request;
@@ -222,6 +224,13 @@ Result<CheckRequest> ParseCheckRequest(std::string_view body, const CheckLimits&
   if (const Node* charge = doc.Find(root, "charge"); charge != nullptr) {
     if (charge->kind != Kind::kBool) return MakeError("charge: must be true or false");
     request.charge = charge->integer == 1;
+  }
+  if (const Node* priority = doc.Find(root, "priority"); priority != nullptr) {
+    if (priority->kind != Kind::kString) return MakeError("priority: must be a string");
+    if (priority->text.size() > kMaxPriorityBytes) {
+      return MakeError("priority: longer than " + std::to_string(kMaxPriorityBytes) + " bytes");
+    }
+    request.priority = priority->text;
   }
   request.descriptors.reserve(descriptors->size);
   size_t i = 0;

@@ -41,6 +41,10 @@ inline constexpr CheckLimits kCheckLimits{};
 // have, answered without a check: the front ends' size caps need room for this long a domain.
 inline constexpr size_t kMaxConfiguredDomainBytes = 256;
 
+// The longest request priority (POST /v1/check's "priority"); the config's priorities are at
+// most as long.
+inline constexpr size_t kMaxPriorityBytes = 64;
+
 // Who sends a request, as its front end's translator says. The rules (service/check_rules.h)
 // are the same for every caller except where their protocols differ: what an unknown domain
 // means, whether a value may be empty, and the words an error is given in.
@@ -67,6 +71,9 @@ struct CheckRequest {
   // (Limiter::Charge: counted even beyond the limit, never given back), and the answer is OK
   // with what remains.
   bool charge = false;
+  // The request's priority for limits with a shed rule (HTTP "priority"); a descriptor's own
+  // priority entry (the domain's priority_key) wins over it. Unset: the lowest of each rule.
+  std::optional<std::string> priority;
   Caller caller = Caller::kDirect;
 };
 

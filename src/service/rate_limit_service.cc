@@ -280,9 +280,36 @@ struct Pending {
   int64_t hits;
   bool charge;  // Limiter::Charge: over_limit_hits count, or a charge request
   bool quota;   // the limit's quota_mode
+  // Hits to leave free (priority shedding, LimitCheck::reserve); 0 without a shed rule.
+  int64_t reserve;
   // A calendar limit's zone for this request (RequestZones); unset: the rule's own.
   std::optional<CalendarZone> zone;
 };
+
+// A decision as the request's priority sees it: `remaining` is what that priority may still take,
+// the free hits beyond its reserve, so that a client pacing itself on it (RateLimit headers,
+// x-ratelimit-remaining) is not told of hits kept for others.
+Decision ForPriority(Decision d, int64_t reserve) {
+  d.remaining = std::max<int64_t>(0, d.remaining - reserve);
+  return d;
+}
+
+int64_t SaturatingAdd(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
+
+// A limit's reserve for a request: its shed rule applied to the priority the descriptor carries
+// (the domain's priority_key entry, stripped before matching) or else the request's own.
+int64_t ReserveFor(const Limit& limit, const MatchResult& m, const Domain* domain,
+                   const CheckRequest& request) {
+  if (!limit.shed || limit.kind != LimitKind::kLimited) return 0;
+  std::optional<std::string_view> priority;
+  if (const std::string* entry =
+          domain == nullptr ? nullptr : FindAttribute(m.attributes, domain->priority_key)) {
+    priority = *entry;
+  } else if (request.priority) {
+    priority = *request.priority;
+  }
+  return ShedReserve(*limit.shed, priority, limit.spec.Capacity());
+}
 
 void Apply(DescriptorStatus& s, const Decision& d) {
   s.remaining = d.remaining;
@@ -369,6 +396,7 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c, bool acq
   std::vector<std::optional<CalendarZone>> zones(request.descriptors.size());
   std::vector<DescriptorEntry> view;
   std::deque<std::string> digests;  // of long values: `view` points into them
+  const Domain* domain = set.config()->FindDomain(request.domain);
   UncheckedCounts unchecked;
   for (size_t i = 0; i < request.descriptors.size(); ++i) {
     const CheckDescriptor& d = request.descriptors[i];
@@ -427,12 +455,17 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c, bool acq
     auto limiter = set.For(*m.limit);
     if (!limiter) return std::unexpected(limiter.error());
     if (limiter->hold != nullptr) c.overrides.push_back(std::move(limiter->hold));
-    const bool charge = request.charge || m.limit->over_limit_hits.value_or(
-                                              options_.over_limit_hits) == OverLimitHits::kCount;
+    // A shed rule drops hits over its thresholds whatever --over-limit-hits says (the config
+    // refuses it beside over_limit_hits: count): a charged hit cannot be shed.
+    const OverLimitHits server_default =
+        m.limit->shed ? OverLimitHits::kDrop : options_.over_limit_hits;
+    const bool charge = request.charge ||
+                        m.limit->over_limit_hits.value_or(server_default) == OverLimitHits::kCount;
     const bool enforced = s.mode == Mode::kEnforce;
+    const int64_t reserve = charge ? 0 : ReserveFor(*m.limit, m, domain, request);
     (enforced ? c.enforced : c.observing)
         .push_back({i, limiter->limiter, IdentityOf(s.counter_key), hits, charge,
-                    enforced && m.limit->quota_mode, zones[i]});
+                    enforced && m.limit->quota_mode, reserve, zones[i]});
   }
   unchecked_.Record(unchecked);
   c.domain = request.domain;
@@ -445,6 +478,7 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c, bool acq
                         .cost = p.hits,
                         .charge = p.charge,
                         .quota = p.quota,
+                        .reserve = p.reserve,
                         .zone = p.zone ? &*p.zone : nullptr});
   }
   return {};
@@ -452,7 +486,7 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c, bool acq
 
 void Service::ApplyEnforced(Checking& c, std::span<const Decision> out) {
   for (size_t k = 0; k < c.enforced.size(); ++k) {
-    Apply(c.response.statuses[c.enforced[k].status], out[k]);
+    Apply(c.response.statuses[c.enforced[k].status], ForPriority(out[k], c.enforced[k].reserve));
   }
   // The store's rule (quota checks refuse only together), which is also what it gave back by.
   c.rejected = c.rejected || RequestRefused(c.checks, out);
@@ -522,8 +556,16 @@ void Service::Decide(const std::shared_ptr<Async>& state) {
       auto observed = [this, state, &p](const Decision& decision) {
         Checking& check = state->c;
         Decision d = decision;
-        if (check.rejected && !p.charge) d.allowed = d.allowed && d.remaining >= p.hits;
-        Apply(check.response.statuses[p.status], d);  // each answer writes its own status
+        // Shadow and soft limits observe without shedding: the request passes whatever they
+        // say, so its hits count. Over means it would not have fitted with its reserve: what
+        // is left after it (or, asked at cost 0 for a rejected request, its hits too) is
+        // below the reserve.
+        if (!p.charge) {
+          const int64_t needed = check.rejected ? SaturatingAdd(p.hits, p.reserve) : p.reserve;
+          d.allowed = d.allowed && d.remaining >= needed;
+        }
+        // Each answer writes its own status.
+        Apply(check.response.statuses[p.status], ForPriority(d, p.reserve));
         if (state->observing.fetch_sub(1, std::memory_order_acq_rel) == 1) {
           state->finished(Finish(check));
         }

@@ -1,6 +1,8 @@
 #include "sluice/decide_all.h"
 
-#include "store/give_back.h"
+#include <algorithm>
+
+#include "store/decide_checks.h"
 
 namespace sluice {
 
@@ -17,26 +19,40 @@ bool RequestRefused(std::span<const LimitCheck> checks, std::span<const Decision
   return any_quota && !quota_allowed;
 }
 
-void DecideAll(std::span<const LimitCheck> checks, Timestamp now, std::span<Decision> out) {
-  // Every check is decided even after a refusal: out[i] reports each limit's own verdict (its
-  // retry_after is what a client needs), at the price of a refund for those that admitted.
-  for (size_t i = 0; i < checks.size(); ++i) {
-    const LimitCheck& c = checks[i];
-    if (c.limiter == nullptr) {
-      out[i] = Decision{};
-      out[i].reason = DecisionReason::kInvalidRequest;
-      out[i].retry_after = kNever;
-    } else if (c.zone != nullptr) {
-      out[i] = c.limiter->DecideInZone(c.key, now, c.cost, c.charge, *c.zone);
-    } else {
-      out[i] =
-          c.charge ? c.limiter->Charge(c.key, now, c.cost) : c.limiter->Decide(c.key, now, c.cost);
-    }
+namespace {
+
+// A reserve through any Limiter, which decides a cost and nothing more: cost + reserve is
+// decided, and the reserve given back at once when it was admitted. Every verdict and retry
+// time is the reserve's exact one, but not in one atomic step: between the two calls another
+// request sees the reserve taken and may be refused (the strict side; never an admission beyond
+// a threshold). The memory store decides its own limiters' reserves atomically.
+Decision DecideThenFree(const LimitCheck& c, Timestamp now) {
+  const int64_t capacity = c.limiter->spec().Capacity();
+  if (c.cost > capacity) return c.limiter->Decide(c.key, now, c.cost);  // never fits
+  if (c.reserve > capacity - c.cost) {
+    // Never fits with its reserve; cost 0 asks for the key's numbers without taking anything.
+    Decision d = c.limiter->Decide(c.key, now, 0);
+    if (d.degraded) return d;
+    d.allowed = false;
+    d.reason = DecisionReason::kOverLimit;
+    d.retry_after = kNever;
+    return d;
   }
-  internal::GiveBackIfRefused(checks, out, [&](size_t i) {
-    checks[i].limiter->Refund(checks[i].key, now, now, checks[i].cost);
-    return true;
-  });
+  const int64_t with_reserve = c.cost + c.reserve;
+  Decision d = c.zone != nullptr ? c.limiter->DecideInZone(c.key, now, with_reserve, false, *c.zone)
+                                 : c.limiter->Decide(c.key, now, with_reserve);
+  if (d.allowed && !d.degraded) {
+    c.limiter->Refund(c.key, now, now, c.reserve);
+    d.remaining = std::min(d.limit, d.remaining + c.reserve);
+  }
+  return d;
+}
+
+}  // namespace
+
+void DecideAll(std::span<const LimitCheck> checks, Timestamp now, std::span<Decision> out) {
+  internal::DecideChecks(checks, now, out,
+                         [now](const LimitCheck& c) { return DecideThenFree(c, now); });
 }
 
 }  // namespace sluice

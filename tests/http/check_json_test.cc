@@ -266,6 +266,7 @@ std::string LargestCheckBody(const CheckLimits& limits) {
   return nlohmann::json{{"domain", std::string(kMaxConfiguredDomainBytes, 'd')},
                         {"charge", false},  // longer than true
                         {"hits", UINT64_MAX},
+                        {"priority", std::string(kMaxPriorityBytes, 'p')},
                         {"descriptors", descriptors}}
       .dump();
 }
@@ -297,7 +298,7 @@ TEST(CheckJson, TheBodyCapIsTheSizeOfTheLargestBoundedRequest) {
     EXPECT_EQ(parsed->descriptors.size(), limits.max_descriptors + 1);
     EXPECT_TRUE(ValidateCheck(*parsed).has_value());
   }
-  EXPECT_EQ(MaxCheckBodyBytes(), 2'019'130u);  // docs/server.md quotes it
+  EXPECT_EQ(MaxCheckBodyBytes(), 2'019'208u);  // docs/server.md quotes it
 }
 
 TEST(CheckJson, RefusesNestingDeeperThanACheckAtOnce) {
@@ -311,18 +312,18 @@ TEST(CheckJson, RefusesNestingDeeperThanACheckAtOnce) {
 }
 
 TEST(CheckJson, RefusesMoreValuesThanACheckCanHave) {
-  const CheckLimits limits{1, 3, 10, 20, 65535};  // 5 + 2 * (6 + 3 * 3) = 35 values at most
+  const CheckLimits limits{1, 3, 10, 20, 65535};  // 6 + 2 * (6 + 3 * 3) = 36 values at most
   std::string flat = R"({"domain":"d","descriptors":[)";
-  for (int i = 0; i < 31; ++i) flat += "0,";
-  EXPECT_EQ(ParseError(flat + "0]}", limits), "descriptors[0]: must be an object") << "35 values";
+  for (int i = 0; i < 32; ++i) flat += "0,";
+  EXPECT_EQ(ParseError(flat + "0]}", limits), "descriptors[0]: must be an object") << "36 values";
   EXPECT_EQ(ParseError(flat + "0,0]}", limits),
-            "the body has more JSON values than a check request can (35)");
+            "the body has more JSON values than a check request can (36)");
   // The default bound against a megabyte of zeros: refused without parsing them all.
   std::string zeros = "[";
   for (int i = 0; i < 500'000; ++i) zeros += "0,";
   zeros += "0]";
   EXPECT_EQ(ParseError(zeros), "the body has more JSON values than a check request can (" +
-                                   std::to_string(5 + 1025 * (6 + 3 * 64)) + ")");
+                                   std::to_string(6 + 1025 * (6 + 3 * 64)) + ")");
 }
 
 }  // namespace

@@ -10,13 +10,14 @@
 #include <utility>
 
 #include "sluice/memory_store.h"
+#include "store/memory/reserving_limiter.h"
 #include "store/memory/snapshot_format.h"
 #include "store/memory/state_codec.h"
 
 namespace sluice::internal {
 
 // A limiter of a memory store, as its snapshots see it.
-class SnapshotLimiter : public MemoryLimiter {
+class SnapshotLimiter : public ReservingLimiter {
  public:
   virtual const std::string& id() const = 0;
   // Writes this limiter's section: its id, its spec and every counter live at `now`. Returns
@@ -28,7 +29,7 @@ class SnapshotLimiter : public MemoryLimiter {
                               SnapshotRestored& counts) = 0;
 
  protected:
-  using MemoryLimiter::MemoryLimiter;
+  using ReservingLimiter::ReservingLimiter;
 };
 
 // Whether counters kept under `saved` mean the same under `now` (docs/quotas.md): the same spec;

@@ -52,14 +52,16 @@ class alignas(64) MemoryShard {
 
   // Decides, or with kCharge charges (Alg::Charge), the request for `key`. A template argument,
   // not a flag: a runtime choice here cost the hot-key decision 15 -> 17 ns (BENCHMARKS.md).
+  // `reserve`: LimitCheck::reserve, decided with the cost under the shard's lock (a charge
+  // ignores it).
   template <bool kCharge = false>
-  Decision Decide(const Alg& alg, std::string_view key, uint32_t hash, Timestamp now,
-                  int64_t cost) {
+  Decision Decide(const Alg& alg, std::string_view key, uint32_t hash, Timestamp now, int64_t cost,
+                  int64_t reserve = 0) {
     const auto apply = [&](State& state) {
       if constexpr (kCharge) {
         return alg.Charge(state, now, cost);
       } else {
-        return alg.Decide(state, now, cost);
+        return alg.Decide(state, now, cost, reserve);
       }
     };
     std::lock_guard<SpinLock> lock(mu_);

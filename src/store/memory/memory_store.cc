@@ -22,11 +22,13 @@
 #include "sluice/sliding_window_log.h"
 #include "sluice/token_bucket.h"
 #include "store/calendar_stats.h"
+#include "store/decide_checks.h"
 #include "store/memory/key_hash.h"
 #include "store/memory/limiter_snapshot.h"
 #include "store/memory/memory_shard.h"
 #include "store/memory/override_table.h"
 #include "store/memory/permit_table.h"
+#include "store/memory/reserving_limiter.h"
 #include "store/memory/snapshot_stage.h"
 
 namespace sluice {
@@ -191,6 +193,20 @@ class MemoryLimiterOf final : public internal::SnapshotLimiter, public UsageSour
       sink.Add(internal::kCalendarZoneMismatches, limit_labels,
                static_cast<double>(zone_mismatches_.load(std::memory_order_relaxed)));
     }
+  }
+
+  // A calendar limit's reserve is decided in the request's zone, as DecideInZone decides.
+  Decision DecideReserving(std::string_view key, Timestamp now, int64_t cost, int64_t reserve,
+                           const CalendarZone* zone) override {
+    if (!Valid(key, cost)) return Invalid();
+    const uint64_t h = internal::HashKey(key, seed_);
+    if constexpr (kCalendar) {
+      if (zone != nullptr) {
+        const CalendarWindow zoned = alg_.InZone(*zone, &zone_mismatches_);
+        return ShardFor(h).Decide(zoned, key, static_cast<uint32_t>(h), now, cost, reserve);
+      }
+    }
+    return ShardFor(h).Decide(alg_, key, static_cast<uint32_t>(h), now, cost, reserve);
   }
 
   Decision Charge(std::string_view key, Timestamp now, int64_t cost) override {
@@ -482,14 +498,14 @@ class MemoryStore final : public Store, public MemorySnapshots {
       return c.limiter != nullptr && c.limiter->owner() != this;
     };
     if (std::none_of(checks.begin(), checks.end(), foreign)) {
-      return sluice::DecideAll(checks, now, out);
+      return DecideOwn(checks, now, out);
     }
     // Another store's limiter: decided as a null one (kInvalidRequest), rejecting the request.
     std::vector<LimitCheck> own(checks.begin(), checks.end());
     for (LimitCheck& c : own) {
       if (foreign(c)) c.limiter = nullptr;
     }
-    sluice::DecideAll(own, now, out);
+    DecideOwn(own, now, out);
   }
 
   void DecideAllAsync(std::span<const LimitCheck> checks, Timestamp now,
@@ -506,6 +522,17 @@ class MemoryStore final : public Store, public MemorySnapshots {
   }
 
   bool Ready() override { return true; }
+
+  // sluice::DecideAll, with each reserve decided atomically with its cost: every limiter this
+  // store makes (configured and transient) is a ReservingLimiter, and `checks` holds only this
+  // store's limiters (or null ones, which DecideChecks answers itself).
+  static void DecideOwn(std::span<const LimitCheck> checks, Timestamp now,
+                        std::span<Decision> out) {
+    internal::DecideChecks(checks, now, out, [now](const LimitCheck& c) {
+      return static_cast<internal::ReservingLimiter*>(c.limiter)->DecideReserving(
+          c.key, now, c.cost, c.reserve, c.zone);
+    });
+  }
 
   std::string Save(Timestamp now, Duration to_wall, SnapshotSaved* saved) override {
     std::string out;

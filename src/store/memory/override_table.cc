@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "store/memory/reserving_limiter.h"
 #include "store/memory/state_codec.h"
 
 namespace sluice::internal {
@@ -64,11 +65,11 @@ bool ParseRatePrefix(std::string_view key, LimitSpec& spec, size_t& end) {
 }
 
 template <typename Alg>
-class OverrideLimiter final : public MemoryLimiter, private OverrideRate {
+class OverrideLimiter final : public ReservingLimiter, private OverrideRate {
  public:
   OverrideLimiter(Alg alg, const LimitSpec& spec, std::shared_ptr<OverrideTable> table,
                   size_t max_key_bytes, const Store* owner, std::function<void()> on_destroy)
-      : MemoryLimiter(owner),
+      : ReservingLimiter(owner),
         alg_(std::move(alg)),
         spec_(spec),
         prefix_(RatePrefix(spec)),
@@ -82,9 +83,14 @@ class OverrideLimiter final : public MemoryLimiter, private OverrideRate {
   OverrideLimiter& operator=(const OverrideLimiter&) = delete;
 
   Decision Decide(std::string_view key, Timestamp now, int64_t cost) override {
+    return DecideReserving(key, now, cost, 0, nullptr);
+  }
+  // An override is never a calendar limit (Envoy's units): it has no zone to decide in.
+  Decision DecideReserving(std::string_view key, Timestamp now, int64_t cost, int64_t reserve,
+                           const CalendarZone* /*zone*/) override {
     if (cost < 0 || key.size() > max_key_bytes_) return Invalid();
-    return WithTableKey(key,
-                        [&](std::string_view k) { return table_->Decide(*this, k, now, cost); });
+    return WithTableKey(
+        key, [&](std::string_view k) { return table_->Decide(*this, k, now, cost, reserve); });
   }
   Decision Charge(std::string_view key, Timestamp now, int64_t cost) override {
     if (cost < 0 || key.size() > max_key_bytes_) return Invalid();
@@ -115,9 +121,10 @@ class OverrideLimiter final : public MemoryLimiter, private OverrideRate {
     const Timestamp replenished = alg_.ReplenishedAt(s);
     return OverrideState{std::move(s), replenished};
   }
-  Decision Decide(OverrideState& state, Timestamp now, int64_t cost) const override {
+  Decision Decide(OverrideState& state, Timestamp now, int64_t cost,
+                  int64_t reserve) const override {
     auto& s = std::get<typename Alg::State>(state.inner);  // the prefix names the algorithm
-    const Decision d = alg_.Decide(s, now, cost);
+    const Decision d = alg_.Decide(s, now, cost, reserve);
     state.replenished_at = alg_.ReplenishedAt(s);
     return d;
   }

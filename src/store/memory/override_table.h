@@ -43,7 +43,8 @@ struct OverrideState {
 class OverrideRate {
  public:
   virtual OverrideState Initial(Timestamp now) const = 0;
-  virtual Decision Decide(OverrideState& state, Timestamp now, int64_t cost) const = 0;
+  virtual Decision Decide(OverrideState& state, Timestamp now, int64_t cost,
+                          int64_t reserve) const = 0;
   virtual Decision Charge(OverrideState& state, Timestamp now, int64_t cost) const = 0;
   virtual void Refund(OverrideState& state, Timestamp at, Timestamp now, int64_t cost) const = 0;
 
@@ -58,8 +59,8 @@ class OverrideAlg {
   using State = OverrideState;
   explicit OverrideAlg(const OverrideRate* rate) : rate_(rate) {}
   State Initial(Timestamp now) const { return rate_->Initial(now); }
-  Decision Decide(State& s, Timestamp now, int64_t cost) const {
-    return rate_->Decide(s, now, cost);
+  Decision Decide(State& s, Timestamp now, int64_t cost, int64_t reserve = 0) const {
+    return rate_->Decide(s, now, cost, reserve);
   }
   Decision Charge(State& s, Timestamp now, int64_t cost) const {
     return rate_->Charge(s, now, cost);
@@ -86,12 +87,13 @@ class OverrideTable {
 
   // `key` is the table's: the rate's prefix, then the caller's key.
   template <bool kCharge = false>
-  Decision Decide(const OverrideRate& rate, std::string_view key, Timestamp now, int64_t cost) {
+  Decision Decide(const OverrideRate& rate, std::string_view key, Timestamp now, int64_t cost,
+                  int64_t reserve = 0) {
     const uint64_t h = HashKey(key, seed_);
     Shard& shard = ShardFor(h);
     shard.Prefetch(static_cast<uint32_t>(h));
     return shard.template Decide<kCharge>(OverrideAlg(&rate), key, static_cast<uint32_t>(h), now,
-                                          cost);
+                                          cost, reserve);
   }
   void Refund(const OverrideRate& rate, std::string_view key, Timestamp at, Timestamp now,
               int64_t cost) {

@@ -136,13 +136,14 @@ class CacheStore final : public internal::ForwardingStore<Store>,
  private:
   // The request answered from memory when every check is a decision (no charge) that the cache
   // surely refuses: the request is then refused whatever its quota checks, and took nothing.
-  // Anything else -- one check the cache cannot answer, a charge, an invalid check -- goes to
-  // the inner store whole, which keeps all-or-nothing its job.
+  // Anything else -- one check the cache cannot answer, a charge, an invalid check, a check
+  // with a reserve (priority shedding: its retry time is not a fact's) -- goes to the inner
+  // store whole, which keeps all-or-nothing its job.
   bool AnswerFromCache(std::span<const LimitCheck> checks, Timestamp now, std::span<Decision> out) {
     if (checks.empty()) return false;
     for (size_t i = 0; i < checks.size(); ++i) {
       const CachedLimiter* mine = Own<CachedLimiter>(checks[i]);
-      if (mine == nullptr || checks[i].charge) return false;
+      if (mine == nullptr || checks[i].charge || checks[i].reserve > 0) return false;
       auto refused = mine->Find(checks[i].key, now, checks[i].cost);
       if (!refused) return false;
       out[i] = *refused;
@@ -163,7 +164,11 @@ class CacheStore final : public internal::ForwardingStore<Store>,
         return &o != &checks[i] && o.limiter == checks[i].limiter && o.key == checks[i].key;
       });
       if (checks[i].charge) cache_.Drop(mine->serial(), checks[i].key);  // taken, even refused
-      mine->Learn(checks[i].key, now, checks[i].cost, out[i], generation, !repeated);
+      // A refusal taken with a reserve (priority shedding) is no fact about a request with a
+      // smaller one -- a critical request passes where a low one was refused -- and facts are
+      // kept by cost alone: it is not remembered. Its admissions still drop the key's facts.
+      const bool learn_refusal = !repeated && checks[i].reserve <= 0;
+      mine->Learn(checks[i].key, now, checks[i].cost, out[i], generation, learn_refusal);
     }
   }
 
