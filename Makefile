@@ -98,7 +98,7 @@ bench: build
 # arguments) or a part that measures nothing fails here, not in a later benchmark run.
 # run-bench --smoke runs run-redis-bench --smoke.
 BENCH_SMOKE = run-bench run-overlimit-bench run-sync-bench run-usage-bench run-server-bench \
-  run-forward-auth-bench run-grpc-tls-bench run-tls-bench run-snapshot-bench
+  run-forward-auth-bench run-grpc-tls-bench run-tls-bench run-snapshot-bench run-permit-bench
 test-bench-smoke: build
 	@set -e; for s in $(BENCH_SMOKE); do \
 	  echo "== scripts/$$s --smoke"; BUILD_DIR=build scripts/$$s --smoke; done
