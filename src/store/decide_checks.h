@@ -15,8 +15,9 @@ namespace sluice::internal {
 
 // reserving(check) decides a check with reserve > 0 that is not a charge: admitted only if its
 // cost plus its reserve fits, taking only its cost, in check.zone when it has one. A check with
-// a zone (a calendar limit's, LimitCheck::zone) is decided by Limiter::DecideInZone. Charges ignore the reserve: they are for work
-// already done, taken whatever the limit says (docs/load-protection.md, "Priority shedding").
+// a zone (a calendar limit's, LimitCheck::zone) is decided by Limiter::DecideInZone. Charges ignore
+// the reserve: they are for work already done, taken whatever the limit says
+// (docs/load-protection.md, "Priority shedding").
 template <typename ReservingFn>
 void DecideChecks(std::span<const LimitCheck> checks, Timestamp now, std::span<Decision> out,
                   ReservingFn&& reserving) {
