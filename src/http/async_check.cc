@@ -29,24 +29,26 @@ struct PendingCheck {
   }
 };
 
-}  // namespace
-
-HttpReply AnswerAsync(const std::function<void(ReplyWith)>& start, const HttpRequestView& request) {
-  auto* pending = new PendingCheck;
-  start([pending](HttpReply reply) {
-    std::unique_lock<std::mutex> lock(pending->mu);
-    if (pending->deferred) {
-      const HttpReplyCallback send = std::move(pending->send);
-      lock.unlock();
-      pending->Release();
-      send(std::move(reply));
-      return;
-    }
-    pending->reply = std::move(reply);
-    pending->answered.notify_one();
+// The answer's side: sends `reply` if the handler has deferred, else leaves it for the handler.
+void Deliver(PendingCheck* pending, HttpReply reply) {
+  std::unique_lock<std::mutex> lock(pending->mu);
+  if (pending->deferred) {
+    const HttpReplyCallback send = std::move(pending->send);
     lock.unlock();
     pending->Release();
-  });
+    send(std::move(reply));
+    return;
+  }
+  pending->reply = std::move(reply);
+  pending->answered.notify_one();
+  lock.unlock();
+  pending->Release();
+}
+
+// The handler's side: the reply if it has come, else DeferredReply() after taking the request's
+// deferral (the store is still working: this I/O thread must not wait for it); without a
+// deferral (tests), waits for it.
+HttpReply Await(PendingCheck* pending, const HttpRequestView& request) {
   std::unique_lock<std::mutex> lock(pending->mu);
   if (!pending->reply && request.deferral != nullptr) {
     pending->send = request.deferral->Defer();
@@ -62,38 +64,21 @@ HttpReply AnswerAsync(const std::function<void(ReplyWith)>& start, const HttpReq
   return reply;
 }
 
+}  // namespace
+
+HttpReply AnswerAsync(const std::function<void(ReplyWith)>& start, const HttpRequestView& request) {
+  auto* pending = new PendingCheck;
+  start([pending](HttpReply reply) { Deliver(pending, std::move(reply)); });
+  return Await(pending, request);
+}
+
 HttpReply AnswerCheck(RateLimitService& service, const CheckRequest& check,
                       const HttpRequestView& request, const CheckReplier& replier) {
   auto* pending = new PendingCheck;
   service.CheckAsync(check, [&replier, pending](Result<CheckResponse> response) {
-    HttpReply reply = replier.Reply(response, pending->asked);
-    std::unique_lock<std::mutex> lock(pending->mu);
-    if (pending->deferred) {
-      const HttpReplyCallback send = std::move(pending->send);
-      lock.unlock();
-      pending->Release();
-      send(std::move(reply));
-      return;
-    }
-    pending->reply = std::move(reply);
-    pending->answered.notify_one();
-    lock.unlock();
-    pending->Release();
+    Deliver(pending, replier.Reply(response, pending->asked));
   });
-  std::unique_lock<std::mutex> lock(pending->mu);
-  if (!pending->reply && request.deferral != nullptr) {
-    // The store is still working: this I/O thread must not wait for it.
-    pending->send = request.deferral->Defer();
-    pending->deferred = true;
-    lock.unlock();
-    pending->Release();
-    return DeferredReply();
-  }
-  pending->answered.wait(lock, [pending] { return pending->reply.has_value(); });
-  HttpReply reply = std::move(*pending->reply);
-  lock.unlock();
-  pending->Release();
-  return reply;
+  return Await(pending, request);
 }
 
 }  // namespace sluice::server

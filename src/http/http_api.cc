@@ -138,30 +138,35 @@ HttpReply HttpApi::Refuse(AuthFailure failure) const {
   return CallerRefusal(failure, "an Authorization: Bearer token", RefusalBody::kJson);
 }
 
-HttpReply HttpApi::Check(const HttpRequestView& request) const {
+std::expected<CheckRequest, HttpReply> HttpApi::AdmittedCheck(
+    const HttpRequestView& request) const {
   if (request.body.size() > options_.max_body_bytes) {
-    return ErrorReply(
-        413, "the body is over the limit of " + std::to_string(options_.max_body_bytes) + " bytes");
+    return std::unexpected(ErrorReply(413, "the body is over the limit of " +
+                                               std::to_string(options_.max_body_bytes) + " bytes"));
   }
-  // One snapshot of --api-tokens for the request. The caller is identified before its body is
-  // read, and let in for the domain before anything is counted.
   const std::shared_ptr<const ApiTokens> table =
       options_.callers != nullptr ? options_.callers->table() : nullptr;
   const CallerCredentials credentials{BearerToken(request.authorization), request.peer_sans};
   const ApiClient* caller = nullptr;
   if (table != nullptr) {
     auto who = Identify(*table, credentials);
-    if (!who) return Refuse(who.error());
+    if (!who) return std::unexpected(Refuse(who.error()));
     caller = *who;
   }
   auto parsed = ParseCheckRequest(request.body);
-  if (!parsed) return ErrorReply(400, parsed.error().message);
+  if (!parsed) return std::unexpected(ErrorReply(400, parsed.error().message));
   if (caller != nullptr) {
     if (auto ok = Authorize(*table, credentials, *caller, parsed->domain); !ok) {
-      return Refuse(ok.error());
+      return std::unexpected(Refuse(ok.error()));
     }
   }
-  return AnswerCheck(*service_, *parsed, request, *this);
+  return std::move(*parsed);
+}
+
+HttpReply HttpApi::Check(const HttpRequestView& request) const {
+  auto check = AdmittedCheck(request);
+  if (!check) return std::move(check.error());
+  return AnswerCheck(*service_, *check, request, *this);
 }
 
 // The body and the status are HTTP's; the headers are the service's (ratelimit_headers.h).

@@ -39,6 +39,7 @@
 #define SLUICE_HTTP_HTTP_API_H_
 
 #include <cstddef>
+#include <expected>
 #include <string>
 
 #include "http/async_check.h"
@@ -81,6 +82,10 @@ class HttpApi final : private CheckReplier {
 
  private:
   HttpReply Check(const HttpRequestView& request) const;
+  // A /v1/check body (also /v1/acquire's) from a caller let in for its domain: the check, or the
+  // reply refusing it (413, 400, 401/403). One snapshot of --api-tokens per request; the caller
+  // is identified before its body is read, and let in for the domain before anything is counted.
+  std::expected<CheckRequest, HttpReply> AdmittedCheck(const HttpRequestView& request) const;
   // The permit routes (permit_api.cc). Acquire is let in as a check is; release and renew, with
   // --api-tokens, by any known client (a permit names no domain, and only its holder has it).
   HttpReply Acquire(const HttpRequestView& request) const;

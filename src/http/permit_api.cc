@@ -7,26 +7,8 @@
 namespace sluice::server {
 
 HttpReply HttpApi::Acquire(const HttpRequestView& request) const {
-  if (request.body.size() > options_.max_body_bytes) {
-    return ErrorReply(
-        413, "the body is over the limit of " + std::to_string(options_.max_body_bytes) + " bytes");
-  }
-  const std::shared_ptr<const ApiTokens> table =
-      options_.callers != nullptr ? options_.callers->table() : nullptr;
-  const CallerCredentials credentials{BearerToken(request.authorization), request.peer_sans};
-  const ApiClient* caller = nullptr;
-  if (table != nullptr) {
-    auto who = Identify(*table, credentials);
-    if (!who) return Refuse(who.error());
-    caller = *who;
-  }
-  auto parsed = ParseCheckRequest(request.body);
-  if (!parsed) return ErrorReply(400, parsed.error().message);
-  if (caller != nullptr) {
-    if (auto ok = Authorize(*table, credentials, *caller, parsed->domain); !ok) {
-      return Refuse(ok.error());
-    }
-  }
+  auto parsed = AdmittedCheck(request);
+  if (!parsed) return std::move(parsed.error());
   const HeaderOptions headers = options_.headers;
   return AnswerAsync(
       [&](ReplyWith reply) {
