@@ -161,7 +161,9 @@ TEST_P(PermitShed, LimitsShowsTheShedRule) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, PermitShed, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "Redis" : "Memory"; });
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Redis" : "Memory";
+                         });
 
 }  // namespace
 }  // namespace sluice::server
