@@ -147,6 +147,22 @@ TEST_P(PermitShed, AReleaseAdmitsLowOnlyBelowItsThreshold) {
   EXPECT_TRUE(Acquire("normal").has_value());
 }
 
+// The pool does not depend on the shed rule: a reload that only edits it keeps the permits held,
+// and the new thresholds apply at once (low above 0.3 of 10: 3 slots, already all taken).
+TEST_P(PermitShed, AReloadThatEditsOnlyShedKeepsThePermits) {
+  const std::vector<std::string> held = Fill("low");
+  ASSERT_EQ(held.size(), 6u);
+  std::string edited = kConfig;
+  edited.replace(edited.find("above: 0.6"), 10, "above: 0.3");
+  auto config = LoadConfig(dir_.Write("api.yaml", edited));
+  ASSERT_TRUE(config.has_value()) << config.error().message;
+  ASSERT_TRUE(service_->Reload(*config).has_value());
+  EXPECT_FALSE(Acquire("low").has_value());
+  EXPECT_EQ(nlohmann::json::parse(last_refusal_.body)["statuses"][0]["in_flight"], 6);
+  EXPECT_EQ(Fill("critical").size(), 4u);
+  EXPECT_TRUE(Release(held.front())) << "held under the old rule, still known";
+}
+
 // /v1/limits shows the concurrency block's shed as a rate limit's: exact decimals in strings.
 TEST_P(PermitShed, LimitsShowsTheShedRule) {
   const HttpReply r = api_->Handle({"GET", "/v1/limits", "Bearer s3cret", ""});
