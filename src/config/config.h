@@ -63,6 +63,9 @@ struct ConcurrencyLimit {
   // What an acquire is answered when the store cannot be asked: `failure_mode` in the
   // concurrency block, else the descriptor's rate_limit's, else open.
   FailureMode failure_mode = FailureMode::kOpen;
+  // `shed` in the concurrency block: slots kept free for more important priorities
+  // (PermitAcquire::reserve = ShedReserve(*shed, priority, max_in_flight)).
+  std::optional<ShedRule> shed;
 
   bool operator==(const ConcurrencyLimit&) const = default;
 };

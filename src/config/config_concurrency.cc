@@ -51,8 +51,9 @@ Result<void> RefuseSyncAndScope(const std::string& file, const Fields& fields) {
 
 Result<ConcurrencyLimit> ParseConcurrency(const std::string& file, const YAML::Node& node,
                                           std::optional<FailureMode> inherited) {
-  auto fields = Fields::Of(file, node, "concurrency",
-                           {"max_in_flight", "permit_ttl", "failure_mode", "sync", "scope"});
+  auto fields =
+      Fields::Of(file, node, "concurrency",
+                 {"max_in_flight", "permit_ttl", "failure_mode", "sync", "scope", "shed"});
   if (!fields) return std::unexpected(fields.error());
   if (auto ok = RefuseSyncAndScope(file, *fields); !ok) return std::unexpected(ok.error());
   ConcurrencyLimit limit;
@@ -85,6 +86,13 @@ Result<ConcurrencyLimit> ParseConcurrency(const std::string& file, const YAML::N
     auto mode = ReadFailureMode(file, *f);
     if (!mode) return std::unexpected(mode.error());
     limit.failure_mode = *mode;
+  }
+  // sync and scope were refused above unless exact and per-store: a shed rule's reserve is of
+  // the one shared set of slots.
+  if (const auto s = fields->Get("shed")) {
+    auto rule = ParseShedLevels(file, *s);
+    if (!rule) return std::unexpected(rule.error());
+    limit.shed = std::move(*rule);
   }
   return limit;
 }

@@ -50,8 +50,7 @@ class DomainParser {
   // A domain that sheds removes its priority_key entry from every descriptor before matching:
   // a rule of this file keyed on it could never match.
   Result<void> CheckPriorityKey() const {
-    const bool sheds = std::any_of(domain_.limits.begin(), domain_.limits.end(),
-                                   [](const Limit& l) { return l.shed.has_value(); });
+    const bool sheds = std::any_of(domain_.limits.begin(), domain_.limits.end(), SheddingLimit);
     if (!sheds) return {};
     for (const auto& [key, node] : keys_) {
       if (key != domain_.priority_key) continue;

@@ -79,6 +79,9 @@ Result<ShedRule> ParseShedLevels(const std::string& file, const YAML::Node& node
 Result<std::optional<ShedRule>> ParseShed(const std::string& file, const Fields& fields,
                                           const Limit& limit, const std::string& limit_name);
 
+// The limit has a shed rule, in its rate_limit or its concurrency block.
+bool SheddingLimit(const Limit& limit);
+
 // After every file is loaded and merged: a domain with a shed rule strips its priority_key
 // from its descriptors (Domain::attribute_keys); one without keeps matching on it.
 void AddPriorityKeys(std::map<std::string, Domain, std::less<>>& domains);

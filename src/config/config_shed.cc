@@ -106,10 +106,14 @@ Result<std::optional<ShedRule>> ParseShed(const std::string& file, const Fields&
   return std::optional<ShedRule>(std::move(*rule));
 }
 
+bool SheddingLimit(const Limit& limit) {
+  return limit.shed.has_value() || (limit.concurrency && limit.concurrency->shed.has_value());
+}
+
 void AddPriorityKeys(std::map<std::string, Domain, std::less<>>& domains) {
   for (auto& [name, domain] : domains) {
     const bool sheds = std::any_of(domain.limits.begin(), domain.limits.end(),
-                                   [](const Limit& l) { return l.shed.has_value(); });
+                                   [](const Limit& l) { return SheddingLimit(l); });
     auto& keys = domain.attribute_keys;
     if (sheds && std::find(keys.begin(), keys.end(), domain.priority_key) == keys.end()) {
       keys.push_back(domain.priority_key);

@@ -41,12 +41,14 @@ bool ShedFractionLess(const ShedFraction& a, const ShedFraction& b);
 struct ShedLevel {
   std::string priority;
   ShedFraction above;  // 1/1 for a priority listed without a threshold: never shed
+  friend bool operator==(const ShedLevel&, const ShedLevel&) = default;
 };
 
 // A limit's `shed`: its levels from the least important to the most (thresholds non-decreasing),
 // at least one of them below 1. The config's loader checks that; ShedReserve relies on it.
 struct ShedRule {
   std::vector<ShedLevel> levels;
+  friend bool operator==(const ShedRule&, const ShedRule&) = default;
 };
 
 // The hits a request of `priority` must leave free in a limit of `capacity` (>= 0): capacity -

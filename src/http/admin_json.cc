@@ -25,6 +25,21 @@ std::string_view KindName(LimitKind kind) {
   return "limited";
 }
 
+// `,"shed":[...]`, a rate_limit's or a concurrency block's. Thresholds as the exact decimals they
+// are, in strings: a JSON number may be read as a float.
+void AppendShed(std::string& out, const ShedRule& shed) {
+  out += ",\"shed\":[";
+  for (size_t i = 0; i < shed.levels.size(); ++i) {
+    if (i > 0) out += ',';
+    out += '{';
+    util::AppendJsonStringMember(out, "priority", shed.levels[i].priority);
+    out += ',';
+    util::AppendJsonStringMember(out, "above", ShedFractionText(shed.levels[i].above));
+    out += '}';
+  }
+  out += ']';
+}
+
 void AppendConfigLimit(std::string& out, const Limit& limit) {
   out += '{';
   util::AppendJsonStringMember(out, "id", limit.id);
@@ -67,19 +82,7 @@ void AppendConfigLimit(std::string& out, const Limit& limit) {
   }
   out += limit.quota_mode ? ",\"quota_mode\":true" : ",\"quota_mode\":false";
   out += limit.detailed_metric ? ",\"detailed_metric\":true" : ",\"detailed_metric\":false";
-  if (limit.shed) {
-    // Thresholds as the exact decimals they are, in strings: a JSON number may be read as a float.
-    out += ",\"shed\":[";
-    for (size_t i = 0; i < limit.shed->levels.size(); ++i) {
-      if (i > 0) out += ',';
-      out += '{';
-      util::AppendJsonStringMember(out, "priority", limit.shed->levels[i].priority);
-      out += ',';
-      util::AppendJsonStringMember(out, "above", ShedFractionText(limit.shed->levels[i].above));
-      out += '}';
-    }
-    out += ']';
-  }
+  if (limit.shed) AppendShed(out, *limit.shed);
   out += ",\"replaces\":[";
   for (size_t i = 0; i < limit.replaces.size(); ++i) {
     if (i > 0) out += ',';
@@ -95,6 +98,7 @@ void AppendConfigLimit(std::string& out, const Limit& limit) {
     out += ',';
     util::AppendJsonStringMember(out, "failure_mode",
                                  FailureModeName(limit.concurrency->failure_mode));
+    if (limit.concurrency->shed) AppendShed(out, *limit.concurrency->shed);
     out += '}';
   }
   out += '}';

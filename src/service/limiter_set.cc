@@ -109,7 +109,11 @@ Result<void> LimiterSet::InstallPools(const LimiterSet* previous, Store& store) 
       if (!limit.concurrency || pools_.contains(limit.id)) continue;
       const Pool* old = previous != nullptr ? previous->PoolFor(limit.id) : nullptr;
       Pool pool{&limit, PoolStoreId(limit.id), nullptr};
-      if (old != nullptr && *old->limit->concurrency == *limit.concurrency) {
+      // The pool knows nothing of `shed` (each acquire brings its reserve): an edited shed rule
+      // keeps the permits held.
+      const ConcurrencyLimit* was = old != nullptr ? &*old->limit->concurrency : nullptr;
+      if (was != nullptr && was->spec == limit.concurrency->spec &&
+          was->failure_mode == limit.concurrency->failure_mode) {
         pool.pool = old->pool;
       } else {
         LimiterOptions options;

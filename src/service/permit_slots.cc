@@ -36,7 +36,8 @@ void CallSlots(SlotCall call, std::vector<PermitSlot> slots, const std::string& 
     }
     switch (call) {
       case SlotCall::kAcquire:
-        slot.pool->AcquireAsync(slot.key, now, {.permit = state->permit}, std::move(answered));
+        slot.pool->AcquireAsync(slot.key, now, {.permit = state->permit, .reserve = slot.reserve},
+                                std::move(answered));
         break;
       case SlotCall::kRelease:
         slot.pool->ReleaseAsync(slot.key, now, state->permit, std::move(answered));

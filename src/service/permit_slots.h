@@ -4,6 +4,7 @@
 #ifndef SLUICE_SERVICE_PERMIT_SLOTS_H_
 #define SLUICE_SERVICE_PERMIT_SLOTS_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@ namespace sluice::server {
 struct PermitSlot {
   std::shared_ptr<PermitPool> pool;  // null: no such pool here (answered not granted)
   std::string key;
+  int64_t reserve = 0;  // an acquire's PermitAcquire::reserve (priority shedding)
 };
 
 enum class SlotCall { kAcquire, kRelease, kRenew };

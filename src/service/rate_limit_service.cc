@@ -251,7 +251,8 @@ class Service final : public RateLimitService {
   // acquire the concurrency slots to take.
   Result<void> Prepare(const CheckRequest& request, Checking& c, bool acquire);
   // The slot of descriptor `i`'s concurrency limit, for an acquire; a check skips it.
-  void AddSlot(Checking& c, size_t i, const Limit& limit, UncheckedCounts& unchecked) const;
+  void AddSlot(Checking& c, size_t i, const Limit& limit, int64_t reserve,
+               UncheckedCounts& unchecked) const;
   // The rate limits of a prepared check, then state->finished.
   void Decide(const std::shared_ptr<Async>& state);
   // A release or renew of every slot `text` names.
@@ -296,19 +297,31 @@ Decision ForPriority(Decision d, int64_t reserve) {
 
 int64_t SaturatingAdd(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
 
-// A limit's reserve for a request: its shed rule applied to the priority the descriptor carries
-// (the domain's priority_key entry, stripped before matching) or else the request's own.
+// The priority a request has for a descriptor: the entry it carries (the domain's priority_key,
+// stripped before matching) or else the request's own; nullopt for none.
+std::optional<std::string_view> PriorityOf(const MatchResult& m, const Domain* domain,
+                                           const CheckRequest& request) {
+  if (const std::string* entry =
+          domain == nullptr ? nullptr : FindAttribute(m.attributes, domain->priority_key)) {
+    return *entry;
+  }
+  if (request.priority) return *request.priority;
+  return std::nullopt;
+}
+
+// A limit's reserve for a request: its shed rule applied to the request's priority.
 int64_t ReserveFor(const Limit& limit, const MatchResult& m, const Domain* domain,
                    const CheckRequest& request) {
   if (!limit.shed || limit.kind != LimitKind::kLimited) return 0;
-  std::optional<std::string_view> priority;
-  if (const std::string* entry =
-          domain == nullptr ? nullptr : FindAttribute(m.attributes, domain->priority_key)) {
-    priority = *entry;
-  } else if (request.priority) {
-    priority = *request.priority;
-  }
-  return ShedReserve(*limit.shed, priority, limit.spec.Capacity());
+  return ShedReserve(*limit.shed, PriorityOf(m, domain, request), limit.spec.Capacity());
+}
+
+// The slots an acquire must leave free in a concurrency limit (PermitAcquire::reserve).
+int64_t SlotReserveFor(const Limit& limit, const MatchResult& m, const Domain* domain,
+                       const CheckRequest& request) {
+  if (!limit.concurrency || !limit.concurrency->shed) return 0;
+  return ShedReserve(*limit.concurrency->shed, PriorityOf(m, domain, request),
+                     limit.concurrency->spec.max_in_flight);
 }
 
 void Apply(DescriptorStatus& s, const Decision& d) {
@@ -361,7 +374,8 @@ struct Service::Async {
   std::atomic<size_t> observing{0};
 };
 
-void Service::AddSlot(Checking& c, size_t i, const Limit& limit, UncheckedCounts& unchecked) const {
+void Service::AddSlot(Checking& c, size_t i, const Limit& limit, int64_t reserve,
+                      UncheckedCounts& unchecked) const {
   const LimiterSet::Pool* pool = c.set->PoolFor(limit.id);
   if (!c.acquire || pool == nullptr) {
     unchecked.Add(Unchecked::kConcurrency);
@@ -370,7 +384,7 @@ void Service::AddSlot(Checking& c, size_t i, const Limit& limit, UncheckedCounts
   const DescriptorStatus& s = c.response.statuses[i];
   constexpr CheckLimits kSlotKeyLimits{.max_counter_key_bytes = kMaxPermitKeyBytes};
   std::string key = pool->store_id + "#" + std::string(IdentityOf(s.counter_key));
-  c.slots.push_back({pool->pool, BoundedCounterKey(std::move(key), kSlotKeyLimits)});
+  c.slots.push_back({pool->pool, BoundedCounterKey(std::move(key), kSlotKeyLimits), reserve});
   c.slot_status.push_back(i);
   c.slot_failure_modes.push_back(limit.concurrency->failure_mode);
   c.permit_ttl = std::min(c.permit_ttl, limit.concurrency->spec.ttl);
@@ -438,7 +452,9 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c, bool acq
     if (m.limit == nullptr) continue;
     s.mode = m.limit->mode;
     s.replaced = replaced[i];
-    if (!s.replaced && m.limit->concurrency) AddSlot(c, i, *m.limit, unchecked);
+    if (!s.replaced && m.limit->concurrency) {
+      AddSlot(c, i, *m.limit, SlotReserveFor(*m.limit, m, domain, request), unchecked);
+    }
     if (s.replaced || m.limit->kind == LimitKind::kUnlimited) continue;
     const int64_t hits = request.descriptors[i].hits.value_or(request.hits);
     if (m.limit->kind == LimitKind::kBlocked) {

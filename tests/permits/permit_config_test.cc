@@ -80,6 +80,55 @@ TEST_F(ConcurrencyConfig, RefusesSyncAndScopeAndBadNumbers) {
       std::string::npos);
 }
 
+// `shed` in a concurrency block: the rate_limit's levels and checks, and the domain's priority
+// entry stripped as for a shedding rate limit.
+TEST_F(ConcurrencyConfig, ShedLevelsAndThePriorityKeyStripped) {
+  auto c = Load(
+      "  - key: tenant\n    concurrency: {max_in_flight: 10, permit_ttl: 30s, "
+      "shed: [{priority: low, above: 0.6}, {priority: normal, above: 0.8}]}\n");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  const Domain* d = (*c)->FindDomain("api");
+  ASSERT_TRUE(d->limits[0].concurrency->shed.has_value());
+  const ShedRule& shed = *d->limits[0].concurrency->shed;
+  ASSERT_EQ(shed.levels.size(), 2u);
+  EXPECT_EQ(shed.levels[0].priority, "low");
+  EXPECT_EQ(shed.levels[0].above, (ShedFraction{6, 10}));
+  EXPECT_EQ(shed.levels[1].priority, "normal");
+  EXPECT_EQ(shed.levels[1].above, (ShedFraction{8, 10}));
+  EXPECT_EQ(d->attribute_keys, std::vector<std::string>{"priority"});
+
+  auto plain = Load("  - key: tenant\n    concurrency: {max_in_flight: 10, permit_ttl: 30s}\n");
+  ASSERT_TRUE(plain.has_value()) << plain.error().message;
+  EXPECT_TRUE((*plain)->FindDomain("api")->attribute_keys.empty());
+}
+
+TEST_F(ConcurrencyConfig, ShedRefusals) {
+  const std::string head = "  - key: a\n    concurrency: {max_in_flight: 10, permit_ttl: 1s, ";
+  EXPECT_NE(
+      Error(head + "sync: leased, shed: [{priority: low, above: 0.5}]}\n").find("always exact"),
+      std::string::npos);
+  EXPECT_NE(
+      Error(head + "sync: batched, shed: [{priority: low, above: 0.5}]}\n").find("always exact"),
+      std::string::npos);
+  EXPECT_NE(Error(head + "scope: global, shed: [{priority: low, above: 0.5}]}\n")
+                .find("scope: global cannot apply"),
+            std::string::npos);
+  EXPECT_NE(Error(head + "shed: []}\n").find("shed must be a list"), std::string::npos);
+  EXPECT_NE(Error(head + "shed: [{priority: low, above: 1}]}\n").find("sheds nothing"),
+            std::string::npos);
+  EXPECT_NE(
+      Error(head + "shed: [{priority: critical, above: 0.5}]}\n").find("critical is never shed"),
+      std::string::npos);
+  EXPECT_NE(Error(head + "shed: [{priority: normal, above: 0.8}, {priority: low, above: 0.6}]}\n")
+                .find("lower threshold"),
+            std::string::npos);
+  // A rule keyed on the priority key could never match once the domain sheds.
+  EXPECT_NE(Error(head + "shed: [{priority: low, above: 0.5}]}\n  - key: priority\n"
+                         "    rate_limit: {unit: hour, requests_per_unit: 5}\n")
+                .find("could never match"),
+            std::string::npos);
+}
+
 TEST(PermitToken, RoundTripsAndIsBounded) {
   PermitIds ids;
   auto r1 = ids.Next();
