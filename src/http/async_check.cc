@@ -7,7 +7,6 @@
 #include <utility>
 
 namespace sluice::server {
-namespace {
 
 // One check between AnswerCheck and the service's answer. Which of the two came first is
 // decided under `mu`: the answer stores its reply unless the handler has already deferred, in
@@ -28,6 +27,8 @@ struct PendingCheck {
     if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
 };
+
+namespace {
 
 // The answer's side: sends `reply` if the handler has deferred, else leaves it for the handler.
 void Deliver(PendingCheck* pending, HttpReply reply) {
@@ -66,11 +67,13 @@ HttpReply Await(PendingCheck* pending, const HttpRequestView& request) {
 
 }  // namespace
 
-HttpReply AnswerAsync(const std::function<void(ReplyWith)>& start, const HttpRequestView& request) {
-  auto* pending = new PendingCheck;
-  start([pending](HttpReply reply) { Deliver(pending, std::move(reply)); });
+PendingCheck* NewPendingCheck() { return new PendingCheck; }
+
+HttpReply AwaitPendingCheck(PendingCheck* pending, const HttpRequestView& request) {
   return Await(pending, request);
 }
+
+void ReplyWith::operator()(HttpReply reply) const { Deliver(pending_, std::move(reply)); }
 
 HttpReply AnswerCheck(RateLimitService& service, const CheckRequest& check,
                       const HttpRequestView& request, const CheckReplier& replier) {

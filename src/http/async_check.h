@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <functional>
+#include <utility>
 
 #include "http/http_message.h"
 #include "service/check.h"
@@ -32,10 +33,31 @@ class CheckReplier {
 HttpReply AnswerCheck(RateLimitService& service, const CheckRequest& check,
                       const HttpRequestView& request, const CheckReplier& replier);
 
-// The same for any asynchronous answer (the permit routes): `start` is given the function that
-// delivers the reply, which must be called exactly once, from any thread.
-using ReplyWith = std::function<void(HttpReply)>;
-HttpReply AnswerAsync(const std::function<void(ReplyWith)>& start, const HttpRequestView& request);
+// One answer between AnswerAsync and whoever delivers its reply (async_check.cc).
+struct PendingCheck;
+PendingCheck* NewPendingCheck();
+HttpReply AwaitPendingCheck(PendingCheck* pending, const HttpRequestView& request);
+
+// Delivers the reply of one AnswerAsync. One pointer, copied freely, so that a callback that
+// holds it and one more pointer fits in std::function's own buffer (no allocation per call).
+class ReplyWith {
+ public:
+  explicit ReplyWith(PendingCheck* pending) : pending_(pending) {}
+  void operator()(HttpReply reply) const;
+
+ private:
+  PendingCheck* pending_;
+};
+
+// The same for any asynchronous answer (the permit routes): `start` is given the ReplyWith that
+// delivers the reply, which must be called exactly once, from any thread. A template so that
+// `start` is called directly rather than through a std::function.
+template <typename Start>
+HttpReply AnswerAsync(Start&& start, const HttpRequestView& request) {
+  PendingCheck* pending = NewPendingCheck();
+  std::forward<Start>(start)(ReplyWith(pending));
+  return AwaitPendingCheck(pending, request);
+}
 
 }  // namespace sluice::server
 

@@ -9,7 +9,9 @@ namespace sluice::server {
 HttpReply HttpApi::Acquire(const HttpRequestView& request) const {
   auto parsed = AdmittedCheck(request);
   if (!parsed) return std::move(parsed.error());
-  const HeaderOptions headers = options_.headers;
+  // The options outlive every request (the server is stopped before the API goes away); a
+  // pointer keeps the callback within std::function's own buffer.
+  const HeaderOptions* headers = &options_.headers;
   return AnswerAsync(
       [&](ReplyWith reply) {
         service_->AcquireAsync(*parsed, [reply, headers](Result<AcquireResponse> r) {
@@ -17,7 +19,7 @@ HttpReply HttpApi::Acquire(const HttpRequestView& request) const {
           HttpReply out;
           out.status = r->check.overall == Code::kOk ? 200 : 429;
           out.body = RenderAcquireResponse(*r);
-          out.headers = RateLimitHeaders(r->check, headers);
+          out.headers = RateLimitHeaders(r->check, *headers);
           reply(std::move(out));
         });
       },

@@ -43,7 +43,9 @@ std::string RenderAcquireResponse(const AcquireResponse& response) {
 }
 
 std::string RenderPermitResult(const PermitResult& result, bool renew) {
-  std::string out = renew ? "{\"renewed\":" : "{\"released\":";
+  std::string out;
+  out.reserve(128);  // over the longest answer (two 20-digit numbers): one allocation
+  out += renew ? "{\"renewed\":" : "{\"released\":";
   out += result.done ? "true" : "false";
   if (renew) {
     out += ",\"permit_ttl_ms\":";

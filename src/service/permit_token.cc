@@ -2,7 +2,9 @@
 
 #include <sys/random.h>
 
+#include <array>
 #include <cerrno>
+#include <cstdint>
 
 #include "util/hex.h"
 
@@ -26,26 +28,26 @@ std::string Base64Url(const std::string& in) {
   return out;
 }
 
-int SextetOf(char c) {
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '-') return 62;
-  if (c == '_') return 63;
-  return -1;
-}
+// Each byte's value in kAlphabet, -1 for a byte outside it: one load per character of a permit
+// rather than a chain of range tests (DecodePermit runs on every release and renew).
+constexpr std::array<int8_t, 256> kSextets = [] {
+  std::array<int8_t, 256> table{};
+  table.fill(-1);
+  for (int i = 0; i < 64; ++i) table[static_cast<uint8_t>(kAlphabet[i])] = static_cast<int8_t>(i);
+  return table;
+}();
 
 // Strict: no padding, and the unused low bits of a last partial group must be zero (so one
 // permit has exactly one text).
 Result<std::string> FromBase64Url(std::string_view in) {
   if (in.size() % 4 == 1) return MakeError("permit: not base64url");
-  std::string out;
-  out.reserve(in.size() / 4 * 3 + 2);
+  std::string out(in.size() / 4 * 3 + (in.size() % 4 == 0 ? 0 : in.size() % 4 - 1), '\0');
+  size_t o = 0;
   for (size_t i = 0; i < in.size(); i += 4) {
     const size_t n = std::min<size_t>(4, in.size() - i);
     uint32_t v = 0;
     for (size_t k = 0; k < 4; ++k) {
-      const int s = k < n ? SextetOf(in[i + k]) : 0;
+      const int s = k < n ? kSextets[static_cast<uint8_t>(in[i + k])] : 0;
       if (s < 0) return MakeError("permit: not base64url");
       v = v << 6 | static_cast<uint32_t>(s);
     }
@@ -53,7 +55,7 @@ Result<std::string> FromBase64Url(std::string_view in) {
     if (bytes < 3 && (v & ((1u << (8 * (3 - bytes))) - 1)) != 0) {
       return MakeError("permit: not base64url");
     }
-    for (size_t k = 0; k < bytes; ++k) out += static_cast<char>((v >> (16 - 8 * k)) & 0xff);
+    for (size_t k = 0; k < bytes; ++k) out[o++] = static_cast<char>((v >> (16 - 8 * k)) & 0xff);
   }
   return out;
 }
@@ -97,6 +99,7 @@ Result<PermitToken> DecodePermit(std::string_view text) {
   const size_t count = static_cast<uint8_t>(r[17]);
   if (count > kMaxPermitSlots) return MakeError("permit: too many slots");
   size_t at = 18;
+  token.keys.reserve(count);
   for (size_t i = 0; i < count; ++i) {
     if (r.size() - at < 2) return MakeError("permit: truncated");
     const size_t len =

@@ -1,6 +1,7 @@
 // The concurrency block of a descriptor, and the permit text's strict form.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 
 #include "config/config.h"
@@ -164,6 +165,35 @@ TEST(PermitToken, RoundTripsAndIsBounded) {
       EXPECT_NE(EncodePermit(*d), small);
     }
   }
+}
+
+// Every length of a last base64 group (full, two bytes, one byte) decodes back to its permit;
+// a character outside base64url, padding, and a last character with non-zero unused bits do not.
+TEST(PermitToken, DecodesEveryGroupLengthAndRefusesOtherTexts) {
+  PermitToken t{{}, {}};
+  for (size_t i = 0; i < t.random.size(); ++i) t.random[i] = static_cast<uint8_t>(17 * i + 3);
+  std::set<size_t> remainders;
+  for (size_t len = 1; len <= 6; ++len) {
+    t.keys = {"p#" + std::string(len, 'k')};
+    const std::string text = EncodePermit(t);
+    remainders.insert(text.size() % 4);
+    auto back = DecodePermit(text);
+    ASSERT_TRUE(back.has_value()) << text << ": " << back.error().message;
+    EXPECT_EQ(back->random, t.random);
+    EXPECT_EQ(back->keys, t.keys);
+    for (const char c : {'+', '/', '=', '.', '\0', '\xff'}) {
+      std::string bad = text;
+      bad[text.size() / 2] = c;
+      EXPECT_FALSE(DecodePermit(bad).has_value()) << "character " << static_cast<int>(c);
+    }
+    EXPECT_FALSE(DecodePermit(text + "=").has_value());
+    if (text.size() % 4 != 0) {
+      std::string loose = text;
+      loose.back() = '_';  // every low bit set: never a canonical last character of a partial group
+      EXPECT_FALSE(DecodePermit(loose).has_value()) << loose;
+    }
+  }
+  EXPECT_EQ(remainders, (std::set<size_t>{0, 2, 3}));
 }
 
 }  // namespace

@@ -14,7 +14,7 @@ constexpr size_t kTreeNodeHeader = 32;  // a red-black node's colour and three p
 
 using KeyPermits = PermitTable::KeyPermits;
 using Shard = PermitTable::Shard;
-using KeyIt = std::unordered_map<std::string, KeyPermits>::iterator;
+using KeyIt = PermitTable::KeyMap::iterator;
 
 // Microseconds of the store's clock. An expiry is rounded up, so that one read from an answer
 // is never before the permit really expires (the invariant is checked from answers' times).
@@ -83,7 +83,7 @@ PermitAnswer InvalidAnswer(Timestamp now) {
 }
 
 int64_t Held(const Shard& shard, std::string_view key) {
-  const auto it = shard.keys.find(std::string(key));
+  const auto it = shard.keys.find(key);
   return it == shard.keys.end() ? 0 : static_cast<int64_t>(it->second.by_id.size());
 }
 
@@ -161,7 +161,7 @@ PermitAnswer PermitTable::Acquire(std::string_view key, Timestamp now,
   std::lock_guard<std::mutex> lock(shard.mu);
   DropExpired(shard, now);
   const Timestamp expiry = now + spec_.ttl;
-  auto it = shard.keys.find(std::string(key));
+  auto it = shard.keys.find(key);
   if (it != shard.keys.end()) {
     if (auto p = it->second.by_id.find(request.permit); p != it->second.by_id.end()) {
       Modify(shard, it, [&](KeyPermits& k) { SetExpiry(k, p, expiry); });
@@ -204,7 +204,7 @@ PermitAnswer PermitTable::Release(std::string_view key, Timestamp now, std::stri
   Shard& shard = ShardFor(key);
   std::lock_guard<std::mutex> lock(shard.mu);
   DropExpired(shard, now);
-  const auto it = shard.keys.find(std::string(key));
+  const auto it = shard.keys.find(key);
   if (it == shard.keys.end()) return Answer(false, now, 0);
   const auto p = it->second.by_id.find(permit);
   if (p == it->second.by_id.end()) {
@@ -219,7 +219,7 @@ PermitAnswer PermitTable::Renew(std::string_view key, Timestamp now, std::string
   Shard& shard = ShardFor(key);
   std::lock_guard<std::mutex> lock(shard.mu);
   DropExpired(shard, now);
-  const auto it = shard.keys.find(std::string(key));
+  const auto it = shard.keys.find(key);
   if (it == shard.keys.end()) return Answer(false, now, 0);
   const auto p = it->second.by_id.find(permit);
   const int64_t held = static_cast<int64_t>(it->second.by_id.size());

@@ -59,9 +59,15 @@ class PermitTable {
     std::map<std::string, Timestamp, std::less<>> by_id;
     std::set<std::pair<Timestamp, std::string_view>> by_expiry;  // views of by_id's ids
   };
+  // Found by string_view: no copy of the key per acquire, release or renew.
+  struct KeyHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view key) const { return std::hash<std::string_view>{}(key); }
+  };
+  using KeyMap = std::unordered_map<std::string, KeyPermits, KeyHash, std::equal_to<>>;
   struct Shard {
     mutable std::mutex mu;
-    std::unordered_map<std::string, KeyPermits> keys;             // only keys with live permits
+    KeyMap keys;                                                  // only keys with live permits
     std::set<std::pair<Timestamp, const std::string*>> earliest;  // each key's earliest expiry
     size_t bytes = 0;
     size_t budget = 0;
