@@ -165,7 +165,7 @@ std::expected<CheckRequest, HttpReply> HttpApi::AdmittedCheck(
 
 HttpReply HttpApi::Check(const HttpRequestView& request) const {
   auto check = AdmittedCheck(request);
-  if (!check) return std::move(check.error());
+  if (!check) return std::move(check).error();
   return AnswerCheck(*service_, *check, request, *this);
 }
 

@@ -8,7 +8,7 @@ namespace sluice::server {
 
 HttpReply HttpApi::Acquire(const HttpRequestView& request) const {
   auto parsed = AdmittedCheck(request);
-  if (!parsed) return std::move(parsed.error());
+  if (!parsed) return std::move(parsed).error();
   // The options outlive every request (the server is stopped before the API goes away); a
   // pointer keeps the callback within std::function's own buffer.
   const HeaderOptions* headers = &options_.headers;
