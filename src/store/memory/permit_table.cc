@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <expected>
 #include <random>
 
 #include "store/memory/key_hash.h"
@@ -15,6 +16,7 @@ constexpr size_t kTreeNodeHeader = 32;  // a red-black node's colour and three p
 using KeyPermits = PermitTable::KeyPermits;
 using Shard = PermitTable::Shard;
 using KeyIt = PermitTable::KeyMap::iterator;
+using IdIt = std::map<std::string, Timestamp, std::less<>>::iterator;
 
 // Microseconds of the store's clock. An expiry is rounded up, so that one read from an answer
 // is never before the permit really expires (the invariant is checked from answers' times).
@@ -41,7 +43,7 @@ void Modify(Shard& shard, KeyIt it, F&& change) {
   shard.keys.erase(it);
 }
 
-void Erase(Shard& shard, KeyPermits& k, std::map<std::string, Timestamp, std::less<>>::iterator p) {
+void Erase(Shard& shard, KeyPermits& k, IdIt p) {
   k.by_expiry.erase({p->second, p->first});
   shard.bytes -= PermitTable::PermitBytes(p->first.size());
   --shard.in_flight;
@@ -61,8 +63,7 @@ void DropExpired(Shard& shard, Timestamp now) {
   }
 }
 
-void SetExpiry(KeyPermits& k, std::map<std::string, Timestamp, std::less<>>::iterator p,
-               Timestamp expiry) {
+void SetExpiry(KeyPermits& k, IdIt p, Timestamp expiry) {
   k.by_expiry.erase({p->second, p->first});
   p->second = expiry;
   k.by_expiry.insert({expiry, p->first});
@@ -80,6 +81,34 @@ PermitAnswer InvalidAnswer(Timestamp now) {
   PermitAnswer a = Answer(false, now, 0);
   a.invalid = true;
   return a;
+}
+
+// Moves a held permit's expiry to now + ttl: the answer to its renewal, and to an acquire of an
+// id the key already holds.
+PermitAnswer Extend(Shard& shard, KeyIt it, IdIt p, Timestamp now, Duration ttl) {
+  const Timestamp expiry = now + ttl;
+  const int64_t held = static_cast<int64_t>(it->second.by_id.size());
+  Modify(shard, it, [&](KeyPermits& k) { SetExpiry(k, p, expiry); });
+  PermitAnswer a = Answer(true, now, held);
+  a.expires_us = CeilMicros(expiry);
+  return a;
+}
+
+// `permit` held on `key`, or the answer to a release or renew of a permit the key does not hold:
+// not granted, with what the key holds.
+struct HeldPermit {
+  KeyIt key;
+  IdIt id;
+};
+std::expected<HeldPermit, PermitAnswer> FindHeld(Shard& shard, std::string_view key,
+                                                 std::string_view permit, Timestamp now) {
+  const KeyIt it = shard.keys.find(key);
+  if (it == shard.keys.end()) return std::unexpected(Answer(false, now, 0));
+  const IdIt p = it->second.by_id.find(permit);
+  if (p == it->second.by_id.end()) {
+    return std::unexpected(Answer(false, now, static_cast<int64_t>(it->second.by_id.size())));
+  }
+  return HeldPermit{it, p};
 }
 
 int64_t Held(const Shard& shard, std::string_view key) {
@@ -160,14 +189,10 @@ PermitAnswer PermitTable::Acquire(std::string_view key, Timestamp now,
   Shard& shard = ShardFor(key);
   std::lock_guard<std::mutex> lock(shard.mu);
   DropExpired(shard, now);
-  const Timestamp expiry = now + spec_.ttl;
   auto it = shard.keys.find(key);
   if (it != shard.keys.end()) {
     if (auto p = it->second.by_id.find(request.permit); p != it->second.by_id.end()) {
-      Modify(shard, it, [&](KeyPermits& k) { SetExpiry(k, p, expiry); });
-      PermitAnswer a = Answer(true, now, static_cast<int64_t>(it->second.by_id.size()));
-      a.expires_us = CeilMicros(expiry);
-      return a;
+      return Extend(shard, it, p, now, spec_.ttl);
     }
   }
   const int64_t held = it == shard.keys.end() ? 0 : static_cast<int64_t>(it->second.by_id.size());
@@ -188,6 +213,7 @@ PermitAnswer PermitTable::Acquire(std::string_view key, Timestamp now,
     it = shard.keys.try_emplace(std::string(key)).first;
     shard.bytes += KeyBytes(key.size());
   }
+  const Timestamp expiry = now + spec_.ttl;
   Modify(shard, it, [&](KeyPermits& k) {
     const auto p = k.by_id.try_emplace(std::string(request.permit), expiry).first;
     k.by_expiry.insert({expiry, p->first});
@@ -204,13 +230,9 @@ PermitAnswer PermitTable::Release(std::string_view key, Timestamp now, std::stri
   Shard& shard = ShardFor(key);
   std::lock_guard<std::mutex> lock(shard.mu);
   DropExpired(shard, now);
-  const auto it = shard.keys.find(key);
-  if (it == shard.keys.end()) return Answer(false, now, 0);
-  const auto p = it->second.by_id.find(permit);
-  if (p == it->second.by_id.end()) {
-    return Answer(false, now, static_cast<int64_t>(it->second.by_id.size()));
-  }
-  Modify(shard, it, [&](KeyPermits& k) { Erase(shard, k, p); });
+  const auto held = FindHeld(shard, key, permit, now);
+  if (!held) return held.error();
+  Modify(shard, held->key, [&](KeyPermits& k) { Erase(shard, k, held->id); });
   return Answer(true, now, Held(shard, key));
 }
 
@@ -219,16 +241,9 @@ PermitAnswer PermitTable::Renew(std::string_view key, Timestamp now, std::string
   Shard& shard = ShardFor(key);
   std::lock_guard<std::mutex> lock(shard.mu);
   DropExpired(shard, now);
-  const auto it = shard.keys.find(key);
-  if (it == shard.keys.end()) return Answer(false, now, 0);
-  const auto p = it->second.by_id.find(permit);
-  const int64_t held = static_cast<int64_t>(it->second.by_id.size());
-  if (p == it->second.by_id.end()) return Answer(false, now, held);
-  const Timestamp expiry = now + spec_.ttl;
-  Modify(shard, it, [&](KeyPermits& k) { SetExpiry(k, p, expiry); });
-  PermitAnswer a = Answer(true, now, held);
-  a.expires_us = CeilMicros(expiry);
-  return a;
+  const auto held = FindHeld(shard, key, permit, now);
+  if (!held) return held.error();
+  return Extend(shard, held->key, held->id, now, spec_.ttl);
 }
 
 PermitStats PermitTable::Stats() const {
