@@ -86,11 +86,11 @@ class Service final : public RateLimitService {
   Result<CheckResponse> Check(const CheckRequest& request) override;
   void CheckAsync(const CheckRequest& request, CheckCallback done) override;
   void AcquireAsync(const CheckRequest& request, AcquireCallback done) override;
-  void ReleaseAsync(std::string_view permit, PermitCallback done) override {
-    CallPermit(SlotCall::kRelease, permit, std::move(done));
+  void ReleaseAsync(std::string_view permit, const DomainGate& may, PermitCallback done) override {
+    CallPermit(SlotCall::kRelease, permit, may, std::move(done));
   }
-  void RenewAsync(std::string_view permit, PermitCallback done) override {
-    CallPermit(SlotCall::kRenew, permit, std::move(done));
+  void RenewAsync(std::string_view permit, const DomainGate& may, PermitCallback done) override {
+    CallPermit(SlotCall::kRenew, permit, may, std::move(done));
   }
 
   Result<void> Reload(std::shared_ptr<const Config> config) override {
@@ -256,7 +256,7 @@ class Service final : public RateLimitService {
   // The rate limits of a prepared check, then state->finished.
   void Decide(const std::shared_ptr<Async>& state);
   // A release or renew of every slot `text` names.
-  void CallPermit(SlotCall call, std::string_view text, PermitCallback done);
+  void CallPermit(SlotCall call, std::string_view text, const DomainGate& may, PermitCallback done);
   // The enforced decisions in (the shadow and soft limits are observed after them).
   static void ApplyEnforced(Checking& c, std::span<const Decision> out);
   CheckResponse Finish(Checking& c);
@@ -667,13 +667,19 @@ void Service::AcquireAsync(const CheckRequest& request, AcquireCallback done) {
   });
 }
 
-void Service::CallPermit(SlotCall call, std::string_view text, PermitCallback done) {
+void Service::CallPermit(SlotCall call, std::string_view text, const DomainGate& may,
+                         PermitCallback done) {
   auto token = DecodePermit(text);
   if (!token) return done(std::unexpected(token.error()));
   const std::shared_ptr<const LimiterSet> set = current_.load();
   std::vector<PermitSlot> slots;
   for (const std::string& key : token->keys) {
+    // The slot's domain is its pool's limit's, in the same snapshot the slot is called in: the
+    // key's text is the client's and is not read for it.
     const LimiterSet::Pool* pool = set->PoolByStoreId(PoolIdOf(key));
+    if (pool != nullptr && may && !may(pool->limit->domain)) {
+      return done(PermitResult{.forbidden = true});
+    }
     slots.push_back({pool != nullptr ? pool->pool : nullptr, key});
   }
   CallSlots(call, std::move(slots), token->Id(), clock_->Now(),
