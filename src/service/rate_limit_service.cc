@@ -395,7 +395,9 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c, bool acq
   c.acquire = acquire;
   c.set = current_.load();
   const LimiterSet& set = *c.set;
-  auto admitted = AdmitCheck(request, *set.config());
+  // The one lookup of the request's domain: admission, matching and zones all take it.
+  const Domain* domain = set.config()->FindDomain(request.domain);
+  auto admitted = AdmitCheck(request, domain);
   if (!admitted) return std::unexpected(admitted.error());
   if (*admitted == Admission::kLimitNothing) {
     c.response = LimitNothing(request);
@@ -410,7 +412,6 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c, bool acq
   std::vector<std::optional<CalendarZone>> zones(request.descriptors.size());
   std::vector<DescriptorEntry> view;
   std::deque<std::string> digests;  // of long values: `view` points into them
-  const Domain* domain = set.config()->FindDomain(request.domain);
   UncheckedCounts unchecked;
   for (size_t i = 0; i < request.descriptors.size(); ++i) {
     const CheckDescriptor& d = request.descriptors[i];
@@ -426,11 +427,11 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c, bool acq
       view.push_back({k, long_value ? CountedValue(v, digests.emplace_back()) : v});
     }
     const LimitOverride* override = d.limit_override ? &*d.limit_override : nullptr;
-    auto m = Match(*set.config(), request.domain, view, override);
+    auto m = Match(*domain, view, override);  // admitted: the domain is the config's
     if (!m) return std::unexpected(m.error());
     if (m->limit != nullptr && m->limit->spec.IsCalendar()) {
-      auto zone = zones_.For(*set.config()->FindDomain(request.domain), *m->limit, view,
-                             m->attributes, request.caller != Caller::kEnvoy);
+      auto zone =
+          zones_.For(*domain, *m->limit, view, m->attributes, request.caller != Caller::kEnvoy);
       if (!zone) return std::unexpected(zone.error());
       zones[i] = *zone;
     }
