@@ -86,15 +86,20 @@ Result<MatchResult> Match(const Config& config, std::string_view domain_name,
                           std::span<const DescriptorEntry> entries, const LimitOverride* override) {
   const Domain* domain = config.FindDomain(domain_name);
   if (domain == nullptr) return MakeError("unknown domain '" + std::string(domain_name) + "'");
+  return Match(*domain, entries, override);
+}
+
+Result<MatchResult> Match(const Domain& domain, std::span<const DescriptorEntry> entries,
+                          const LimitOverride* override) {
   MatchResult result;
   std::vector<DescriptorEntry> identity;  // allocates only when the domain strips attributes
-  if (!domain->attribute_keys.empty()) {
-    identity = StripAttributes(*domain, entries, result.attributes);
+  if (!domain.attribute_keys.empty()) {
+    identity = StripAttributes(domain, entries, result.attributes);
     entries = identity;
   }
   if (entries.empty()) return result;
   if (override != nullptr) {
-    auto owned = OverrideLimit(domain_name, *override);
+    auto owned = OverrideLimit(domain.name, *override);
     if (!owned) return std::unexpected(owned.error());
     result.owned = std::move(*owned);
     result.limit = result.owned.get();
@@ -103,21 +108,21 @@ Result<MatchResult> Match(const Config& config, std::string_view domain_name,
   }
   int32_t index = DescriptorTree::kNoLimit;
   std::vector<DescriptorTree::SharedValue> shared;  // allocates only for share_threshold rules
-  if (!domain->plan_key.empty()) {
+  if (!domain.plan_key.empty()) {
     for (const DescriptorEntry& e : entries) {
-      if (e.key != domain->plan_key) continue;
-      const std::string& plan = domain->PlanFor(e.value);
-      index = domain->plans.find(plan)->second.Find(entries, &shared);
+      if (e.key != domain.plan_key) continue;
+      const std::string& plan = domain.PlanFor(e.value);
+      index = domain.plans.find(plan)->second.Find(entries, &shared);
       if (index != DescriptorTree::kNoLimit) result.plan = plan;
       break;
     }
   }
   if (index == DescriptorTree::kNoLimit) {
     shared.clear();
-    index = domain->descriptors.Find(entries, &shared);
+    index = domain.descriptors.Find(entries, &shared);
   }
   if (index == DescriptorTree::kNoLimit) return result;
-  result.limit = &domain->limits[static_cast<size_t>(index)];
+  result.limit = &domain.limits[static_cast<size_t>(index)];
   result.counter_key = CounterKey(result.limit->id, entries, shared);
   return result;
 }

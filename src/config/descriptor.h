@@ -72,6 +72,10 @@ const std::string* FindAttribute(std::span<const RequestAttribute> attributes,
 Result<MatchResult> Match(const Config& config, std::string_view domain,
                           std::span<const DescriptorEntry> entries,
                           const LimitOverride* override = nullptr);
+// The same in a domain already found (Config::FindDomain), for a caller that has looked it up
+// for other reasons: one lookup per request.
+Result<MatchResult> Match(const Domain& domain, std::span<const DescriptorEntry> entries,
+                          const LimitOverride* override = nullptr);
 
 // ratelimit's `replaces`: of the limits one request matched (null entries allowed), which ones
 // to drop because another matched limit names them in its `replaces`. result[i] is true for a

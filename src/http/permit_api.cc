@@ -33,24 +33,36 @@ HttpReply HttpApi::ReleaseOrRenew(const HttpRequestView& request, bool renew) co
   }
   const std::shared_ptr<const ApiTokens> table =
       options_.callers != nullptr ? options_.callers->table() : nullptr;
+  const CallerCredentials credentials{BearerToken(request.authorization), request.peer_sans};
+  DomainGate may;  // empty: every domain
   if (table != nullptr) {
-    const CallerCredentials credentials{BearerToken(request.authorization), request.peer_sans};
-    if (auto who = Identify(*table, credentials); !who) return Refuse(who.error());
+    auto who = Identify(*table, credentials);
+    if (!who) return Refuse(who.error());
+    // A permit's slots are confined as a check is (docs/security.md): the same rule, asked by
+    // the service of every slot's domain before it touches any. Asked before the service's
+    // call returns, so the credentials' views are still the request's.
+    may = [&table, &credentials, caller = *who](std::string_view domain) {
+      return Authorize(*table, credentials, *caller, domain).has_value();
+    };
   }
   auto permit = ParsePermitBody(request.body);
   if (!permit) return ErrorReply(400, permit.error().message);
   return AnswerAsync(
       [&](ReplyWith reply) {
-        auto answered = [reply, renew](Result<PermitResult> r) {
+        // Two pointers each: within std::function's own buffer (no allocation per call).
+        auto answer = [this, reply](const Result<PermitResult>& r, bool renewed) {
           if (!r) return reply(ErrorReply(400, r.error().message));
+          if (r->forbidden) return reply(Refuse(AuthFailure::kDomain));
           HttpReply out;
-          out.body = RenderPermitResult(*r, renew);
+          out.body = RenderPermitResult(*r, renewed);
           reply(std::move(out));
         };
         if (renew) {
-          service_->RenewAsync(*permit, std::move(answered));
+          service_->RenewAsync(*permit, may,
+                               [answer](Result<PermitResult> r) { answer(r, /*renewed=*/true); });
         } else {
-          service_->ReleaseAsync(*permit, std::move(answered));
+          service_->ReleaseAsync(
+              *permit, may, [answer](Result<PermitResult> r) { answer(r, /*renewed=*/false); });
         }
       },
       request);

@@ -109,8 +109,12 @@ UnknownDomain UnknownDomainFor(Caller caller) {
 bool EmptyValuesAllowed(Caller caller) { return caller != Caller::kHttpJson; }
 
 Result<Admission> AdmitCheck(const CheckRequest& request, const Config& config) {
+  return AdmitCheck(request, config.FindDomain(request.domain));
+}
+
+Result<Admission> AdmitCheck(const CheckRequest& request, const Domain* domain) {
   if (const auto broken = FindMissing(request)) return Refuse(*broken, request);
-  if (config.FindDomain(request.domain) == nullptr) {
+  if (domain == nullptr) {
     if (UnknownDomainFor(request.caller) == UnknownDomain::kLimitNothing) {
       return Admission::kLimitNothing;
     }

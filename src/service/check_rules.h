@@ -61,6 +61,9 @@ enum class Admission {
 // field names, they have always seen (docs/server.md, docs/envoy.md). The bounds are not rules:
 // see UncheckedReason.
 Result<Admission> AdmitCheck(const CheckRequest& request, const Config& config);
+// The same with the request's domain already looked up (config.FindDomain(request.domain), null
+// for one the config does not have), for a caller that needs it after: one lookup per request.
+Result<Admission> AdmitCheck(const CheckRequest& request, const Domain* domain);
 
 // The same rules without the domain's: for what has no config (test doubles of the service).
 Result<void> ValidateCheck(const CheckRequest& request);

@@ -86,11 +86,11 @@ class Service final : public RateLimitService {
   Result<CheckResponse> Check(const CheckRequest& request) override;
   void CheckAsync(const CheckRequest& request, CheckCallback done) override;
   void AcquireAsync(const CheckRequest& request, AcquireCallback done) override;
-  void ReleaseAsync(std::string_view permit, PermitCallback done) override {
-    CallPermit(SlotCall::kRelease, permit, std::move(done));
+  void ReleaseAsync(std::string_view permit, const DomainGate& may, PermitCallback done) override {
+    CallPermit(SlotCall::kRelease, permit, may, std::move(done));
   }
-  void RenewAsync(std::string_view permit, PermitCallback done) override {
-    CallPermit(SlotCall::kRenew, permit, std::move(done));
+  void RenewAsync(std::string_view permit, const DomainGate& may, PermitCallback done) override {
+    CallPermit(SlotCall::kRenew, permit, may, std::move(done));
   }
 
   Result<void> Reload(std::shared_ptr<const Config> config) override {
@@ -256,7 +256,7 @@ class Service final : public RateLimitService {
   // The rate limits of a prepared check, then state->finished.
   void Decide(const std::shared_ptr<Async>& state);
   // A release or renew of every slot `text` names.
-  void CallPermit(SlotCall call, std::string_view text, PermitCallback done);
+  void CallPermit(SlotCall call, std::string_view text, const DomainGate& may, PermitCallback done);
   // The enforced decisions in (the shadow and soft limits are observed after them).
   static void ApplyEnforced(Checking& c, std::span<const Decision> out);
   CheckResponse Finish(Checking& c);
@@ -395,7 +395,9 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c, bool acq
   c.acquire = acquire;
   c.set = current_.load();
   const LimiterSet& set = *c.set;
-  auto admitted = AdmitCheck(request, *set.config());
+  // The one lookup of the request's domain: admission, matching and zones all take it.
+  const Domain* domain = set.config()->FindDomain(request.domain);
+  auto admitted = AdmitCheck(request, domain);
   if (!admitted) return std::unexpected(admitted.error());
   if (*admitted == Admission::kLimitNothing) {
     c.response = LimitNothing(request);
@@ -410,7 +412,6 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c, bool acq
   std::vector<std::optional<CalendarZone>> zones(request.descriptors.size());
   std::vector<DescriptorEntry> view;
   std::deque<std::string> digests;  // of long values: `view` points into them
-  const Domain* domain = set.config()->FindDomain(request.domain);
   UncheckedCounts unchecked;
   for (size_t i = 0; i < request.descriptors.size(); ++i) {
     const CheckDescriptor& d = request.descriptors[i];
@@ -426,11 +427,11 @@ Result<void> Service::Prepare(const CheckRequest& request, Checking& c, bool acq
       view.push_back({k, long_value ? CountedValue(v, digests.emplace_back()) : v});
     }
     const LimitOverride* override = d.limit_override ? &*d.limit_override : nullptr;
-    auto m = Match(*set.config(), request.domain, view, override);
+    auto m = Match(*domain, view, override);  // admitted: the domain is the config's
     if (!m) return std::unexpected(m.error());
     if (m->limit != nullptr && m->limit->spec.IsCalendar()) {
-      auto zone = zones_.For(*set.config()->FindDomain(request.domain), *m->limit, view,
-                             m->attributes, request.caller != Caller::kEnvoy);
+      auto zone =
+          zones_.For(*domain, *m->limit, view, m->attributes, request.caller != Caller::kEnvoy);
       if (!zone) return std::unexpected(zone.error());
       zones[i] = *zone;
     }
@@ -667,13 +668,19 @@ void Service::AcquireAsync(const CheckRequest& request, AcquireCallback done) {
   });
 }
 
-void Service::CallPermit(SlotCall call, std::string_view text, PermitCallback done) {
+void Service::CallPermit(SlotCall call, std::string_view text, const DomainGate& may,
+                         PermitCallback done) {
   auto token = DecodePermit(text);
   if (!token) return done(std::unexpected(token.error()));
   const std::shared_ptr<const LimiterSet> set = current_.load();
   std::vector<PermitSlot> slots;
   for (const std::string& key : token->keys) {
+    // The slot's domain is its pool's limit's, in the same snapshot the slot is called in: the
+    // key's text is the client's and is not read for it.
     const LimiterSet::Pool* pool = set->PoolByStoreId(PoolIdOf(key));
+    if (pool != nullptr && may && !may(pool->limit->domain)) {
+      return done(PermitResult{.forbidden = true});
+    }
     slots.push_back({pool != nullptr ? pool->pool : nullptr, key});
   }
   CallSlots(call, std::move(slots), token->Id(), clock_->Now(),

@@ -91,7 +91,16 @@ struct PermitResult {
   // The latest of the store's clocks when its slots were decided (microseconds since the epoch;
   // 0 when no store answered): from this instant the released slots are free.
   int64_t store_time_us = 0;
+  // A slot of the permit is in a domain the caller may not check (DomainGate): nothing was
+  // released or renewed.
+  bool forbidden = false;
 };
+
+// Whether a release or renew may touch a slot of `domain`: the caller's identity's rule
+// (service/caller_auth.h), asked for the domain of every slot whose limit the config in force
+// has (a slot it no longer has is touched by nobody) before any slot is; empty: every domain.
+// Asked before ReleaseAsync or RenewAsync returns, never after.
+using DomainGate = std::function<bool(std::string_view domain)>;
 
 class RateLimitService {
  public:
@@ -124,12 +133,14 @@ class RateLimitService {
     (void)request;
     done(MakeError("this service cannot acquire permits"));
   }
-  virtual void ReleaseAsync(std::string_view permit, PermitCallback done) {
+  virtual void ReleaseAsync(std::string_view permit, const DomainGate& may, PermitCallback done) {
     (void)permit;
+    (void)may;
     done(MakeError("this service cannot release permits"));
   }
-  virtual void RenewAsync(std::string_view permit, PermitCallback done) {
+  virtual void RenewAsync(std::string_view permit, const DomainGate& may, PermitCallback done) {
     (void)permit;
+    (void)may;
     done(MakeError("this service cannot renew permits"));
   }
 

@@ -58,11 +58,19 @@ Result<CalendarZone> RequestZones::Resolve(std::string_view name) {
   {
     std::shared_lock lock(cache_mu_);
     if (const auto it = cache_.find(name); it != cache_.end()) return it->second;
+    if (const auto it = unknown_names_.find(name); it != unknown_names_.end()) {
+      return std::unexpected(it->second);
+    }
   }
-  auto zone = ResolveCalendarZone(name);
-  if (!zone) return zone;  // not cached: the cache holds only zones, so a flood cannot fill it
+  auto zone = lookup_(name);
   std::unique_lock lock(cache_mu_);
-  if (cache_.size() < kMaxCached) cache_.emplace(std::string(name), *zone);
+  // Full caches stay as they are: nothing is evicted, so a name once cached is answered from
+  // the cache for the process's life (as the tz database itself is read once).
+  if (zone) {
+    if (cache_.size() < kMaxCached) cache_.emplace(std::string(name), *zone);
+  } else if (unknown_names_.size() < kMaxUnknownCached) {
+    unknown_names_.emplace(std::string(name), zone.error());
+  }
   return zone;
 }
 

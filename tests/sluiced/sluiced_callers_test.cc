@@ -2,7 +2,8 @@
 // caller with no credential, an unknown one, or one whose client may not check the domain, and
 // count nothing for it (a following allowed request's `remaining` shows the counter untouched);
 // SIGHUP reloads the file, keeping the old one when the new one is wrong; the admin read routes
-// show a client its own domains; no token ever reaches the log. Tokens are made by the real
+// show a client its own domains; a permit is released or renewed only by a client that may
+// check its domain; no token ever reaches the log. Tokens are made by the real
 // `sluice token`, as an operator makes them (tests/cli/token_test.py checks its hash).
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -26,7 +27,8 @@ namespace {
 using server::test::TempConfigDir;
 
 // Both domains count per user, 10 an hour: no refill during a test. billing also answers the
-// forward-auth endpoint, by the X-User header (the same counter as /v1/check's user entry).
+// forward-auth endpoint, by the X-User header (the same counter as /v1/check's user entry), and
+// holds one job in flight at a time (a permit outlives the test: nothing expires on the way).
 constexpr char kBilling[] = R"yaml(domain: billing
 forward_auth:
   actions:
@@ -34,6 +36,8 @@ forward_auth:
 descriptors:
   - key: user
     rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: job
+    concurrency: {max_in_flight: 1, permit_ttl: 1h}
 )yaml";
 constexpr char kSearch[] = R"yaml(domain: search
 descriptors:
@@ -268,6 +272,60 @@ TEST_F(SluicedCallersTest, AdminReadsAreConfinedToTheClientsDomains) {
   auto anonymous = c.Request("GET", "/v1/limits");
   ASSERT_TRUE(anonymous.has_value());
   EXPECT_EQ(anonymous->status, 401);
+  ExpectNoTokenInLog();
+}
+
+// A permit's slots are confined as a check is: a client of another domain can neither release
+// nor renew it (403, counted as a domain refusal, and the slot stays held), a client of every
+// domain can, and its own client can.
+TEST_F(SluicedCallersTest, PermitsAreConfinedToTheClientsDomains) {
+  HttpClient c(sluiced_->port());
+  const std::string billing = "Authorization: Bearer " + billing_.token;
+  const std::string search = "Authorization: Bearer " + search_.token;
+  const std::string ops = "Authorization: Bearer " + ops_.token;
+  const std::string acquire =
+      R"({"domain":"billing","descriptors":[{"entries":[{"key":"job","value":"nightly"}]}]})";
+  auto acquired = c.Request("POST", "/v1/acquire", acquire, {billing});
+  ASSERT_TRUE(acquired.has_value());
+  ASSERT_EQ(acquired->status, 200) << acquired->body;
+  const std::string permit = nlohmann::json::parse(acquired->body)["permit"].get<std::string>();
+  ASSERT_FALSE(permit.empty());
+  const std::string body = nlohmann::json{{"permit", permit}}.dump();
+
+  for (const char* route : {"/v1/release", "/v1/renew"}) {
+    auto refused = c.Request("POST", route, body, {search});
+    ASSERT_TRUE(refused.has_value());
+    EXPECT_EQ(refused->status, 403) << route << ": " << refused->body;
+    EXPECT_EQ(refused->body.find("released"), std::string::npos) << refused->body;
+    EXPECT_EQ(refused->body.find("renewed"), std::string::npos) << refused->body;
+  }
+  EXPECT_EQ(AuthFailures("domain"), 2u);
+  // Still held: the one slot is taken.
+  auto full = c.Request("POST", "/v1/acquire", acquire, {billing});
+  ASSERT_TRUE(full.has_value());
+  EXPECT_EQ(full->status, 429) << full->body;
+
+  // A client of every domain renews it; its own client releases it.
+  auto renewed = c.Request("POST", "/v1/renew", body, {ops});
+  ASSERT_TRUE(renewed.has_value());
+  ASSERT_EQ(renewed->status, 200) << renewed->body;
+  EXPECT_EQ(nlohmann::json::parse(renewed->body)["renewed"], true) << renewed->body;
+  auto released = c.Request("POST", "/v1/release", body, {billing});
+  ASSERT_TRUE(released.has_value());
+  ASSERT_EQ(released->status, 200) << released->body;
+  EXPECT_EQ(nlohmann::json::parse(released->body)["released"], true) << released->body;
+
+  // And a client of every domain releases one too.
+  auto again = c.Request("POST", "/v1/acquire", acquire, {billing});
+  ASSERT_TRUE(again.has_value());
+  ASSERT_EQ(again->status, 200) << again->body;
+  const std::string second =
+      nlohmann::json{{"permit", nlohmann::json::parse(again->body)["permit"]}}.dump();
+  auto by_ops = c.Request("POST", "/v1/release", second, {ops});
+  ASSERT_TRUE(by_ops.has_value());
+  ASSERT_EQ(by_ops->status, 200) << by_ops->body;
+  EXPECT_EQ(nlohmann::json::parse(by_ops->body)["released"], true) << by_ops->body;
+  EXPECT_EQ(AuthFailures("domain"), 2u);
   ExpectNoTokenInLog();
 }
 
