@@ -672,21 +672,23 @@ void Service::CallPermit(SlotCall call, std::string_view text, PermitCallback do
   if (!token) return done(std::unexpected(token.error()));
   const std::shared_ptr<const LimiterSet> set = current_.load();
   std::vector<PermitSlot> slots;
+  // A renew extends every slot to its pool's ttl from the store's now. Not read back from the
+  // answers: their expiries are rounded up to the microsecond, their times down, and a ttl a
+  // microsecond long would be answered a millisecond long, past the store's expiry.
+  Duration ttl = Duration::max();
   for (const std::string& key : token->keys) {
     const LimiterSet::Pool* pool = set->PoolByStoreId(PoolIdOf(key));
     slots.push_back({pool != nullptr ? pool->pool : nullptr, key});
+    if (pool != nullptr) ttl = std::min(ttl, pool->pool->spec().ttl);
   }
   CallSlots(call, std::move(slots), token->Id(), clock_->Now(),
-            [call, done = std::move(done)](std::vector<PermitAnswer> answers) {
+            [call, ttl, done = std::move(done)](std::vector<PermitAnswer> answers) {
               PermitResult r;
               r.done = !answers.empty();
-              Duration ttl = Duration::max();
               for (const PermitAnswer& a : answers) {
                 r.done = r.done && a.granted;
                 r.degraded = r.degraded || a.degraded;
                 r.store_time_us = std::max(r.store_time_us, a.store_time_us);
-                ttl = std::min(ttl, std::chrono::duration_cast<Duration>(
-                                        std::chrono::microseconds(a.expires_us - a.store_time_us)));
               }
               if (r.done && call == SlotCall::kRenew) r.permit_ttl = ttl;
               done(r);

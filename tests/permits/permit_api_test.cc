@@ -165,6 +165,18 @@ TEST_F(PermitApi, RenewExtendsAHeldPermit) {
   EXPECT_TRUE(expired["permit_ttl_ms"].is_null());
 }
 
+// The store keeps expiries to the microsecond and reports its time floored, its expiries rounded
+// up: a renew's permit_ttl_ms is still the limit's permit_ttl, never a millisecond more, which a
+// holder counting from its send would hold past the store's expiry.
+TEST_F(PermitApi, ARenewAnswersThePermitTtlOffAWholeMicrosecond) {
+  clock_.Advance(std::chrono::nanoseconds(500));
+  const std::string a = MustAcquire(Body({{"tenant", "acme"}}));
+  clock_.Advance(seconds(1));
+  const auto json = nlohmann::json::parse(Post("/v1/renew", PermitBody(a)).body);
+  ASSERT_TRUE(json["renewed"].get<bool>()) << json;
+  EXPECT_EQ(json["permit_ttl_ms"], 30000);
+}
+
 TEST_F(PermitApi, MalformedPermitsAre400AndUnknownOnes200False) {
   const std::string good = MustAcquire(Body({{"tenant", "acme"}}));
   for (const std::string& body :
