@@ -676,7 +676,13 @@ void Service::CallPermit(SlotCall call, std::string_view text, PermitCallback do
   // answers: their expiries are rounded up to the microsecond, their times down, and a ttl a
   // microsecond long would be answered a millisecond long, past the store's expiry.
   Duration ttl = Duration::max();
-  for (const std::string& key : token->keys) {
+  for (size_t i = 0; i < token->keys.size(); ++i) {
+    const std::string& key = token->keys[i];
+    // A descriptor sent twice in one acquire held one slot (the store grants an id it holds
+    // without a second): it is released or renewed once, or the second call would find it gone.
+    if (std::find(token->keys.begin(), token->keys.begin() + i, key) != token->keys.begin() + i) {
+      continue;
+    }
     const LimiterSet::Pool* pool = set->PoolByStoreId(PoolIdOf(key));
     slots.push_back({pool != nullptr ? pool->pool : nullptr, key});
     if (pool != nullptr) ttl = std::min(ttl, pool->pool->spec().ttl);

@@ -177,6 +177,22 @@ TEST_F(PermitApi, ARenewAnswersThePermitTtlOffAWholeMicrosecond) {
   EXPECT_EQ(json["permit_ttl_ms"], 30000);
 }
 
+// A descriptor sent twice in one acquire takes one slot (one request in flight; the store grants
+// an id it already holds without a second slot), and its release frees that slot and says so.
+TEST_F(PermitApi, ADescriptorSentTwiceTakesOneSlotAndReleasesIt) {
+  const HttpReply r = Post("/v1/acquire", Body({{"tenant", "acme"}, {"tenant", "acme"}}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto json = nlohmann::json::parse(r.body);
+  EXPECT_EQ(json["statuses"][1]["in_flight"], 1);
+  const std::string permit = json["permit"].get<std::string>();
+  const auto renewed = nlohmann::json::parse(Post("/v1/renew", PermitBody(permit)).body);
+  EXPECT_TRUE(renewed["renewed"].get<bool>()) << renewed;
+  EXPECT_TRUE(Released(permit));
+  EXPECT_FALSE(Released(permit)) << "already released";
+  EXPECT_NE(Metrics().find("sluice_in_flight{domain=\"api\",limit=\"api.tenant\"} 0"),
+            std::string::npos);
+}
+
 TEST_F(PermitApi, MalformedPermitsAre400AndUnknownOnes200False) {
   const std::string good = MustAcquire(Body({{"tenant", "acme"}}));
   for (const std::string& body :
