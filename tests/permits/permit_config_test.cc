@@ -153,6 +153,10 @@ TEST(PermitToken, RoundTripsAndIsBounded) {
   EXPECT_FALSE(DecodePermit(EncodePermit(t)).has_value()) << "more slots than the bound";
   t.keys = {"no-hash"};
   EXPECT_FALSE(DecodePermit(EncodePermit(t)).has_value());
+  // An acquire without a slot answers no permit ("permit": null): one without slots was not
+  // written by a server, and is refused (400) rather than answered released: false.
+  t.keys = {};
+  EXPECT_FALSE(DecodePermit(EncodePermit(t)).has_value()) << "no slots";
   t.keys = {"p#k"};
   const std::string small = EncodePermit(t);
   EXPECT_TRUE(DecodePermit(small).has_value());
