@@ -36,6 +36,10 @@ Result<void> RefuseSyncAndScope(const std::string& file, const Fields& fields) {
                      "concurrency permits are always exact: sync: leased|batched cannot apply "
                      "(a permit taken ahead or in batches could exceed max_in_flight)");
     }
+    // `{mode: exact}` takes nothing else: a lease_ttl or interval would have no effect.
+    if (s->IsMap()) {
+      if (auto f = Fields::Of(file, *s, "sync", {"mode"}); !f) return std::unexpected(f.error());
+    }
   }
   if (const auto s = fields.Get("scope")) {
     if (!s->IsScalar() || s->Scalar() != "region") {

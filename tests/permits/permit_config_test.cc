@@ -65,6 +65,17 @@ TEST_F(ConcurrencyConfig, RefusesSyncAndScopeAndBadNumbers) {
   EXPECT_TRUE(Load("  - key: a\n    concurrency: {max_in_flight: 1, permit_ttl: 1s, sync: exact, "
                    "scope: region}\n")
                   .has_value());
+  EXPECT_TRUE(Load("  - key: a\n    concurrency: {max_in_flight: 1, permit_ttl: 1s, "
+                   "sync: {mode: exact}}\n")
+                  .has_value());
+  // Accepted, they would have no effect.
+  for (const char* extra : {"lease_ttl: 5s", "interval: 1s", "bogus: 1"}) {
+    const std::string error = Error(
+        "  - key: a\n    concurrency: {max_in_flight: 1, permit_ttl: 1s, sync: {mode: exact, " +
+        std::string(extra) + "}}\n");
+    EXPECT_NE(error.find("unknown field"), std::string::npos) << extra << ": " << error;
+    EXPECT_NE(error.find("api.yaml:4:"), std::string::npos) << "with its line: " << error;
+  }
   EXPECT_NE(Error("  - key: a\n    concurrency: {permit_ttl: 1s}\n").find("max_in_flight"),
             std::string::npos);
   EXPECT_NE(Error("  - key: a\n    concurrency: {max_in_flight: 0, permit_ttl: 1s}\n")
