@@ -637,6 +637,7 @@ void Service::AcquireAsync(const CheckRequest& request, AcquireCallback done) {
     AcquireResponse out{std::move(response), {}, Duration(0)};
     if (out.check.overall != Code::kOk && *asked) {
       // Releasing a slot that was not taken changes nothing: every slot is given back.
+      GiveBackSlots(out.check);
       CallSlots(SlotCall::kRelease, slots, id, clock_->Now(), [](std::vector<PermitAnswer>) {});
     } else if (!slots.empty()) {
       out.permit = permit;

@@ -244,6 +244,22 @@ TEST_F(PermitApi, ARateLimitRefusalGivesBackTheSlots) {
   EXPECT_FALSE(MustAcquire(Body({{"tenant", "acme"}})).empty());
 }
 
+// The answer to a refused acquire says what it holds: nothing. A slot it took and gave back has
+// no expiry (permit_expires_us 0, as the docs say of a slot not held), and in_flight, the
+// permits of its key held after the call, does not count it.
+TEST_F(PermitApi, ARefusedAcquireReportsItsSlotsGivenBack) {
+  ASSERT_FALSE(MustAcquire(Body({{"tenant", "acme"}, {"user", "u1"}})).empty());
+  const HttpReply refused = Post("/v1/acquire", Body({{"tenant", "acme"}, {"user", "u1"}}));
+  ASSERT_EQ(refused.status, 429) << refused.body;
+  const auto json = nlohmann::json::parse(refused.body);
+  EXPECT_TRUE(json["permit"].is_null());
+  const auto& slot = json["statuses"][0];
+  EXPECT_EQ(slot["code"], "OK") << "the slot itself was granted";
+  EXPECT_EQ(slot["in_flight"], 1) << refused.body;
+  EXPECT_EQ(slot["permit_expires_us"], 0) << refused.body;
+  EXPECT_GT(slot["store_time_us"].get<int64_t>(), 0) << "the store was asked";
+}
+
 // A slot that refuses leaves the rate limits uncounted.
 TEST_F(PermitApi, ASlotRefusalCountsNoRateLimit) {
   // both: 2 per minute and 1 in flight.
