@@ -84,6 +84,12 @@ Result<ConcurrencyLimit> ParseConcurrency(const std::string& file, const YAML::N
   if (*d < kShortestPermitTtl || *d > kLongestPermitTtl) {
     return ErrorAt(file, *ttl, "permit_ttl must be between 100ms and 24h (got " + *text + ")");
   }
+  // Answers give it in milliseconds (permit_ttl_ms), which a holder counts from its send: a
+  // fraction rounded up there would outlive the store's expiry, rounded down would differ from it.
+  if (*d % std::chrono::milliseconds(1) != Duration(0)) {
+    return ErrorAt(file, *ttl,
+                   "permit_ttl must be a whole number of milliseconds (got " + *text + ")");
+  }
   limit.spec.ttl = *d;
   limit.failure_mode = inherited.value_or(FailureMode::kOpen);
   if (const auto f = fields->Get("failure_mode")) {

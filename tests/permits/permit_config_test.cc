@@ -86,6 +86,12 @@ TEST_F(ConcurrencyConfig, RefusesSyncAndScopeAndBadNumbers) {
   EXPECT_NE(Error("  - key: a\n    concurrency: {max_in_flight: 1, permit_ttl: 1ms}\n")
                 .find("between 100ms and 24h"),
             std::string::npos);
+  // Answered as permit_ttl_ms: 151 for a permit the store expires after 150.5 ms.
+  EXPECT_NE(Error("  - key: a\n    concurrency: {max_in_flight: 1, permit_ttl: 150500us}\n")
+                .find("whole number of milliseconds"),
+            std::string::npos);
+  EXPECT_TRUE(
+      Load("  - key: a\n    concurrency: {max_in_flight: 1, permit_ttl: 150000us}\n").has_value());
   EXPECT_NE(
       Error("  - key: a\n    concurrency: {max_in_flight: 1, permit_ttl: 1s, lease_ttl: 1s}\n")
           .find("lease_ttl"),
