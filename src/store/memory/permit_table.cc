@@ -26,13 +26,18 @@ int64_t FloorMicros(Timestamp t) {
 }
 int64_t CeilMicros(Timestamp t) { return -FloorMicros(FromNanos(-ToNanos(t))); }
 
+// Calls read the clock before they take the shard's lock, so they can reach it out of order by
+// as long as one waits between the two; a clock further behind than this was stepped back.
+constexpr Duration kMaxCallReorder = std::chrono::seconds(1);
+
 // The time a call on the shard is decided at, under its lock: `now` as the caller read it, or
 // the shard's clock if a call that read a later time got the lock first. The answers' times then
 // follow the order the shard decides in, which the invariant is stated in (a permit granted after
 // a release is never reported as granted before it), and a permit still lives at least ttl from
-// when its holder sent the call.
+// when its holder sent the call. A clock stepped back by more than kMaxCallReorder is followed:
+// holding the shard's clock ahead would make every new permit outlive its ttl by the step.
 Timestamp Advance(Shard& shard, Timestamp now) {
-  shard.clock = std::max(shard.clock, now);
+  if (now >= shard.clock || shard.clock - now > kMaxCallReorder) shard.clock = now;
   return shard.clock;
 }
 

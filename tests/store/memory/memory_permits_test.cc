@@ -170,6 +170,22 @@ TEST(MemoryPermits, TheStoreClockNeverGoesBackOnAKeyWhenCallsArriveOutOfOrder) {
   EXPECT_GE(renewed.expires_us, b.expires_us) << "a renew never shortens a permit";
 }
 
+// A wall clock stepped back (an hour here) is not a call that arrived late: new permits are
+// stamped with the stepped clock and live their ttl from it, rather than an hour longer.
+TEST(MemoryPermits, AClockSteppedBackIsFollowed) {
+  auto store = OpenMemoryStore({});
+  ASSERT_TRUE(store.has_value());
+  auto pool = (*store)->MakePermitPool({.max_in_flight = 2, .ttl = seconds(30)}, {.id = "p"});
+  ASSERT_TRUE(pool.has_value());
+  const Timestamp t0 = FromNanos(int64_t{1'760'000'000} * 1'000'000'000);
+  ASSERT_TRUE(Acquire(**pool, "k", t0, "a").granted);
+  const Timestamp back = t0 - std::chrono::hours(1);
+  const PermitAnswer b = Acquire(**pool, "k", back, "b");
+  ASSERT_TRUE(b.granted);
+  EXPECT_EQ(b.store_time_us, ToNanos(back) / 1000);
+  EXPECT_EQ(b.expires_us, ToNanos(back + seconds(30)) / 1000);
+}
+
 TEST(MemoryPermits, ABoundTooSmallForOneKeyAtItsLimitIsRefusedWithTheReason) {
   auto store = OpenMemoryStore({.max_bytes = size_t{64} << 10});
   ASSERT_TRUE(store.has_value());
