@@ -36,6 +36,10 @@ Result<void> RefuseSyncAndScope(const std::string& file, const Fields& fields) {
                      "concurrency permits are always exact: sync: leased|batched cannot apply "
                      "(a permit taken ahead or in batches could exceed max_in_flight)");
     }
+    // `{mode: exact}` takes nothing else: a lease_ttl or interval would have no effect.
+    if (s->IsMap()) {
+      if (auto f = Fields::Of(file, *s, "sync", {"mode"}); !f) return std::unexpected(f.error());
+    }
   }
   if (const auto s = fields.Get("scope")) {
     if (!s->IsScalar() || s->Scalar() != "region") {
@@ -79,6 +83,12 @@ Result<ConcurrencyLimit> ParseConcurrency(const std::string& file, const YAML::N
   if (!d) return ErrorAt(file, *ttl, "permit_ttl: " + d.error().message);
   if (*d < kShortestPermitTtl || *d > kLongestPermitTtl) {
     return ErrorAt(file, *ttl, "permit_ttl must be between 100ms and 24h (got " + *text + ")");
+  }
+  // Answers give it in milliseconds (permit_ttl_ms), which a holder counts from its send: a
+  // fraction rounded up there would outlive the store's expiry, rounded down would differ from it.
+  if (*d % std::chrono::milliseconds(1) != Duration(0)) {
+    return ErrorAt(file, *ttl,
+                   "permit_ttl must be a whole number of milliseconds (got " + *text + ")");
   }
   limit.spec.ttl = *d;
   limit.failure_mode = inherited.value_or(FailureMode::kOpen);

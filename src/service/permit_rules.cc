@@ -1,5 +1,6 @@
 #include "service/permit_rules.h"
 
+#include <algorithm>
 #include <string>
 
 #include "service/permit_token.h"
@@ -40,6 +41,14 @@ void ApplySlot(DescriptorStatus& status, const PermitAnswer& answer, FailureMode
   status.slot_retry_after = answer.degraded || answer.retry_after <= Duration(0)
                                 ? kDegradedRetryAfter
                                 : answer.retry_after;
+}
+
+void GiveBackSlots(CheckResponse& response) {
+  for (DescriptorStatus& s : response.statuses) {
+    if (!s.slot || s.slot_expires_us == 0) continue;  // not held: nothing given back
+    s.slot_expires_us = 0;
+    s.in_flight = std::max<int64_t>(s.in_flight - 1, 0);
+  }
 }
 
 }  // namespace sluice::server

@@ -44,6 +44,10 @@ bool SlotAdmits(const PermitAnswer& answer, FailureMode failure_mode);
 // Fills `status` from its slot's answer (the descriptor's rate limit fields are left alone).
 void ApplySlot(DescriptorStatus& status, const PermitAnswer& answer, FailureMode failure_mode);
 
+// A refused acquire gives back the slots it took: their statuses then say so (no expiry, one
+// fewer in flight), as the answer's null permit does.
+void GiveBackSlots(CheckResponse& response);
+
 }  // namespace sluice::server
 
 #endif  // SLUICE_SERVICE_PERMIT_RULES_H_

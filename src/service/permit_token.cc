@@ -98,6 +98,8 @@ Result<PermitToken> DecodePermit(std::string_view text) {
   for (size_t i = 0; i < token.random.size(); ++i) token.random[i] = static_cast<uint8_t>(r[1 + i]);
   const size_t count = static_cast<uint8_t>(r[17]);
   if (count > kMaxPermitSlots) return MakeError("permit: too many slots");
+  // An acquire that takes no slot answers no permit.
+  if (count == 0) return MakeError("permit: not a permit of this server");
   size_t at = 18;
   token.keys.reserve(count);
   for (size_t i = 0; i < count; ++i) {

@@ -39,9 +39,9 @@ struct PermitToken {
 };
 
 std::string EncodePermit(const PermitToken& token);
-// Refuses anything EncodePermit cannot have written: another alphabet, padding, a wrong
-// version, lengths that do not add up, more slots or longer keys than the bounds, a key
-// without '#'.
+// Refuses anything a server cannot have written: another alphabet, padding, a wrong version,
+// lengths that do not add up, no slots (an acquire without one answers no permit), more slots or
+// longer keys than the bounds, a key without '#'.
 Result<PermitToken> DecodePermit(std::string_view text);
 
 // The pool id of a slot key: what precedes its first '#'.

@@ -638,6 +638,7 @@ void Service::AcquireAsync(const CheckRequest& request, AcquireCallback done) {
     AcquireResponse out{std::move(response), {}, Duration(0)};
     if (out.check.overall != Code::kOk && *asked) {
       // Releasing a slot that was not taken changes nothing: every slot is given back.
+      GiveBackSlots(out.check);
       CallSlots(SlotCall::kRelease, slots, id, clock_->Now(), [](std::vector<PermitAnswer>) {});
     } else if (!slots.empty()) {
       out.permit = permit;
@@ -674,7 +675,17 @@ void Service::CallPermit(SlotCall call, std::string_view text, const DomainGate&
   if (!token) return done(std::unexpected(token.error()));
   const std::shared_ptr<const LimiterSet> set = current_.load();
   std::vector<PermitSlot> slots;
-  for (const std::string& key : token->keys) {
+  // A renew extends every slot to its pool's ttl from the store's now. Not read back from the
+  // answers: their expiries are rounded up to the microsecond, their times down, and a ttl a
+  // microsecond long would be answered a millisecond long, past the store's expiry.
+  Duration ttl = Duration::max();
+  for (size_t i = 0; i < token->keys.size(); ++i) {
+    const std::string& key = token->keys[i];
+    // A descriptor sent twice in one acquire held one slot (the store grants an id it holds
+    // without a second): it is released or renewed once, or the second call would find it gone.
+    if (std::find(token->keys.begin(), token->keys.begin() + i, key) != token->keys.begin() + i) {
+      continue;
+    }
     // The slot's domain is its pool's limit's, in the same snapshot the slot is called in: the
     // key's text is the client's and is not read for it.
     const LimiterSet::Pool* pool = set->PoolByStoreId(PoolIdOf(key));
@@ -682,18 +693,16 @@ void Service::CallPermit(SlotCall call, std::string_view text, const DomainGate&
       return done(PermitResult{.forbidden = true});
     }
     slots.push_back({pool != nullptr ? pool->pool : nullptr, key});
+    if (pool != nullptr) ttl = std::min(ttl, pool->pool->spec().ttl);
   }
   CallSlots(call, std::move(slots), token->Id(), clock_->Now(),
-            [call, done = std::move(done)](std::vector<PermitAnswer> answers) {
+            [call, ttl, done = std::move(done)](std::vector<PermitAnswer> answers) {
               PermitResult r;
               r.done = !answers.empty();
-              Duration ttl = Duration::max();
               for (const PermitAnswer& a : answers) {
                 r.done = r.done && a.granted;
                 r.degraded = r.degraded || a.degraded;
                 r.store_time_us = std::max(r.store_time_us, a.store_time_us);
-                ttl = std::min(ttl, std::chrono::duration_cast<Duration>(
-                                        std::chrono::microseconds(a.expires_us - a.store_time_us)));
               }
               if (r.done && call == SlotCall::kRenew) r.permit_ttl = ttl;
               done(r);

@@ -165,6 +165,34 @@ TEST_F(PermitApi, RenewExtendsAHeldPermit) {
   EXPECT_TRUE(expired["permit_ttl_ms"].is_null());
 }
 
+// The store keeps expiries to the microsecond and reports its time floored, its expiries rounded
+// up: a renew's permit_ttl_ms is still the limit's permit_ttl, never a millisecond more, which a
+// holder counting from its send would hold past the store's expiry.
+TEST_F(PermitApi, ARenewAnswersThePermitTtlOffAWholeMicrosecond) {
+  clock_.Advance(std::chrono::nanoseconds(500));
+  const std::string a = MustAcquire(Body({{"tenant", "acme"}}));
+  clock_.Advance(seconds(1));
+  const auto json = nlohmann::json::parse(Post("/v1/renew", PermitBody(a)).body);
+  ASSERT_TRUE(json["renewed"].get<bool>()) << json;
+  EXPECT_EQ(json["permit_ttl_ms"], 30000);
+}
+
+// A descriptor sent twice in one acquire takes one slot (one request in flight; the store grants
+// an id it already holds without a second slot), and its release frees that slot and says so.
+TEST_F(PermitApi, ADescriptorSentTwiceTakesOneSlotAndReleasesIt) {
+  const HttpReply r = Post("/v1/acquire", Body({{"tenant", "acme"}, {"tenant", "acme"}}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto json = nlohmann::json::parse(r.body);
+  EXPECT_EQ(json["statuses"][1]["in_flight"], 1);
+  const std::string permit = json["permit"].get<std::string>();
+  const auto renewed = nlohmann::json::parse(Post("/v1/renew", PermitBody(permit)).body);
+  EXPECT_TRUE(renewed["renewed"].get<bool>()) << renewed;
+  EXPECT_TRUE(Released(permit));
+  EXPECT_FALSE(Released(permit)) << "already released";
+  EXPECT_NE(Metrics().find("sluice_in_flight{domain=\"api\",limit=\"api.tenant\"} 0"),
+            std::string::npos);
+}
+
 TEST_F(PermitApi, MalformedPermitsAre400AndUnknownOnes200False) {
   const std::string good = MustAcquire(Body({{"tenant", "acme"}}));
   for (const std::string& body :
@@ -214,6 +242,22 @@ TEST_F(PermitApi, ARateLimitRefusalGivesBackTheSlots) {
   EXPECT_NE(Metrics().find("sluice_in_flight{domain=\"api\",limit=\"api.tenant\"} 1"),
             std::string::npos);
   EXPECT_FALSE(MustAcquire(Body({{"tenant", "acme"}})).empty());
+}
+
+// The answer to a refused acquire says what it holds: nothing. A slot it took and gave back has
+// no expiry (permit_expires_us 0, as the docs say of a slot not held), and in_flight, the
+// permits of its key held after the call, does not count it.
+TEST_F(PermitApi, ARefusedAcquireReportsItsSlotsGivenBack) {
+  ASSERT_FALSE(MustAcquire(Body({{"tenant", "acme"}, {"user", "u1"}})).empty());
+  const HttpReply refused = Post("/v1/acquire", Body({{"tenant", "acme"}, {"user", "u1"}}));
+  ASSERT_EQ(refused.status, 429) << refused.body;
+  const auto json = nlohmann::json::parse(refused.body);
+  EXPECT_TRUE(json["permit"].is_null());
+  const auto& slot = json["statuses"][0];
+  EXPECT_EQ(slot["code"], "OK") << "the slot itself was granted";
+  EXPECT_EQ(slot["in_flight"], 1) << refused.body;
+  EXPECT_EQ(slot["permit_expires_us"], 0) << refused.body;
+  EXPECT_GT(slot["store_time_us"].get<int64_t>(), 0) << "the store was asked";
 }
 
 // A slot that refuses leaves the rate limits uncounted.

@@ -65,6 +65,17 @@ TEST_F(ConcurrencyConfig, RefusesSyncAndScopeAndBadNumbers) {
   EXPECT_TRUE(Load("  - key: a\n    concurrency: {max_in_flight: 1, permit_ttl: 1s, sync: exact, "
                    "scope: region}\n")
                   .has_value());
+  EXPECT_TRUE(Load("  - key: a\n    concurrency: {max_in_flight: 1, permit_ttl: 1s, "
+                   "sync: {mode: exact}}\n")
+                  .has_value());
+  // Accepted, they would have no effect.
+  for (const char* extra : {"lease_ttl: 5s", "interval: 1s", "bogus: 1"}) {
+    const std::string error = Error(
+        "  - key: a\n    concurrency: {max_in_flight: 1, permit_ttl: 1s, sync: {mode: exact, " +
+        std::string(extra) + "}}\n");
+    EXPECT_NE(error.find("unknown field"), std::string::npos) << extra << ": " << error;
+    EXPECT_NE(error.find("api.yaml:4:"), std::string::npos) << "with its line: " << error;
+  }
   EXPECT_NE(Error("  - key: a\n    concurrency: {permit_ttl: 1s}\n").find("max_in_flight"),
             std::string::npos);
   EXPECT_NE(Error("  - key: a\n    concurrency: {max_in_flight: 0, permit_ttl: 1s}\n")
@@ -75,6 +86,12 @@ TEST_F(ConcurrencyConfig, RefusesSyncAndScopeAndBadNumbers) {
   EXPECT_NE(Error("  - key: a\n    concurrency: {max_in_flight: 1, permit_ttl: 1ms}\n")
                 .find("between 100ms and 24h"),
             std::string::npos);
+  // Answered as permit_ttl_ms: 151 for a permit the store expires after 150.5 ms.
+  EXPECT_NE(Error("  - key: a\n    concurrency: {max_in_flight: 1, permit_ttl: 150500us}\n")
+                .find("whole number of milliseconds"),
+            std::string::npos);
+  EXPECT_TRUE(
+      Load("  - key: a\n    concurrency: {max_in_flight: 1, permit_ttl: 150000us}\n").has_value());
   EXPECT_NE(
       Error("  - key: a\n    concurrency: {max_in_flight: 1, permit_ttl: 1s, lease_ttl: 1s}\n")
           .find("lease_ttl"),
@@ -153,6 +170,10 @@ TEST(PermitToken, RoundTripsAndIsBounded) {
   EXPECT_FALSE(DecodePermit(EncodePermit(t)).has_value()) << "more slots than the bound";
   t.keys = {"no-hash"};
   EXPECT_FALSE(DecodePermit(EncodePermit(t)).has_value());
+  // An acquire without a slot answers no permit ("permit": null): one without slots was not
+  // written by a server, and is refused (400) rather than answered released: false.
+  t.keys = {};
+  EXPECT_FALSE(DecodePermit(EncodePermit(t)).has_value()) << "no slots";
   t.keys = {"p#k"};
   const std::string small = EncodePermit(t);
   EXPECT_TRUE(DecodePermit(small).has_value());

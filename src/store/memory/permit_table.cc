@@ -26,6 +26,21 @@ int64_t FloorMicros(Timestamp t) {
 }
 int64_t CeilMicros(Timestamp t) { return -FloorMicros(FromNanos(-ToNanos(t))); }
 
+// Calls read the clock before they take the shard's lock, so they can reach it out of order by
+// as long as one waits between the two; a clock further behind than this was stepped back.
+constexpr Duration kMaxCallReorder = std::chrono::seconds(1);
+
+// The time a call on the shard is decided at, under its lock: `now` as the caller read it, or
+// the shard's clock if a call that read a later time got the lock first. The answers' times then
+// follow the order the shard decides in, which the invariant is stated in (a permit granted after
+// a release is never reported as granted before it), and a permit still lives at least ttl from
+// when its holder sent the call. A clock stepped back by more than kMaxCallReorder is followed:
+// holding the shard's clock ahead would make every new permit outlive its ttl by the step.
+Timestamp Advance(Shard& shard, Timestamp now) {
+  if (now >= shard.clock || shard.clock - now > kMaxCallReorder) shard.clock = now;
+  return shard.clock;
+}
+
 Timestamp Earliest(const KeyPermits& k) { return k.by_expiry.begin()->first; }
 
 // Runs `change` on the key at `it` and keeps the shard's index of earliest expiries right; a key
@@ -188,6 +203,7 @@ PermitAnswer PermitTable::Acquire(std::string_view key, Timestamp now,
   if (!Valid(key, request.permit)) return InvalidAnswer(now);
   Shard& shard = ShardFor(key);
   std::lock_guard<std::mutex> lock(shard.mu);
+  now = Advance(shard, now);
   DropExpired(shard, now);
   auto it = shard.keys.find(key);
   if (it != shard.keys.end()) {
@@ -229,6 +245,7 @@ PermitAnswer PermitTable::Release(std::string_view key, Timestamp now, std::stri
   if (!Valid(key, permit)) return InvalidAnswer(now);
   Shard& shard = ShardFor(key);
   std::lock_guard<std::mutex> lock(shard.mu);
+  now = Advance(shard, now);
   DropExpired(shard, now);
   const auto held = FindHeld(shard, key, permit, now);
   if (!held) return held.error();
@@ -240,6 +257,7 @@ PermitAnswer PermitTable::Renew(std::string_view key, Timestamp now, std::string
   if (!Valid(key, permit)) return InvalidAnswer(now);
   Shard& shard = ShardFor(key);
   std::lock_guard<std::mutex> lock(shard.mu);
+  now = Advance(shard, now);
   DropExpired(shard, now);
   const auto held = FindHeld(shard, key, permit, now);
   if (!held) return held.error();

@@ -73,6 +73,9 @@ class PermitTable {
     size_t budget = 0;
     int64_t in_flight = 0;
     uint64_t expired = 0;
+    // The latest time a call on the shard was decided at: the shard's clock never goes back (a
+    // call may reach the lock after one that read the clock later).
+    Timestamp clock{};
   };
 
  private:

@@ -140,6 +140,52 @@ TEST(MemoryPermits, ThreadsNeverHoldMoreThanMax) {
   EXPECT_EQ((*pool)->Stats().in_flight, 0);
 }
 
+// sluiced reads the clock before a call takes the key's lock, so two calls can reach the store in
+// the other order than their clock readings. The store's clock must still move forward in the
+// order the store decides: a permit granted after another was released may not be reported as
+// granted before that release, or the answers' times (the invariant's clock) show more than
+// max_in_flight held at once.
+TEST(MemoryPermits, TheStoreClockNeverGoesBackOnAKeyWhenCallsArriveOutOfOrder) {
+  auto store = OpenMemoryStore({});
+  ASSERT_TRUE(store.has_value());
+  auto pool = (*store)->MakePermitPool({.max_in_flight = 1, .ttl = seconds(30)}, {.id = "p"});
+  ASSERT_TRUE(pool.has_value());
+  const Timestamp t0 = FromNanos(int64_t{1'760'000'000} * 1'000'000'000);
+  const PermitAnswer a = Acquire(**pool, "k", t0, "a");
+  ASSERT_TRUE(a.granted);
+  // The release read the clock at t0 + 10ms; the next acquire read it earlier, at t0 + 5ms, but
+  // reached the key after the release.
+  const PermitAnswer released = Release(**pool, "k", t0 + std::chrono::milliseconds(10), "a");
+  ASSERT_TRUE(released.granted);
+  const PermitAnswer b = Acquire(**pool, "k", t0 + std::chrono::milliseconds(5), "b");
+  ASSERT_TRUE(b.granted) << "the slot was free when the acquire reached the key";
+  EXPECT_GE(b.store_time_us, released.store_time_us)
+      << "b would be held while a still was, by the store's own clock: 2 > max_in_flight 1";
+  EXPECT_GE(b.expires_us - b.store_time_us, 30'000'000) << "a full ttl from the store's time";
+  // The store's clock stays where it got to for a renew or release read even earlier.
+  PermitAnswer renewed;  // the memory store answers before the call returns
+  (*pool)->RenewAsync("k", t0, "b", [&](const PermitAnswer& r) { renewed = r; });
+  ASSERT_TRUE(renewed.granted);
+  EXPECT_GE(renewed.store_time_us, b.store_time_us);
+  EXPECT_GE(renewed.expires_us, b.expires_us) << "a renew never shortens a permit";
+}
+
+// A wall clock stepped back (an hour here) is not a call that arrived late: new permits are
+// stamped with the stepped clock and live their ttl from it, rather than an hour longer.
+TEST(MemoryPermits, AClockSteppedBackIsFollowed) {
+  auto store = OpenMemoryStore({});
+  ASSERT_TRUE(store.has_value());
+  auto pool = (*store)->MakePermitPool({.max_in_flight = 2, .ttl = seconds(30)}, {.id = "p"});
+  ASSERT_TRUE(pool.has_value());
+  const Timestamp t0 = FromNanos(int64_t{1'760'000'000} * 1'000'000'000);
+  ASSERT_TRUE(Acquire(**pool, "k", t0, "a").granted);
+  const Timestamp back = t0 - std::chrono::hours(1);
+  const PermitAnswer b = Acquire(**pool, "k", back, "b");
+  ASSERT_TRUE(b.granted);
+  EXPECT_EQ(b.store_time_us, ToNanos(back) / 1000);
+  EXPECT_EQ(b.expires_us, ToNanos(back + seconds(30)) / 1000);
+}
+
 TEST(MemoryPermits, ABoundTooSmallForOneKeyAtItsLimitIsRefusedWithTheReason) {
   auto store = OpenMemoryStore({.max_bytes = size_t{64} << 10});
   ASSERT_TRUE(store.has_value());
