@@ -65,6 +65,8 @@ Result<std::unique_ptr<MemoryLimiter>> MakeMemoryLimiter(const LimitSpec& spec,
 //  - A concurrency limit (MakePermitPool) takes a limiter's part, and holds its permits in it:
 //    a key exists only while it holds live permits, so there is nothing to evict, and an acquire
 //    that would exceed the part is refused (PermitAnswer::full) rather than drop a live permit.
+//    A pool made under the LimiterOptions::id of a pool alive takes that pool's permits (the
+//    old one hands its calls on to it), which then count against the new spec.
 // Every limiter holds its part as the bound of its own table (evicting there, as in
 // MakeMemoryLimiter), so no limiter can take another's memory. While a reload replaces a
 // limit, the old limiter and the new one both hold a part until the old one is destroyed.
