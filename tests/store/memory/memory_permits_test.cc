@@ -6,6 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -216,6 +218,61 @@ TEST(MemoryPermits, HeldPermitsCountAgainstANewMaxInFlightUnderTheSameId) {
   ASSERT_TRUE(other.has_value());
   EXPECT_TRUE(Acquire(**other, "k", t0 + seconds(75), "z").granted);
   EXPECT_EQ((*raised)->Stats().in_flight, 0);
+}
+
+// Pools replacing each other under one id (reloads) while threads acquire, hold and release
+// through whichever pool they picked up: no permit is lost or doubled on the way (every release
+// of a granted permit answers true), and the holders, counted by themselves, never exceed
+// max_in_flight.
+TEST(MemoryPermits, APoolReplacedUnderThreadsLosesNoPermit) {
+  auto store = OpenMemoryStore({.shards = 4});
+  ASSERT_TRUE(store.has_value());
+  constexpr int64_t kMax = 3;
+  const auto make = [&](int generation) -> std::shared_ptr<PermitPool> {
+    // Another ttl each time, so each is a changed concurrency block.
+    auto pool = (*store)->MakePermitPool({.max_in_flight = kMax, .ttl = seconds(30 + generation)},
+                                         {.id = "p"});
+    EXPECT_TRUE(pool.has_value());
+    return pool ? std::shared_ptr<PermitPool>(std::move(*pool)) : nullptr;
+  };
+  std::mutex mu;
+  std::shared_ptr<PermitPool> current = make(0);
+  const auto pick = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return current;
+  };
+  const Timestamp now = FromNanos(int64_t{1'760'000'000} * 1'000'000'000);
+  std::atomic<int64_t> holding{0};
+  std::atomic<int64_t> most{0};
+  std::atomic<int> granted{0};
+  std::atomic<bool> done{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; !done.load() || i < 2000; ++i) {
+        const std::string id = std::to_string(t) + "-" + std::to_string(i);
+        if (!Acquire(*pick(), "k", now, id).granted) continue;
+        ++granted;
+        const int64_t h = ++holding;
+        int64_t m = most.load();
+        while (h > m && !most.compare_exchange_weak(m, h)) {
+        }
+        --holding;
+        // Released through the pool current now, which may be a newer one than granted it.
+        ASSERT_TRUE(Release(*pick(), "k", now, id).granted) << id;
+      }
+    });
+  }
+  for (int generation = 1; generation <= 200; ++generation) {
+    auto next = make(generation);
+    std::lock_guard<std::mutex> lock(mu);
+    current = std::move(next);
+  }
+  done = true;
+  for (std::thread& t : threads) t.join();
+  EXPECT_GT(granted.load(), 0);
+  EXPECT_LE(most.load(), kMax);
+  EXPECT_EQ(pick()->Stats().in_flight, 0);
 }
 
 TEST(MemoryPermits, ABoundTooSmallForOneKeyAtItsLimitIsRefusedWithTheReason) {
