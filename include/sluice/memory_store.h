@@ -65,6 +65,8 @@ Result<std::unique_ptr<MemoryLimiter>> MakeMemoryLimiter(const LimitSpec& spec,
 //  - A concurrency limit (MakePermitPool) takes a limiter's part, and holds its permits in it:
 //    a key exists only while it holds live permits, so there is nothing to evict, and an acquire
 //    that would exceed the part is refused (PermitAnswer::full) rather than drop a live permit.
+//    A pool made under the LimiterOptions::id of a pool alive takes that pool's permits (the
+//    old one hands its calls on to it), which then count against the new spec.
 // Every limiter holds its part as the bound of its own table (evicting there, as in
 // MakeMemoryLimiter), so no limiter can take another's memory. While a reload replaces a
 // limit, the old limiter and the new one both hold a part until the old one is destroyed.
@@ -76,7 +78,9 @@ Result<std::shared_ptr<Store>> OpenMemoryStore(const MemoryStoreOptions& options
 // Counters that survive a restart (docs/quotas.md): a memory store's live counters as the bytes
 // of a snapshot file, and such bytes given to a new store. sluiced's --state-dir writes and
 // reads the file; a snapshot holds each configured limit's counters under its
-// LimiterOptions::id with the spec they were counted under, and the overrides' counters.
+// LimiterOptions::id with the spec they were counted under, the overrides' counters, and each
+// concurrency limit's live permits under its pool's id (held again, whatever the limit's
+// numbers now, until their saved expiry).
 //
 // Times: a store's instants are its clock's; `to_wall` is what turns one into the wall-clock
 // instant, system_clock::now() - clock.Now() (zero for a clock that is the wall clock). Save
@@ -84,6 +88,7 @@ Result<std::shared_ptr<Store>> OpenMemoryStore(const MemoryStoreOptions& options
 struct SnapshotSaved {
   uint64_t counters = 0;  // live counters written (overrides included)
   uint64_t limits = 0;    // limiters they belong to (the overrides' table counted as one)
+  uint64_t permits = 0;   // live concurrency permits written (MakePermitPool's pools)
 };
 struct SnapshotLoaded {
   // Empty when the whole file was read; else why it stopped (corrupt, truncated, a format
@@ -97,6 +102,11 @@ struct SnapshotRestored {
   uint64_t expired = 0;       // replenished before their limiter was made
   uint64_t rule_changed = 0;  // their limit's spec changed meaning (docs/quotas.md): dropped
   uint64_t unmatched = 0;     // no limiter with their id was made: dropped
+  // Concurrency permits held again by the pool of their id (MakePermitPool), each until its
+  // saved expiry; and those dropped: expired by then, no room in the pool's bytes, or no pool
+  // of their id was made.
+  uint64_t permits = 0;
+  uint64_t permits_dropped = 0;
 };
 class MemorySnapshots {
  public:
@@ -105,7 +115,8 @@ class MemorySnapshots {
   // counters are copied out, one shard at a time; decisions on other shards go on meanwhile.
   virtual std::string Save(Timestamp now, Duration to_wall, SnapshotSaved* saved = nullptr) = 0;
   // Reads a snapshot into this store, before its limiters are made: the overrides' counters at
-  // once, the configured limits' as MakeLimiter makes a limiter of their id.
+  // once, the configured limits' as MakeLimiter makes a limiter of their id, the permits' as
+  // MakePermitPool makes a pool of theirs.
   virtual SnapshotLoaded Load(std::string_view bytes, Timestamp now, Duration to_wall) = 0;
   // Ends the restore: the counters no limiter took are dropped. Returns what became of them.
   virtual SnapshotRestored FinishRestore() = 0;

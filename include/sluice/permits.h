@@ -1,7 +1,9 @@
 // Concurrency permits: a limit on requests in flight at once rather than per time
 // (docs/load-protection.md). A PermitPool is one concurrency limit over many keys, as a Limiter
 // is one rate limit over many keys; Store::MakePermitPool makes one whose permits live in that
-// store, so every node sharing the store shares the limit.
+// store, so every node sharing the store shares the limit. A pool made under the id of one
+// alive (LimiterOptions::id: a reload that changed the numbers) holds the permits of that one,
+// as they are in the store, against its own max_in_flight.
 //
 //   auto pool = (*store)->MakePermitPool({.max_in_flight = 100, .ttl = Seconds(30)}, {.id = "x"});
 //   (*pool)->AcquireAsync("x#tenant=acme", clock.Now(), {.permit = id}, [](const PermitAnswer& a) {
@@ -15,9 +17,10 @@
 // expiry (expires_us); at that instant it is expired.
 //
 // Lost writes are outside the invariant: a Redis restarted without persistence, a failover to a
-// replica that lacked the latest writes, or a restarted memory store forgets permits that are
-// still held, and their holders go on. Real concurrency is then at most max_in_flight plus the
-// permits lost, for at most ttl (when the last of them would have expired).
+// replica that lacked the latest writes, or a memory store restarted without its snapshot
+// (memory_store.h) or after a crash (the permits granted since the last snapshot) forgets
+// permits that are still held, and their holders go on. Real concurrency is then at most
+// max_in_flight plus the permits lost, for at most ttl (when the last of them would have expired).
 #ifndef SLUICE_PERMITS_H_
 #define SLUICE_PERMITS_H_
 

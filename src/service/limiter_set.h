@@ -17,8 +17,9 @@
 // (PoolStoreId: the limit id with a suffix no rate limit id can have, so the permits of a
 // descriptor never share a store key with its rate limit's counter). A reload keeps the pool of
 // every limit whose concurrency is unchanged; a changed one gets a new pool under the same id,
-// which finds in a shared store (Redis) the permits held under the old one. A permit names its
-// pools by pool id (service/permit_token.h), so a release reaching any node finds its pool.
+// which holds the permits held under the old one: every store keeps permits by pool id (Redis
+// in its keys, the memory store by handing the old pool's permits to the new one). A permit names
+// its pools by pool id (service/permit_token.h), so a release reaching any node finds its pool.
 #ifndef SLUICE_SERVICE_LIMITER_SET_H_
 #define SLUICE_SERVICE_LIMITER_SET_H_
 

@@ -81,9 +81,10 @@ void Snapshotter::Start() {
   const SnapshotRestored r = snapshots_->FinishRestore();
   spdlog::info(
       "state: {} counters restored; dropped: {} replenished, {} whose rule changed meaning, {} "
-      "of limits no longer configured; a snapshot every {}s to {}",
-      r.restored, r.expired, r.rule_changed, r.unmatched, Seconds(interval_),
-      dir_->snapshot_path());
+      "of limits no longer configured; {} concurrency permits held again ({} expired or "
+      "dropped); a snapshot every {}s to {}",
+      r.restored, r.expired, r.rule_changed, r.unmatched, r.permits, r.permits_dropped,
+      Seconds(interval_), dir_->snapshot_path());
   timer_ = std::make_unique<ThreadScheduler>(clock_);
   task_ = timer_->Every(interval_, [this](Timestamp) { SaveNow(); });
 }

@@ -328,5 +328,26 @@ TEST_F(PermitApi, AReloadKeepsThePoolsOfUnchangedLimits) {
   EXPECT_TRUE(Released(a));
 }
 
+// A reload that changes the numbers on the memory store keeps the permits held, as on Redis
+// (docs/load-protection.md): they release with released=true and count against the new
+// max_in_flight until released or expired at their own expiry.
+TEST_F(PermitApi, AReloadThatChangesTheNumbersKeepsThePermits) {
+  const std::string a = MustAcquire(Body({{"tenant", "acme"}}));
+  const std::string b = MustAcquire(Body({{"tenant", "acme"}}));
+  std::string lowered(kConfig);
+  const std::string from = "max_in_flight: 2, permit_ttl: 30s";
+  lowered.replace(lowered.find(from), from.size(), "max_in_flight: 1, permit_ttl: 60s");
+  auto config = LoadConfig(dir_.Write("api.yaml", lowered));
+  ASSERT_TRUE(config.has_value()) << config.error().message;
+  ASSERT_TRUE(service_->Reload(*config).has_value());
+  EXPECT_EQ(Post("/v1/acquire", Body({{"tenant", "acme"}})).status, 429) << "2 held of 1";
+  EXPECT_TRUE(Released(a));
+  EXPECT_EQ(Post("/v1/acquire", Body({{"tenant", "acme"}})).status, 429) << "1 held of 1";
+  clock_.Advance(seconds(30));  // b's own expiry, from the old permit_ttl
+  const std::string c = MustAcquire(Body({{"tenant", "acme"}}));
+  EXPECT_FALSE(Released(b));
+  EXPECT_TRUE(Released(c));
+}
+
 }  // namespace
 }  // namespace sluice::server

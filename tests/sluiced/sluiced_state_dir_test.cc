@@ -1,6 +1,7 @@
 // --state-dir end to end (docs/quotas.md, "Counters that survive a restart"): the real sluiced
 // killed with SIGKILL under load loses at most what it admitted since its last snapshot; after
-// SIGTERM it loses nothing; a damaged snapshot is set aside; two sluiced never share a DIR.
+// SIGTERM it loses nothing; a damaged snapshot is set aside; two sluiced never share a DIR. The
+// memory store's concurrency permits survive a restart too (docs/load-protection.md).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -12,6 +13,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "support/http_test_client.h"
@@ -29,6 +32,8 @@ constexpr char kConfig[] = R"(domain: api
 descriptors:
   - key: tenant
     rate_limit: {unit: hour, requests_per_unit: 1000000, algorithm: fixed_window}
+  - key: job
+    concurrency: {max_in_flight: 2, permit_ttl: 10m}
 )";
 constexpr int64_t kLimit = 1'000'000;
 
@@ -128,6 +133,55 @@ TEST_F(SluicedStateDirTest, SigtermLosesNothing) {
   ASSERT_EQ(second->WaitExit(), 0);
   auto third = Start("1h");
   EXPECT_EQ(Used(third->port()), 255) << third->Log();
+}
+
+// POST to `path`: the status and the body's JSON (an empty object when there is none).
+std::pair<int, nlohmann::json> Post(int port, std::string_view path, const std::string& body) {
+  HttpClient client(port);
+  auto r = client.Request("POST", path, body);
+  if (!r) return {0, nlohmann::json::object()};
+  nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+  return {r->status, j.is_object() ? j : nlohmann::json::object()};
+}
+constexpr char kAcquireJob[] =
+    R"({"domain":"api","descriptors":[{"entries":[{"key":"job","value":"nightly"}]}]})";
+std::string ReleaseBody(const std::string& permit) {
+  return nlohmann::json{{"permit", permit}}.dump();
+}
+
+TEST_F(SluicedStateDirTest, PermitsSurviveARestartAndCountAgainstMaxInFlight) {
+  auto first = Start("1h");  // the shutdown's snapshot alone must hold them
+  ASSERT_GT(first->port(), 0);
+  std::vector<std::string> held;
+  for (int i = 0; i < 2; ++i) {
+    const auto [status, body] = Post(first->port(), "/v1/acquire", kAcquireJob);
+    ASSERT_EQ(status, 200) << body.dump();
+    held.push_back(body["permit"].get<std::string>());
+  }
+  ASSERT_EQ(Post(first->port(), "/v1/acquire", kAcquireJob).first, 429);
+  first->Signal(SIGTERM);
+  ASSERT_EQ(first->WaitExit(), 0) << first->Log();
+
+  auto second = Start("1h");
+  ASSERT_GT(second->port(), 0) << second->Log();
+  EXPECT_NE(second->Log().find("2 concurrency permits held again"), std::string::npos)
+      << second->Log();
+  EXPECT_EQ(Post(second->port(), "/v1/acquire", kAcquireJob).first, 429)
+      << "the two held before the restart are held still\n"
+      << second->Log();
+  const auto [status, released] = Post(second->port(), "/v1/release", ReleaseBody(held[0]));
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(released.value("released", false), true) << released.dump();
+  const auto [again, granted] = Post(second->port(), "/v1/acquire", kAcquireJob);
+  EXPECT_EQ(again, 200) << granted.dump();
+  EXPECT_EQ(Post(second->port(), "/v1/acquire", kAcquireJob).first, 429);
+  EXPECT_EQ(
+      Post(second->port(), "/v1/release", ReleaseBody(held[0])).second.value("released", true),
+      false)
+      << "released once";
+  EXPECT_EQ(
+      Post(second->port(), "/v1/release", ReleaseBody(held[1])).second.value("released", false),
+      true);
 }
 
 TEST_F(SluicedStateDirTest, TwoSluicedCannotShareADirectory) {

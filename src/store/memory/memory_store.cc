@@ -27,6 +27,7 @@
 #include "store/memory/limiter_snapshot.h"
 #include "store/memory/memory_shard.h"
 #include "store/memory/override_table.h"
+#include "store/memory/permit_snapshot.h"
 #include "store/memory/permit_table.h"
 #include "store/memory/reserving_limiter.h"
 #include "store/memory/snapshot_stage.h"
@@ -488,8 +489,11 @@ class MemoryStore final : public Store, public MemorySnapshots {
                                                      const LimiterOptions& limiter) override {
     const size_t part = (options_.max_bytes - options_.max_bytes / 4) /
                         std::max<size_t>(1, limiter.limits_sharing_memory);
-    return internal::MakeMemoryPermitPool(spec, part, options_.shards, options_.max_key_bytes,
-                                          permits_);
+    // A pool of an id already in use (a reload that changed the limit's numbers) takes the
+    // permits held under the old one, as Redis's new pool reads the same keys (permit_table.h).
+    return internal::MakeMemoryPermitPool(
+        spec, part, options_.shards, options_.max_key_bytes, limiter.id, permits_,
+        [&](internal::PermitTable& table) { stage_.RestorePermits(limiter.id, table); });
   }
 
   void DecideAll(std::span<const LimitCheck> checks, Timestamp now,
@@ -546,6 +550,10 @@ class MemoryStore final : public Store, public MemorySnapshots {
       counts.counters += overrides_->SaveSection(now, to_wall.count(), writer);
       ++counts.limits;
     }
+    permits_->ForEach([&](const std::string& id, const internal::PermitTable& table) {
+      if (id.empty()) return;  // no pool of a new process could be told it is this one
+      counts.permits += internal::SavePermitSection(id, table, now, to_wall.count(), writer);
+    });
     writer.Finish();
     if (saved != nullptr) *saved = counts;
     return out;

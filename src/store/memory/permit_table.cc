@@ -126,6 +126,26 @@ std::expected<HeldPermit, PermitAnswer> FindHeld(Shard& shard, std::string_view 
   return HeldPermit{it, p};
 }
 
+// Holds `permit` of `key` (not held there yet; `it` is the key's entry or keys.end()) until
+// `expiry`.
+void Hold(Shard& shard, KeyIt it, std::string_view key, std::string_view permit, Timestamp expiry) {
+  if (it == shard.keys.end()) {
+    it = shard.keys.try_emplace(std::string(key)).first;
+    shard.bytes += PermitTable::KeyBytes(key.size());
+  }
+  Modify(shard, it, [&](KeyPermits& k) {
+    const auto p = k.by_id.try_emplace(std::string(permit), expiry).first;
+    k.by_expiry.insert({expiry, p->first});
+  });
+  shard.bytes += PermitTable::PermitBytes(permit.size());
+  ++shard.in_flight;
+}
+
+bool Holds(const Shard& shard, std::string_view key, std::string_view permit) {
+  const auto it = shard.keys.find(key);
+  return it != shard.keys.end() && it->second.by_id.contains(permit);
+}
+
 int64_t Held(const Shard& shard, std::string_view key) {
   const auto it = shard.keys.find(key);
   return it == shard.keys.end() ? 0 : static_cast<int64_t>(it->second.by_id.size());
@@ -202,7 +222,11 @@ PermitAnswer PermitTable::Acquire(std::string_view key, Timestamp now,
                                   const PermitAcquire& request) {
   if (!Valid(key, request.permit)) return InvalidAnswer(now);
   Shard& shard = ShardFor(key);
-  std::lock_guard<std::mutex> lock(shard.mu);
+  std::unique_lock<std::mutex> lock(shard.mu);
+  if (PermitTable* next = successor_.get(); next != nullptr) {
+    lock.unlock();
+    return next->Acquire(key, now, request);
+  }
   now = Advance(shard, now);
   DropExpired(shard, now);
   auto it = shard.keys.find(key);
@@ -225,17 +249,8 @@ PermitAnswer PermitTable::Acquire(std::string_view key, Timestamp now,
                              : Earliest(it->second) - now;
     return a;
   }
-  if (it == shard.keys.end()) {
-    it = shard.keys.try_emplace(std::string(key)).first;
-    shard.bytes += KeyBytes(key.size());
-  }
   const Timestamp expiry = now + spec_.ttl;
-  Modify(shard, it, [&](KeyPermits& k) {
-    const auto p = k.by_id.try_emplace(std::string(request.permit), expiry).first;
-    k.by_expiry.insert({expiry, p->first});
-  });
-  shard.bytes += PermitBytes(request.permit.size());
-  ++shard.in_flight;
+  Hold(shard, it, key, request.permit, expiry);
   PermitAnswer a = Answer(true, now, held + 1);
   a.expires_us = CeilMicros(expiry);
   return a;
@@ -244,7 +259,11 @@ PermitAnswer PermitTable::Acquire(std::string_view key, Timestamp now,
 PermitAnswer PermitTable::Release(std::string_view key, Timestamp now, std::string_view permit) {
   if (!Valid(key, permit)) return InvalidAnswer(now);
   Shard& shard = ShardFor(key);
-  std::lock_guard<std::mutex> lock(shard.mu);
+  std::unique_lock<std::mutex> lock(shard.mu);
+  if (PermitTable* next = successor_.get(); next != nullptr) {
+    lock.unlock();
+    return next->Release(key, now, permit);
+  }
   now = Advance(shard, now);
   DropExpired(shard, now);
   const auto held = FindHeld(shard, key, permit, now);
@@ -256,12 +275,81 @@ PermitAnswer PermitTable::Release(std::string_view key, Timestamp now, std::stri
 PermitAnswer PermitTable::Renew(std::string_view key, Timestamp now, std::string_view permit) {
   if (!Valid(key, permit)) return InvalidAnswer(now);
   Shard& shard = ShardFor(key);
-  std::lock_guard<std::mutex> lock(shard.mu);
+  std::unique_lock<std::mutex> lock(shard.mu);
+  if (PermitTable* next = successor_.get(); next != nullptr) {
+    lock.unlock();
+    return next->Renew(key, now, permit);
+  }
   now = Advance(shard, now);
   DropExpired(shard, now);
   const auto held = FindHeld(shard, key, permit, now);
   if (!held) return held.error();
   return Extend(shard, held->key, held->id, now, spec_.ttl);
+}
+
+uint64_t PermitTable::ForEachLivePermit(Timestamp now, const PermitVisitor& f) const {
+  struct Live {
+    std::string key;
+    std::string permit;
+    Timestamp expiry;
+  };
+  std::vector<Live> live;
+  uint64_t count = 0;
+  for (size_t i = 0; i <= shard_mask_; ++i) {
+    live.clear();
+    {
+      std::lock_guard<std::mutex> lock(shards_[i].mu);
+      for (const auto& [key, k] : shards_[i].keys) {
+        for (const auto& [id, expiry] : k.by_id) {
+          if (expiry > now) live.push_back({key, id, expiry});
+        }
+      }
+    }
+    for (const Live& p : live) f(p.key, p.permit, p.expiry);
+    count += live.size();
+  }
+  return count;
+}
+
+bool PermitTable::RestorePermit(std::string_view key, std::string_view permit, Timestamp expiry,
+                                Timestamp now) {
+  if (!Valid(key, permit) || expiry <= now) return false;
+  Shard& shard = ShardFor(key);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  if (Holds(shard, key, permit)) return false;
+  const auto it = shard.keys.find(key);
+  const size_t need =
+      PermitBytes(permit.size()) + (it == shard.keys.end() ? KeyBytes(key.size()) : 0);
+  if (shard.bytes + need > shard.budget) return false;
+  Hold(shard, it, key, permit, expiry);
+  return true;
+}
+
+void TakePermitsOf(const std::shared_ptr<PermitTable>& table, PermitTable& old) {
+  // Every shard of `old` locked at once: no call on it sees a part moved and a part not.
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (size_t i = 0; i <= old.shard_mask_; ++i) locks.emplace_back(old.shards_[i].mu);
+  uint64_t expired = 0;
+  for (size_t i = 0; i <= old.shard_mask_; ++i) {
+    Shard& from = old.shards_[i];
+    expired += from.expired;
+    for (const auto& [key, k] : from.keys) {
+      Shard& to = table->ShardFor(key);
+      std::lock_guard<std::mutex> lock(to.mu);
+      for (const auto& [id, expiry] : k.by_id) {
+        if (!Holds(to, key, id)) Hold(to, to.keys.find(key), key, id, expiry);
+      }
+    }
+    from.earliest.clear();
+    from.keys.clear();
+    from.bytes = 0;
+    from.in_flight = 0;
+  }
+  {
+    std::lock_guard<std::mutex> lock(table->shards_[0].mu);
+    table->shards_[0].expired += expired;
+  }
+  old.successor_ = table;
 }
 
 PermitStats PermitTable::Stats() const {
@@ -285,29 +373,39 @@ void PermitTable::AddStats(StoreStats& s) const {
   s.max_bytes += max_bytes_;
 }
 
-void LivePermitTables::Add(const PermitTable* table) {
+void LivePermitTables::Add(std::string_view id, const std::shared_ptr<PermitTable>& table) {
   std::lock_guard<std::mutex> lock(mu_);
-  tables_.push_back(table);
+  for (auto it = tables_.rbegin(); it != tables_.rend() && !id.empty(); ++it) {
+    if (it->first == id) {
+      TakePermitsOf(table, *it->second);
+      break;
+    }
+  }
+  tables_.emplace_back(std::string(id), table.get());
 }
 
 void LivePermitTables::Remove(const PermitTable* table) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::erase(tables_, table);
+  std::erase_if(tables_, [&](const auto& listed) { return listed.second == table; });
 }
 
 void LivePermitTables::AddStats(StoreStats& s) const {
   std::lock_guard<std::mutex> lock(mu_);
-  for (const PermitTable* t : tables_) t->AddStats(s);
+  for (const auto& [id, table] : tables_) table->AddStats(s);
+}
+
+void LivePermitTables::ForEach(
+    const std::function<void(const std::string& id, const PermitTable&)>& f) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, table] : tables_) f(id, *table);
 }
 
 namespace {
 
 class MemoryPermitPool final : public PermitPool {
  public:
-  MemoryPermitPool(std::unique_ptr<PermitTable> table, std::shared_ptr<LivePermitTables> live)
-      : table_(std::move(table)), live_(std::move(live)) {
-    if (live_ != nullptr) live_->Add(table_.get());
-  }
+  MemoryPermitPool(std::shared_ptr<PermitTable> table, std::shared_ptr<LivePermitTables> live)
+      : table_(std::move(table)), live_(std::move(live)) {}
   ~MemoryPermitPool() override {
     if (live_ != nullptr) live_->Remove(table_.get());
   }
@@ -330,19 +428,24 @@ class MemoryPermitPool final : public PermitPool {
   PermitStats Stats() const override { return table_->Stats(); }
 
  private:
-  const std::unique_ptr<PermitTable> table_;
+  // Shared with the table that replaces it (TakePermitsOf), which this one hands calls on to.
+  const std::shared_ptr<PermitTable> table_;
   const std::shared_ptr<LivePermitTables> live_;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<PermitPool>> MakeMemoryPermitPool(const PermitSpec& spec, size_t max_bytes,
-                                                         size_t shards, size_t max_key_bytes,
-                                                         std::shared_ptr<LivePermitTables> live) {
-  auto table = PermitTable::Make(spec, max_bytes, shards, max_key_bytes, /*seed=*/0);
-  if (!table) return std::unexpected(table.error());
+Result<std::unique_ptr<PermitPool>> MakeMemoryPermitPool(
+    const PermitSpec& spec, size_t max_bytes, size_t shards, size_t max_key_bytes,
+    std::string_view id, std::shared_ptr<LivePermitTables> live,
+    const std::function<void(PermitTable&)>& restore) {
+  auto made = PermitTable::Make(spec, max_bytes, shards, max_key_bytes, /*seed=*/0);
+  if (!made) return std::unexpected(made.error());
+  std::shared_ptr<PermitTable> table = std::move(*made);
+  if (restore) restore(*table);
+  if (live != nullptr) live->Add(id, table);
   return std::unique_ptr<PermitPool>(
-      std::make_unique<MemoryPermitPool>(std::move(*table), std::move(live)));
+      std::make_unique<MemoryPermitPool>(std::move(table), std::move(live)));
 }
 
 }  // namespace sluice::internal

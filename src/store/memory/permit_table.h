@@ -6,6 +6,12 @@
 // once and memory is never held by expired permits past the shard's next call. A key exists only
 // while it holds live permits, so there is nothing to evict: when a new permit would exceed the
 // shard's bytes, the acquire is refused (`full`) and no live permit is ever dropped.
+//
+// The permits of one pool id outlive a pool: a new pool of the same id (a reload that changed
+// the concurrency block) takes the live permits of the one before (TakePermitsOf), which then
+// hands every call on to it, as a shared store's new pool reads the same keys. They count
+// against the new max_in_flight; each keeps its expiry. A snapshot saves them
+// (ForEachLivePermit) and a new process puts them back (RestorePermit).
 #ifndef SLUICE_STORE_MEMORY_PERMIT_TABLE_H_
 #define SLUICE_STORE_MEMORY_PERMIT_TABLE_H_
 
@@ -41,6 +47,17 @@ class PermitTable {
   PermitAnswer Acquire(std::string_view key, Timestamp now, const PermitAcquire& request);
   PermitAnswer Release(std::string_view key, Timestamp now, std::string_view permit);
   PermitAnswer Renew(std::string_view key, Timestamp now, std::string_view permit);
+
+  // Calls f(key, permit, expiry) for every permit live at `now`, one shard at a time (each
+  // shard's permits are copied under its lock, then handed over outside it). Returns how many.
+  using PermitVisitor =
+      std::function<void(std::string_view key, std::string_view permit, Timestamp expiry)>;
+  uint64_t ForEachLivePermit(Timestamp now, const PermitVisitor& f) const;
+  // Holds `permit` of `key` until `expiry` again (a snapshot's): false, and nothing held, when
+  // it has expired at `now`, is malformed, is held already or the shard's bytes leave no room.
+  // Over max_in_flight it is held all the same (the key then refuses until it is below).
+  bool RestorePermit(std::string_view key, std::string_view permit, Timestamp expiry,
+                     Timestamp now);
 
   PermitStats Stats() const;
   // Adds keys holding permits, accounted bytes and the bound to `s` (the store's Stats()).
@@ -79,6 +96,8 @@ class PermitTable {
   };
 
  private:
+  friend void TakePermitsOf(const std::shared_ptr<PermitTable>& table, PermitTable& old);
+
   PermitTable(const PermitSpec& spec, size_t max_bytes, size_t shards, size_t max_key_bytes,
               uint64_t seed, size_t budget);
   bool Valid(std::string_view key, std::string_view permit) const;
@@ -90,25 +109,43 @@ class PermitTable {
   const uint64_t seed_;
   const size_t shard_mask_;
   std::unique_ptr<Shard[]> shards_;
+  // Set (under every shard's lock) when a newer table took this one's permits: every call is
+  // then its. Read under any one shard's lock.
+  std::shared_ptr<PermitTable> successor_;
 };
 
-// The permit tables of one memory store that are alive, for its Stats().
+// Moves every permit `old` holds (live or not yet dropped) into `table`, with their expiries and
+// the count of expired ones, and makes `old` hand every later call on to `table`. A permit moved
+// is never dropped, even past `table`'s bytes (a reload that shrank the pool's part): the shard
+// then refuses acquires as `full` until it is back within them. `table` must not be in use yet.
+void TakePermitsOf(const std::shared_ptr<PermitTable>& table, PermitTable& old);
+
+// The permit tables of one memory store that are alive, by pool id (LimiterOptions::id), for
+// its Stats(), its snapshots and the pools that replace others of their id.
 class LivePermitTables {
  public:
-  void Add(const PermitTable* table);
+  // Lists `table` under `id`, first taking the permits of the newest table listed under it (none
+  // for an empty id: a pool with no name shares nothing).
+  void Add(std::string_view id, const std::shared_ptr<PermitTable>& table);
   void Remove(const PermitTable* table);
   void AddStats(StoreStats& s) const;
+  // Calls f(id, table) for each table listed, under the list's lock (a pool being destroyed
+  // meanwhile waits).
+  void ForEach(const std::function<void(const std::string& id, const PermitTable&)>& f) const;
 
  private:
   mutable std::mutex mu_;
-  std::vector<const PermitTable*> tables_;
+  std::vector<std::pair<std::string, PermitTable*>> tables_;  // oldest first
 };
 
-// A PermitPool over a table of its own, answering on the caller's thread before each call
-// returns. `live` (may be null) lists the table while the pool lives.
-Result<std::unique_ptr<PermitPool>> MakeMemoryPermitPool(const PermitSpec& spec, size_t max_bytes,
-                                                         size_t shards, size_t max_key_bytes,
-                                                         std::shared_ptr<LivePermitTables> live);
+// A PermitPool over a table, answering on the caller's thread before each call returns.
+// `restore` (may be empty) is given the table before any other use (a snapshot's permits);
+// then the table takes the permits of the newest table `live` lists under `id`, and is listed
+// there while the pool lives.
+Result<std::unique_ptr<PermitPool>> MakeMemoryPermitPool(
+    const PermitSpec& spec, size_t max_bytes, size_t shards, size_t max_key_bytes,
+    std::string_view id, std::shared_ptr<LivePermitTables> live,
+    const std::function<void(PermitTable&)>& restore);
 
 }  // namespace sluice::internal
 

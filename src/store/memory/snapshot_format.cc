@@ -129,6 +129,15 @@ bool ReadOverrideSection(std::string_view body, const SnapshotVisitor& visit) {
   return true;
 }
 
+bool ReadPermitSection(std::string_view body, const SnapshotVisitor& visit) {
+  ByteReader r(body);
+  PermitSection s;
+  if (!r.GetBytes(s.id) || !r.Get(s.count)) return false;
+  s.permits = body.substr(r.pos());
+  if (visit.permits) visit.permits(s);
+  return true;
+}
+
 }  // namespace
 
 std::string ReadSnapshot(std::string_view bytes, const SnapshotVisitor& visit,
@@ -155,6 +164,9 @@ std::string ReadSnapshot(std::string_view bytes, const SnapshotVisitor& visit,
         break;
       case SectionKind::kOverrides:
         sound = ReadOverrideSection(body, visit);
+        break;
+      case SectionKind::kPermits:
+        sound = ReadPermitSection(body, visit);
         break;
       case SectionKind::kEnd: {
         ByteReader end(body);

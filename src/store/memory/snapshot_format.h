@@ -12,6 +12,13 @@
 //                (u64), then each: key (varint length, bytes), state (state_codec.h)
 //     overrides  counters (u64), then each: the table's key (rate prefix and key), state tag,
 //                state
+//     permits    a concurrency limit's live permits: pool id (varint length, bytes), permits
+//                (u64), then each: key (varint length, bytes), permit id (varint length,
+//                bytes), expiry (i64: the wall-clock instant, ns since the epoch). No spec: a
+//                permit is held until its expiry whatever the limit's numbers. Added after
+//                version 2 without a new version: a reader skips a kind it does not know, so an
+//                older sluiced reads such a file without its permits, and a file without them
+//                is read as before.
 //     end        the number of sections before it (u64); nothing may follow it
 // Every section is checked on its own, so a damaged or truncated file still gives the sections
 // before the damage. A reader refuses a version above its own (kFormatVersion).
@@ -33,7 +40,7 @@ inline constexpr std::string_view kSnapshotMagic = "SLUICESN";
 inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr uint8_t kCalendarFlag = 0x80;
 
-enum class SectionKind : uint8_t { kLimit = 1, kOverrides = 2, kEnd = 0xff };
+enum class SectionKind : uint8_t { kLimit = 1, kOverrides = 2, kPermits = 3, kEnd = 0xff };
 
 // Writes a snapshot: the header at construction, then sections, then Finish.
 class SnapshotWriter {
@@ -64,9 +71,17 @@ struct LimitSection {
   std::string_view counters;
 };
 
+// A permits section, as read: `permits` holds `count` of them, still encoded.
+struct PermitSection {
+  std::string_view id;
+  uint64_t count = 0;
+  std::string_view permits;
+};
+
 struct SnapshotVisitor {
   std::function<void(const LimitSection&)> limit;
   std::function<void(uint64_t count, std::string_view counters)> overrides;
+  std::function<void(const PermitSection&)> permits;
 };
 
 // Reads `bytes`, handing each sound section to `visit` in order. Returns an empty string when

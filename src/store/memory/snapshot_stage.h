@@ -13,6 +13,7 @@
 #include "sluice/memory_store.h"
 #include "store/memory/limiter_snapshot.h"
 #include "store/memory/override_table.h"
+#include "store/memory/permit_table.h"
 
 namespace sluice::internal {
 
@@ -24,6 +25,8 @@ class SnapshotStage {
                       OverrideTable* overrides);
   // Gives `limiter` the counters saved under its id, when its spec keeps their meaning.
   void Restore(SnapshotLimiter& limiter);
+  // Gives a new pool's `table` the permits saved under its pool id, whatever its spec.
+  void RestorePermits(std::string_view id, PermitTable& table);
   // Drops what no limiter took; what became of every counter loaded.
   SnapshotRestored Finish();
 
@@ -31,6 +34,7 @@ class SnapshotStage {
   std::mutex mu_;
   std::string bytes_;
   std::multimap<std::string, LimitSection, std::less<>> sections_;
+  std::multimap<std::string, PermitSection, std::less<>> permits_;
   Timestamp now_{};
   int64_t to_wall_ns_ = 0;
   SnapshotRestored counts_;

@@ -5,6 +5,9 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -184,6 +187,138 @@ TEST(MemoryPermits, AClockSteppedBackIsFollowed) {
   ASSERT_TRUE(b.granted);
   EXPECT_EQ(b.store_time_us, ToNanos(back) / 1000);
   EXPECT_EQ(b.expires_us, ToNanos(back + seconds(30)) / 1000);
+}
+
+// A reload that changes a concurrency block's numbers makes a new pool under the same id: the
+// permits held under the old numbers stay held and count against the new max_in_flight, as a
+// shared store's new pool reads the same keys (docs/load-protection.md). The test keeps its own
+// book of what it was granted and released, on a manual clock.
+TEST(MemoryPermits, HeldPermitsCountAgainstANewMaxInFlightUnderTheSameId) {
+  constexpr size_t kMaxBytes = size_t{4} << 20;
+  auto store = OpenMemoryStore({.max_bytes = kMaxBytes, .shards = 4});
+  ASSERT_TRUE(store.has_value());
+  const Timestamp t0 = FromNanos(int64_t{1'760'000'000} * 1'000'000'000);
+  std::map<std::string, Timestamp> book;  // held permit -> its expiry, as the test saw them
+  const auto live = [&](Timestamp now) {
+    int64_t n = 0;
+    for (const auto& [id, expiry] : book) n += now < expiry;
+    return n;
+  };
+  const auto acquire = [&](PermitPool& pool, const std::string& id, Timestamp now) {
+    const PermitAnswer a = Acquire(pool, "k", now, id);
+    if (a.granted) book[id] = now + pool.spec().ttl;
+    return a.granted;
+  };
+  const auto release = [&](PermitPool& pool, const std::string& id, Timestamp now) {
+    const bool released = Release(pool, "k", now, id).granted;
+    if (released) book.erase(id);
+    return released;
+  };
+
+  auto old_pool = (*store)->MakePermitPool({.max_in_flight = 4, .ttl = seconds(30)}, {.id = "p"});
+  ASSERT_TRUE(old_pool.has_value());
+  for (const char* id : {"a", "b", "c"}) ASSERT_TRUE(acquire(**old_pool, id, t0));
+  ASSERT_TRUE(acquire(**old_pool, "d", t0 + seconds(10)));
+  ASSERT_FALSE(acquire(**old_pool, "x", t0 + seconds(10)));
+
+  // Lowered to 2, with a longer ttl.
+  auto lowered = (*store)->MakePermitPool({.max_in_flight = 2, .ttl = seconds(60)}, {.id = "p"});
+  ASSERT_TRUE(lowered.has_value());
+  EXPECT_EQ((*lowered)->Stats().in_flight, 4);
+  const PermitAnswer over = Acquire(**lowered, "k", t0 + seconds(11), "e");
+  EXPECT_FALSE(over.granted);
+  EXPECT_EQ(over.in_flight, 4);
+  EXPECT_TRUE(release(**lowered, "a", t0 + seconds(11)));
+  EXPECT_TRUE(release(**old_pool, "b", t0 + seconds(11))) << "the old pool hands calls on";
+  EXPECT_EQ(live(t0 + seconds(12)), 2);
+  EXPECT_FALSE(acquire(**lowered, "e", t0 + seconds(12))) << "2 held of 2";
+  // A renewal takes the new ttl; d keeps its own expiry (t0 + 40s).
+  const PermitAnswer renewed = Renew(**lowered, "k", t0 + seconds(12), "c");
+  ASSERT_TRUE(renewed.granted);
+  book["c"] = t0 + seconds(72);
+  EXPECT_EQ(renewed.expires_us, ToNanos(t0 + seconds(72)) / 1000);
+  EXPECT_FALSE(acquire(**lowered, "e", t0 + seconds(40) - Duration(1)));
+  EXPECT_EQ(live(t0 + seconds(40)), 1);
+  EXPECT_TRUE(acquire(**lowered, "e", t0 + seconds(40))) << "d expired";
+  EXPECT_FALSE(release(**lowered, "d", t0 + seconds(41)));
+  EXPECT_EQ((*lowered)->Stats().expired, 1u);
+  EXPECT_FALSE(acquire(**lowered, "f", t0 + seconds(72) - Duration(1)));
+  EXPECT_TRUE(acquire(**lowered, "f", t0 + seconds(72))) << "c expired at its renewed expiry";
+  EXPECT_EQ((*lowered)->Stats().in_flight, live(t0 + seconds(72)));
+
+  // Raised to 5: e and f are held, three more fit.
+  auto raised = (*store)->MakePermitPool({.max_in_flight = 5, .ttl = seconds(60)}, {.id = "p"});
+  ASSERT_TRUE(raised.has_value());
+  for (const char* id : {"g", "h", "i"}) EXPECT_TRUE(acquire(**raised, id, t0 + seconds(73)));
+  EXPECT_FALSE(acquire(**raised, "j", t0 + seconds(73)));
+  EXPECT_EQ(live(t0 + seconds(73)), 5);
+  EXPECT_EQ((*raised)->Stats().in_flight, 5);
+  for (const char* id : {"e", "f", "g", "h", "i"}) {
+    EXPECT_TRUE(release(**raised, id, t0 + seconds(74))) << id;
+  }
+  EXPECT_EQ((*raised)->Stats().in_flight, 0);
+  EXPECT_LE((*store)->Stats().bytes, (*store)->Stats().max_bytes);
+
+  // Another id shares nothing.
+  auto other = (*store)->MakePermitPool({.max_in_flight = 1, .ttl = seconds(60)}, {.id = "q"});
+  ASSERT_TRUE(other.has_value());
+  EXPECT_TRUE(Acquire(**other, "k", t0 + seconds(75), "z").granted);
+  EXPECT_EQ((*raised)->Stats().in_flight, 0);
+}
+
+// Pools replacing each other under one id (reloads) while threads acquire, hold and release
+// through whichever pool they picked up: no permit is lost or doubled on the way (every release
+// of a granted permit answers true), and the holders, counted by themselves, never exceed
+// max_in_flight.
+TEST(MemoryPermits, APoolReplacedUnderThreadsLosesNoPermit) {
+  auto store = OpenMemoryStore({.shards = 4});
+  ASSERT_TRUE(store.has_value());
+  constexpr int64_t kMax = 3;
+  const auto make = [&](int generation) -> std::shared_ptr<PermitPool> {
+    // Another ttl each time, so each is a changed concurrency block.
+    auto pool = (*store)->MakePermitPool({.max_in_flight = kMax, .ttl = seconds(30 + generation)},
+                                         {.id = "p"});
+    EXPECT_TRUE(pool.has_value());
+    return pool ? std::shared_ptr<PermitPool>(std::move(*pool)) : nullptr;
+  };
+  std::mutex mu;
+  std::shared_ptr<PermitPool> current = make(0);
+  const auto pick = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return current;
+  };
+  const Timestamp now = FromNanos(int64_t{1'760'000'000} * 1'000'000'000);
+  std::atomic<int64_t> holding{0};
+  std::atomic<int64_t> most{0};
+  std::atomic<int> granted{0};
+  std::atomic<bool> done{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; !done.load() || i < 2000; ++i) {
+        const std::string id = std::to_string(t) + "-" + std::to_string(i);
+        if (!Acquire(*pick(), "k", now, id).granted) continue;
+        ++granted;
+        const int64_t h = ++holding;
+        int64_t m = most.load();
+        while (h > m && !most.compare_exchange_weak(m, h)) {
+        }
+        --holding;
+        // Released through the pool current now, which may be a newer one than granted it.
+        ASSERT_TRUE(Release(*pick(), "k", now, id).granted) << id;
+      }
+    });
+  }
+  for (int generation = 1; generation <= 200; ++generation) {
+    auto next = make(generation);
+    std::lock_guard<std::mutex> lock(mu);
+    current = std::move(next);
+  }
+  done = true;
+  for (std::thread& t : threads) t.join();
+  EXPECT_GT(granted.load(), 0);
+  EXPECT_LE(most.load(), kMax);
+  EXPECT_EQ(pick()->Stats().in_flight, 0);
 }
 
 TEST(MemoryPermits, ABoundTooSmallForOneKeyAtItsLimitIsRefusedWithTheReason) {

@@ -14,6 +14,7 @@
 
 #include "sluice/calendar_window.h"
 #include "sluice/memory_store.h"
+#include "sluice/permits.h"
 #include "sluice/stats_sink.h"
 #include "store/memory/snapshot_bytes.h"
 
@@ -436,6 +437,130 @@ TEST(MemorySnapshot, SavesBesideDecisionsAndReloads) {
   }
   done = true;
   churn.join();
+}
+
+// A memory store's live permits (docs/load-protection.md, "Failover, restarts and lost writes")
+// come back under their pool's id, each until its saved expiry moved onto the new clock: they
+// release with released=true and count against max_in_flight (the new one, if it changed). The
+// test's own book of what it was granted and released is the oracle.
+PermitAnswer CallPool(PermitPool& pool, int call, std::string_view key, Timestamp now,
+                      std::string_view id) {
+  PermitAnswer answer;
+  const auto done = [&](const PermitAnswer& a) { answer = a; };  // the memory store answers inline
+  if (call == 0) pool.AcquireAsync(key, now, {.permit = id}, done);
+  if (call == 1) pool.ReleaseAsync(key, now, id, done);
+  if (call == 2) pool.RenewAsync(key, now, id, done);
+  return answer;
+}
+PermitAnswer Acquire(PermitPool& pool, std::string_view key, Timestamp now, std::string_view id) {
+  return CallPool(pool, 0, key, now, id);
+}
+PermitAnswer Release(PermitPool& pool, std::string_view key, Timestamp now, std::string_view id) {
+  return CallPool(pool, 1, key, now, id);
+}
+
+std::unique_ptr<PermitPool> MustMakePool(Store& store, int64_t max_in_flight) {
+  auto pool =
+      store.MakePermitPool({.max_in_flight = max_in_flight, .ttl = seconds(30)}, {.id = "pool"});
+  EXPECT_TRUE(pool.has_value()) << pool.error().message;
+  return pool ? std::move(*pool) : nullptr;
+}
+
+TEST(MemorySnapshot, LivePermitsAreHeldAgainUntilTheirExpiry) {
+  auto first = MustOpen();
+  auto pool = MustMakePool(*first, 10);
+  ASSERT_NE(pool, nullptr);
+  int granted = 0;
+  // Expired when saved (kStart + 35s): not written.
+  for (const char* id : {"old-0", "old-1", "old-2"})
+    granted += Acquire(*pool, "k1", kStart, id).granted;
+  // Live when saved, expired when loaded (kStart + 45s): dropped.
+  for (const char* id : {"soon-0", "soon-1"}) {
+    granted += Acquire(*pool, "k2", kStart + seconds(10), id).granted;
+  }
+  // Live when loaded: held again (until kStart + 50s). And one released before the save.
+  for (const char* id : {"live-0", "live-1", "live-2", "live-3", "live-4", "gone"}) {
+    granted += Acquire(*pool, "k1", kStart + seconds(20), id).granted;
+  }
+  ASSERT_EQ(granted, 11);
+  ASSERT_TRUE(Release(*pool, "k1", kStart + seconds(21), "gone").granted);
+  SnapshotSaved saved;
+  // The first process's clock is an hour behind the wall clock; the second's is the wall clock.
+  const Duration shift = hours(1);
+  const std::string bytes = SnapshotsOf(*first)->Save(kStart + seconds(35), shift, &saved);
+  EXPECT_EQ(saved.permits, 7u) << "2 soon and 5 live";
+
+  auto second = MustOpen();
+  const Timestamp later = kStart + shift + seconds(45);  // 10 s down
+  ASSERT_EQ(SnapshotsOf(*second)->Load(bytes, later, Duration(0)).error, "");
+  auto back = MustMakePool(*second, 6);  // max_in_flight changed across the restart
+  ASSERT_NE(back, nullptr);
+  const SnapshotRestored r = SnapshotsOf(*second)->FinishRestore();
+  EXPECT_EQ(r.permits, 5u);
+  EXPECT_EQ(r.permits_dropped, 2u);
+  EXPECT_EQ(back->Stats().in_flight, 5);
+  // 5 held of 6: one more, then refused.
+  EXPECT_TRUE(Acquire(*back, "k1", later, "new-0").granted);
+  const PermitAnswer full = Acquire(*back, "k1", later, "new-1");
+  EXPECT_FALSE(full.granted);
+  EXPECT_EQ(full.in_flight, 6);
+  for (const char* id : {"old-0", "soon-0", "soon-1", "gone"}) {
+    EXPECT_FALSE(Release(*back, id[0] == 's' ? "k2" : "k1", later, id).granted) << id;
+  }
+  for (const char* id : {"live-0", "live-1", "live-2"}) {
+    EXPECT_TRUE(Release(*back, "k1", later, id).granted) << id;
+  }
+  // Each keeps its own expiry, moved onto the new clock: kStart + 50s + the shift.
+  const Timestamp expiry = kStart + shift + seconds(50);
+  EXPECT_TRUE(Release(*back, "k1", expiry - Duration(1000), "live-3").granted);
+  EXPECT_FALSE(Release(*back, "k1", expiry, "live-4").granted);
+  EXPECT_EQ(back->Stats().in_flight, 1) << "new-0";
+}
+
+// Restored permits count toward the pool's part of the bound: a smaller store takes what fits
+// and drops the rest, and its accounted bytes stay within its bound.
+TEST(MemorySnapshot, RestoredPermitsStayWithinTheBound) {
+  auto big = MustOpen();
+  auto pool = MustMakePool(*big, 4);
+  ASSERT_NE(pool, nullptr);
+  constexpr int kKeys = 300;
+  for (int k = 0; k < kKeys; ++k) {
+    for (int i = 0; i < 4; ++i) {
+      const std::string id = "permit-" + std::to_string(k) + "-" + std::to_string(i) +
+                             "-with-the-length-of-a-real-one";
+      ASSERT_TRUE(Acquire(*pool, "tenant-" + std::to_string(k), kStart, id).granted);
+    }
+  }
+  SnapshotSaved saved;
+  const std::string bytes = SnapshotsOf(*big)->Save(kStart, {}, &saved);
+  ASSERT_EQ(saved.permits, uint64_t{kKeys} * 4);
+
+  auto small = OpenMemoryStore({.max_bytes = size_t{256} << 10, .shards = 2});
+  ASSERT_TRUE(small.has_value());
+  ASSERT_EQ(SnapshotsOf(**small)->Load(bytes, kStart, {}).error, "");
+  auto back = MustMakePool(**small, 4);
+  ASSERT_NE(back, nullptr);
+  const SnapshotRestored r = SnapshotsOf(**small)->FinishRestore();
+  EXPECT_GT(r.permits, 0u);
+  EXPECT_GT(r.permits_dropped, 0u) << "the small bound cannot hold them all";
+  EXPECT_EQ(r.permits + r.permits_dropped, saved.permits);
+  EXPECT_EQ(back->Stats().in_flight, static_cast<int64_t>(r.permits));
+  const StoreStats stats = (*small)->Stats();
+  EXPECT_LE(stats.bytes, stats.max_bytes);
+}
+
+// A snapshot with permits whose pool is no longer configured: dropped, counted.
+TEST(MemorySnapshot, PermitsOfAPoolNoLongerConfiguredAreDropped) {
+  auto first = MustOpen();
+  auto pool = MustMakePool(*first, 2);
+  ASSERT_NE(pool, nullptr);
+  ASSERT_TRUE(Acquire(*pool, "k", kStart, "p").granted);
+  const std::string bytes = SnapshotsOf(*first)->Save(kStart, {});
+  auto second = MustOpen();
+  ASSERT_EQ(SnapshotsOf(*second)->Load(bytes, kStart, {}).error, "");
+  const SnapshotRestored r = SnapshotsOf(*second)->FinishRestore();
+  EXPECT_EQ(r.permits, 0u);
+  EXPECT_EQ(r.permits_dropped, 1u);
 }
 
 }  // namespace
