@@ -30,6 +30,7 @@
 #include <functional>
 #include <string_view>
 
+#include "sluice/decision.h"  // kNever
 #include "sluice/time.h"
 
 namespace sluice {
@@ -75,7 +76,8 @@ struct PermitAnswer {
   int64_t store_time_us = 0;  // the store's clock when it decided (microseconds since the epoch)
   int64_t expires_us = 0;     // granted acquire or renew: the permit's expiry, store clock
   // Refused acquire: until the earliest held permit of the key expires (when `full`: the
-  // earliest that frees memory; when no permit is held, as with reserve >= max_in_flight: ttl).
+  // earliest that frees memory; when no permit is held: ttl). kNever when no wait helps: the
+  // reserve is max_in_flight or more, so no acquire of it can ever be granted.
   Duration retry_after{0};
   // Not granted because the store's memory bound leaves no room for another permit (the memory
   // store: it refuses rather than evict a key holding live permits). Not degraded: the store

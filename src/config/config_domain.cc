@@ -148,7 +148,7 @@ class DomainParser {
     const auto rl = fields->Get("rate_limit");
     const auto cc = fields->Get("concurrency");
     if (rl || cc) {
-      auto limit = rl ? ParseRateLimit(*rl, *shadow) : ConcurrencyOnly();
+      auto limit = rl ? ParseRateLimit(*rl, *shadow) : ConcurrencyOnly(*shadow);
       if (!limit) return std::unexpected(limit.error());
       if (cc) {
         auto concurrency =
@@ -173,10 +173,11 @@ class DomainParser {
   }
 
   // A descriptor with `concurrency` and no `rate_limit`: no rate limit (kind kUnlimited, as
-  // `unlimited: true` is), only its permits.
-  static Result<Limit> ConcurrencyOnly() {
+  // `unlimited: true` is), only its permits, which shadow_mode observes as it would a rate limit.
+  static Result<Limit> ConcurrencyOnly(bool shadow_mode) {
     Limit limit;
     limit.kind = LimitKind::kUnlimited;
+    limit.mode = shadow_mode ? Mode::kShadow : Mode::kEnforce;
     return limit;
   }
 
@@ -192,12 +193,15 @@ class DomainParser {
 
   // shadow_mode and detailed_metric belong to the descriptor's own rate_limit; without one they
   // do nothing (nested descriptors do not inherit them), which ratelimit accepts silently.
+  // shadow_mode also applies to the descriptor's own concurrency slots (permit_rules.h).
   Result<bool> ReadDescriptorFlag(const Fields& fields, std::string_view flag) const {
     const auto f = fields.Get(flag);
     if (!f) return false;
     auto b = ReadBool(file_, *f, flag);
     if (!b) return std::unexpected(b.error());
-    if (*b && !fields.Get("rate_limit")) {
+    const bool applies =
+        fields.Get("rate_limit") || (flag == "shadow_mode" && fields.Get("concurrency"));
+    if (*b && !applies) {
       WarnAt(warnings_, file_, fields.KeyOf(flag),
              std::string(flag) +
                  " has no effect: this descriptor has no rate_limit, and nested descriptors do "

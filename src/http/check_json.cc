@@ -330,7 +330,11 @@ std::string RenderCheckResponse(const CheckResponse& response) {
       util::AppendJsonInt(out, s.slot_expires_us);
       if (s.slot_refused) {
         out += ",\"permit_retry_after_ms\":";
-        util::AppendJsonInt(out, CeilMillis(s.slot_retry_after));
+        if (s.slot_retry_after == kNever) {
+          out += "null";  // its priority's reserve is every slot: never granted
+        } else {
+          util::AppendJsonInt(out, CeilMillis(s.slot_retry_after));
+        }
       }
     }
     out += '}';

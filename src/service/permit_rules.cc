@@ -28,20 +28,34 @@ bool SlotAdmits(const PermitAnswer& answer, FailureMode failure_mode) {
   return answer.granted;
 }
 
-void ApplySlot(DescriptorStatus& status, const PermitAnswer& answer, FailureMode failure_mode) {
+bool ApplySlot(DescriptorStatus& status, const PermitAnswer& answer, FailureMode failure_mode) {
   status.slot = true;
   status.in_flight = answer.in_flight;
   status.slot_store_time_us = answer.store_time_us;
   status.slot_expires_us = answer.granted ? answer.expires_us : 0;
   status.degraded = status.degraded || answer.degraded;
-  if (SlotAdmits(answer, failure_mode)) return;
+  if (SlotAdmits(answer, failure_mode)) return false;
   status.slot_refused = true;
   status.over_limit = true;
-  status.code = Code::kOverLimit;
+  // kNever (a reserve no acquire can leave) passes through: retry_after_ms null.
   status.slot_retry_after = answer.degraded || answer.retry_after <= Duration(0)
                                 ? kDegradedRetryAfter
                                 : answer.retry_after;
+  switch (status.mode) {
+    case Mode::kEnforce:
+      status.code = Code::kOverLimit;
+      return true;
+    case Mode::kShadow:
+      status.shadow_over_limit = true;
+      return false;
+    case Mode::kSoft:
+      status.soft_over_limit = true;
+      return false;
+  }
+  return false;
 }
+
+bool SlotNamed(const PermitAnswer& answer) { return answer.granted || answer.degraded; }
 
 void GiveBackSlots(CheckResponse& response) {
   for (DescriptorStatus& s : response.statuses) {

@@ -15,6 +15,11 @@
 // - The store down: an acquire's slot is decided by the limit's failure_mode (open: granted,
 //   holding nothing; closed: refused); a release or renew that cannot reach the store changes
 //   nothing (degraded), and the slot stays held until its TTL.
+// - The limit's mode applies to its slots as to its rate limit. A shadow (or soft) slot that is
+//   granted is held, as an enforced one: in_flight stays the true count for a rollout. One that
+//   is refused (full, or failure_mode closed with the store down) refuses nothing: its status
+//   says what it would have answered (shadow_over_limit or soft_over_limit, retry_after,
+//   permit_retry_after_ms; code OK), it holds nothing, and the permit does not name it.
 #ifndef SLUICE_SERVICE_PERMIT_RULES_H_
 #define SLUICE_SERVICE_PERMIT_RULES_H_
 
@@ -41,8 +46,14 @@ inline constexpr Duration kDegradedRetryAfter = std::chrono::seconds(1);
 // failure_mode open.
 bool SlotAdmits(const PermitAnswer& answer, FailureMode failure_mode);
 
-// Fills `status` from its slot's answer (the descriptor's rate limit fields are left alone).
-void ApplySlot(DescriptorStatus& status, const PermitAnswer& answer, FailureMode failure_mode);
+// Fills `status` from its slot's answer (the descriptor's rate limit fields are left alone) in
+// the status's mode; true if the slot refuses the acquire (only an enforced one does).
+bool ApplySlot(DescriptorStatus& status, const PermitAnswer& answer, FailureMode failure_mode);
+
+// Whether the acquire's permit names this slot: all but those known not to be held (answered,
+// not granted: a shadow or soft slot that was refused). A slot the store did not answer may
+// have been taken, and is named so that a release frees it.
+bool SlotNamed(const PermitAnswer& answer);
 
 // A refused acquire gives back the slots it took: their statuses then say so (no expiry, one
 // fewer in flight), as the answer's null permit does.

@@ -364,8 +364,8 @@ struct Service::Checking {
   std::vector<PermitSlot> slots;
   std::vector<size_t> slot_status;              // the status of each slot
   std::vector<FailureMode> slot_failure_modes;  // each slot's limit's
-  Duration permit_ttl = Duration::max();        // the shortest of the slots'
   bool slots_asked = false;                     // the store was asked for them
+  std::vector<PermitAnswer> slot_answers;       // the store's, once asked
 };
 
 struct Service::Async {
@@ -387,7 +387,6 @@ void Service::AddSlot(Checking& c, size_t i, const Limit& limit, int64_t reserve
   c.slots.push_back({pool->pool, BoundedCounterKey(std::move(key), kSlotKeyLimits), reserve});
   c.slot_status.push_back(i);
   c.slot_failure_modes.push_back(limit.concurrency->failure_mode);
-  c.permit_ttl = std::min(c.permit_ttl, limit.concurrency->spec.ttl);
 }
 
 Result<void> Service::Prepare(const CheckRequest& request, Checking& c, bool acquire) {
@@ -629,20 +628,29 @@ void Service::AcquireAsync(const CheckRequest& request, AcquireCallback done) {
   if (auto ok = AdmitSlotCount(c.slots.size()); !ok) return done(std::unexpected(ok.error()));
   auto random = ids_.Next();
   if (!random) return done(std::unexpected(random.error()));
-  PermitToken token{*random, {}};
-  for (const PermitSlot& slot : c.slots) token.keys.push_back(slot.key);
+  const PermitToken token{*random, {}};
   const std::string id = token.Id();
-  // `asked` points into the state that owns this callback, so it lives as long.
-  state->finished = [this, slots = c.slots, id, permit = EncodePermit(token), ttl = c.permit_ttl,
-                     asked = &c.slots_asked, done = std::move(done)](CheckResponse response) {
+  // `c` is the state that owns this callback, so it lives as long.
+  state->finished = [this, &c, token, id, done = std::move(done)](CheckResponse response) {
     AcquireResponse out{std::move(response), {}, Duration(0)};
-    if (out.check.overall != Code::kOk && *asked) {
+    if (out.check.overall != Code::kOk && c.slots_asked) {
       // Releasing a slot that was not taken changes nothing: every slot is given back.
       GiveBackSlots(out.check);
-      CallSlots(SlotCall::kRelease, slots, id, clock_->Now(), [](std::vector<PermitAnswer>) {});
-    } else if (!slots.empty()) {
-      out.permit = permit;
-      out.permit_ttl = ttl;
+      CallSlots(SlotCall::kRelease, c.slots, id, clock_->Now(), [](std::vector<PermitAnswer>) {});
+    } else if (out.check.overall == Code::kOk) {
+      // The permit names the slots it may hold (a refused shadow slot holds none); its ttl is
+      // the shortest of theirs.
+      PermitToken held = token;
+      Duration ttl = Duration::max();
+      for (size_t k = 0; k < c.slot_answers.size(); ++k) {
+        if (!SlotNamed(c.slot_answers[k])) continue;
+        held.keys.push_back(c.slots[k].key);
+        ttl = std::min(ttl, c.slots[k].pool->spec().ttl);
+      }
+      if (!held.keys.empty()) {
+        out.permit = EncodePermit(held);
+        out.permit_ttl = ttl;
+      }
     }
     done(std::move(out));
   };
@@ -653,9 +661,10 @@ void Service::AcquireAsync(const CheckRequest& request, AcquireCallback done) {
     Checking& check = state->c;
     for (size_t k = 0; k < got.size(); ++k) {
       DescriptorStatus& s = check.response.statuses[check.slot_status[k]];
-      ApplySlot(s, got[k], check.slot_failure_modes[k]);
-      check.rejected = check.rejected || s.slot_refused;
+      const bool refuses = ApplySlot(s, got[k], check.slot_failure_modes[k]);
+      check.rejected = check.rejected || refuses;
     }
+    check.slot_answers = std::move(got);
     if (check.rejected) {
       // The rate limits are only looked at (cost 0), as a rejected check's shadow limits are.
       for (Pending& p : check.enforced) {

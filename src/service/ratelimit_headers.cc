@@ -106,8 +106,15 @@ std::vector<std::pair<std::string, std::string>> RateLimitHeaders(const CheckRes
   bool soft = false;
   for (const DescriptorStatus& s : response.statuses) {
     soft = soft || s.soft_over_limit;
-    // A refused concurrency slot: until the earliest held permit of its key expires.
-    if (s.slot_refused) retry = std::max(retry, s.slot_retry_after);
+    // A refused concurrency slot: until the earliest held permit of its key expires. A shadow
+    // or soft one refused nothing. One that can never be granted (its priority's reserve is
+    // every slot) is told to wait its permit_ttl, as a rate limit's hits that can never pass are
+    // told one window; the JSON body says null.
+    if (s.slot_refused && s.code == Code::kOverLimit) {
+      retry = std::max(retry, s.slot_retry_after == kNever && s.limit != nullptr
+                                  ? s.limit->concurrency->spec.ttl
+                                  : s.slot_retry_after);
+    }
     if (s.limit == nullptr || s.replaced || s.limit->kind == LimitKind::kUnlimited) continue;
     const Limit& limit = *s.limit;
     const std::string name = SfString(PolicyName(limit));

@@ -50,6 +50,33 @@ TEST_F(ConcurrencyConfig, BesideOrInsteadOfARateLimit) {
   EXPECT_EQ(LimiterSet::PoolStoreId(beside.id).find('#'), std::string::npos);
 }
 
+// shadow_mode applies to a descriptor's concurrency slots, with or without a rate_limit: it
+// loads as the limit's mode, without the "no effect" warning it has on a rule with neither.
+TEST_F(ConcurrencyConfig, ShadowModeAppliesToTheSlots) {
+  auto c = Load(R"yaml(
+  - key: alone
+    shadow_mode: true
+    concurrency: {max_in_flight: 1, permit_ttl: 1s}
+  - key: beside
+    shadow_mode: true
+    rate_limit: {unit: second, requests_per_unit: 5}
+    concurrency: {max_in_flight: 1, permit_ttl: 1s}
+  - key: enforced
+    concurrency: {max_in_flight: 1, permit_ttl: 1s}
+  - key: neither
+    shadow_mode: true
+)yaml");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  const Domain* d = (*c)->FindDomain("api");
+  ASSERT_EQ(d->limits.size(), 3u);
+  EXPECT_EQ(d->limits[0].mode, Mode::kShadow);
+  EXPECT_EQ(d->limits[1].mode, Mode::kShadow);
+  EXPECT_EQ(d->limits[2].mode, Mode::kEnforce);
+  ASSERT_EQ((*c)->warnings().size(), 1u);
+  EXPECT_NE((*c)->warnings()[0].find(":14:"), std::string::npos) << (*c)->warnings()[0];
+  EXPECT_NE((*c)->warnings()[0].find("shadow_mode has no effect"), std::string::npos);
+}
+
 TEST_F(ConcurrencyConfig, RefusesSyncAndScopeAndBadNumbers) {
   EXPECT_NE(Error("  - key: a\n    concurrency: {max_in_flight: 1, permit_ttl: 1s, sync: leased}\n")
                 .find("always exact"),

@@ -212,11 +212,37 @@ TEST_P(PermitSuite, AReserveLeavesSlotsFree) {
   EXPECT_FALSE(Acquire(*pool, "k", Now(), "normal2", 1).granted);
   EXPECT_TRUE(Acquire(*pool, "k", Now(), "critical", 0).granted);
   EXPECT_FALSE(Acquire(*pool, "k", Now(), "critical2", 0).granted);
-  // A reserve of the whole limit is never granted, and says to retry after a ttl when nothing
-  // is held.
-  const PermitAnswer never = Acquire(*pool, "empty", Now(), "x", 4);
-  EXPECT_FALSE(never.granted);
-  EXPECT_EQ(never.retry_after, Duration(seconds(30)));
+}
+
+// A reserve of the whole limit (a shed level whose threshold admits no slot) is never granted,
+// held permits or not, and no wait helps: retry_after is kNever, as a rate limit's hits that
+// can never pass say, not a ttl or an expiry.
+TEST_P(PermitSuite, AReserveOfEverySlotIsNeverGrantedAndSaysNever) {
+  constexpr int64_t kMax = 3;
+  auto pool = Pool(kMax, seconds(30));
+  ASSERT_NE(pool, nullptr);
+  for (const int64_t reserve : {kMax, kMax + 1}) {
+    const PermitAnswer empty = Acquire(*pool, "empty", Now(), "x", reserve);
+    EXPECT_FALSE(empty.granted) << reserve;
+    EXPECT_FALSE(empty.full || empty.invalid || empty.degraded) << reserve;
+    EXPECT_EQ(empty.in_flight, 0) << reserve;
+    EXPECT_EQ(empty.retry_after, kNever) << reserve;
+  }
+  // With permits held (one of kMax), still never, and nothing taken.
+  ASSERT_TRUE(Acquire(*pool, "k", Now(), "held", 0).granted);
+  const PermitAnswer refused = Acquire(*pool, "k", Now(), "low", kMax);
+  EXPECT_FALSE(refused.granted);
+  EXPECT_EQ(refused.in_flight, 1);
+  EXPECT_EQ(refused.retry_after, kNever);
+  // A reserve one short of every slot is an ordinary refusal once the one slot is taken: until
+  // the held permit expires, within the ttl.
+  const PermitAnswer later = Acquire(*pool, "k", Now(), "normal", kMax - 1);
+  EXPECT_FALSE(later.granted);
+  EXPECT_GT(later.retry_after, Duration(0));
+  EXPECT_LE(later.retry_after, Duration(seconds(30)));
+  // An id already held is renewed whatever the reserve (a retried acquire), as before.
+  EXPECT_TRUE(Acquire(*pool, "k", Now(), "held", kMax).granted);
+  EXPECT_EQ(Release(*pool, "k", Now(), "held").in_flight, 0);
 }
 
 TEST_P(PermitSuite, MalformedIdsAndKeysAreInvalidAndChangeNothing) {

@@ -242,11 +242,13 @@ PermitAnswer PermitTable::Acquire(std::string_view key, Timestamp now,
   if (held >= room || shard.bytes + need > shard.budget) {
     PermitAnswer a = Answer(false, now, held);
     a.full = held < room;
-    // Over the limit: until the key's earliest permit expires; full: until the shard's does.
+    // Over the limit: until the key's earliest permit expires; full: until the shard's does;
+    // a reserve of every slot: never.
     const bool any = a.full ? !shard.earliest.empty() : held > 0;
-    a.retry_after = !any     ? spec_.ttl
-                    : a.full ? shard.earliest.begin()->first - now
-                             : Earliest(it->second) - now;
+    a.retry_after = room <= 0 ? kNever
+                    : !any    ? spec_.ttl
+                    : a.full  ? shard.earliest.begin()->first - now
+                              : Earliest(it->second) - now;
     return a;
   }
   const Timestamp expiry = now + spec_.ttl;

@@ -47,6 +47,15 @@ class RedisPermitPool final : public PermitPool {
   void AcquireAsync(std::string_view key, Timestamp now, const PermitAcquire& request,
                     Callback done) override {
     const int64_t reserve = std::max<int64_t>(request.reserve, 0);
+    if (reserve >= spec_.max_in_flight) {
+      // No acquire of this reserve is ever granted (the script may still renew an id held): a
+      // refusal's wait is never, which the script, counting microseconds, cannot say.
+      done = [done = std::move(done)](const PermitAnswer& answer) {
+        PermitAnswer a = answer;
+        if (!a.granted && !a.degraded && !a.invalid) a.retry_after = kNever;
+        done(a);
+      };
+    }
     Call(PermitCall::kAcquire, key, now, request.permit,
          {std::to_string(spec_.max_in_flight), std::to_string(reserve), ttl_us_,
           std::string(request.permit)},

@@ -37,7 +37,8 @@ end
 
 // ARGV: now_us|'', max_in_flight, reserve, ttl_us, permit id. An id already held is renewed (no
 // second slot). Returns {granted, held after, now_us, expires_us (0 refused), retry_us (refused:
-// until the earliest held permit expires; ttl_us when none is held), expired dropped}.
+// until the earliest held permit expires; ttl_us when none is held: the caller says never for
+// reserve >= max), expired dropped}.
 inline const LuaScript kPermitAcquireScript{std::string(kLuaPermitPrelude) + R"lua(
 local max, reserve, ttl, id = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5]
 local held = redis.call('ZCARD', key)
