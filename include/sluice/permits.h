@@ -120,7 +120,12 @@ class PermitPool {
                           Callback done) = 0;
 
   virtual const PermitSpec& spec() const = 0;
-  virtual PermitStats Stats() const = 0;
+  // As of `now` (the clock the calls get): a permit whose expiry has passed is no longer in
+  // flight even when no call has touched its key since. The memory store also counts it expired
+  // then, so a holder that crashed on a key nobody asks for again still shows in
+  // sluice_permits_expired_total; a shared store counts it when its next call on the key drops
+  // it (Redis: a lower bound, see redis_script_permits.h).
+  virtual PermitStats Stats(Timestamp now) const = 0;
 };
 
 }  // namespace sluice

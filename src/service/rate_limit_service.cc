@@ -114,7 +114,7 @@ class Service final : public RateLimitService {
         const StatLabel labels[] = {{"domain", domain.name}, {"limit", limit.metric_name}};
         if (const Limiter* l = set->Configured(limit.id)) l->ReportStats(sink, labels);
         if (const LimiterSet::Pool* p = set->PoolFor(limit.id)) {
-          const PermitStats stats = p->pool->Stats();
+          const PermitStats stats = p->pool->Stats(clock_->Now());
           sink.Add(kInFlight, labels, static_cast<double>(stats.in_flight));
           sink.Add(kPermitsExpired, labels, static_cast<double>(stats.expired));
         }

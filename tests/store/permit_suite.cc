@@ -197,7 +197,23 @@ TEST_P(PermitSuite, APermitExpiresAtItsExpiryAndIsThenNeitherReleasedNorRenewed)
   EXPECT_EQ(b.in_flight, 1);
   EXPECT_FALSE(Release(*pool, "k", Now(), "a").granted);
   EXPECT_FALSE(Renew(*pool, "k", Now(), "a").granted);
-  EXPECT_EQ(pool->Stats().expired, 1u);
+  EXPECT_EQ(pool->Stats(Now()).expired, 1u);
+}
+
+// A holder that crashed on a key nobody asks for again: the pool's in-flight count (what
+// sluice_in_flight shows) drops when the permit's ttl has passed, with no further call on the key.
+// The stats are asked at an instant past the expiry; no store clock has to get there.
+TEST_P(PermitSuite, AnExpiredPermitLeavesInFlightWithNoFurtherCallOnItsKey) {
+  const Duration ttl = seconds(30);
+  auto pool = Pool(3, ttl);
+  ASSERT_NE(pool, nullptr);
+  const Timestamp t = Now();
+  ASSERT_TRUE(Acquire(*pool, "idle", t, "a").granted);
+  ASSERT_TRUE(Acquire(*pool, "idle", t, "b").granted);
+  ASSERT_TRUE(Release(*pool, "idle", t, "b").granted);
+  EXPECT_EQ(pool->Stats(t).in_flight, 1) << "a is held";
+  EXPECT_EQ(pool->Stats(t + ttl / 2).in_flight, 1) << "a is held until its ttl has passed";
+  EXPECT_EQ(pool->Stats(t + ttl + seconds(1)).in_flight, 0) << "a expired; nothing asked since";
 }
 
 TEST_P(PermitSuite, AReserveLeavesSlotsFree) {
@@ -288,7 +304,7 @@ TEST_P(PermitSuite, AHolderThatNeverReleasesIsBoundedByMaxAndTheTtl) {
   }
   // Every hostile permit expired without a release: counted when a call on the key drops them.
   EXPECT_TRUE(Acquire(*pool, "k", Now(), "after").granted);
-  EXPECT_EQ(pool->Stats().expired, 2 * static_cast<uint64_t>(kMax));
+  EXPECT_EQ(pool->Stats(Now()).expired, 2 * static_cast<uint64_t>(kMax));
 }
 
 TEST_P(PermitSuite, ASpecOutsideItsRangeIsRefused) {

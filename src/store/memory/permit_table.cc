@@ -354,10 +354,12 @@ void TakePermitsOf(const std::shared_ptr<PermitTable>& table, PermitTable& old) 
   old.successor_ = table;
 }
 
-PermitStats PermitTable::Stats() const {
+PermitStats PermitTable::Stats(Timestamp now) const {
   PermitStats s;
   for (size_t i = 0; i <= shard_mask_; ++i) {
     std::lock_guard<std::mutex> lock(shards_[i].mu);
+    // What the shard's next call would drop first: its cost is the permits' own, paid once.
+    DropExpired(shards_[i], Advance(shards_[i], now));
     s.in_flight += shards_[i].in_flight;
     s.expired += shards_[i].expired;
   }
@@ -427,7 +429,7 @@ class MemoryPermitPool final : public PermitPool {
     done(table_->Renew(key, now, permit));
   }
   const PermitSpec& spec() const override { return table_->spec(); }
-  PermitStats Stats() const override { return table_->Stats(); }
+  PermitStats Stats(Timestamp now) const override { return table_->Stats(now); }
 
  private:
   // Shared with the table that replaces it (TakePermitsOf), which this one hands calls on to.

@@ -59,7 +59,8 @@ class PermitTable {
   bool RestorePermit(std::string_view key, std::string_view permit, Timestamp expiry,
                      Timestamp now);
 
-  PermitStats Stats() const;
+  // Drops the permits expired by `now` first, as a call would.
+  PermitStats Stats(Timestamp now) const;
   // Adds keys holding permits, accounted bytes and the bound to `s` (the store's Stats()).
   void AddStats(StoreStats& s) const;
 

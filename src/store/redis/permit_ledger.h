@@ -46,9 +46,10 @@ class PermitLedger {
     }
   }
 
-  // As of the last call.
-  int64_t held() const {
+  // As of `now`: the permits whose expiry has passed are dropped first.
+  int64_t held(Timestamp now) {
     std::lock_guard<std::mutex> lock(mu_);
+    Expire(now);
     return static_cast<int64_t>(held_.size());
   }
 

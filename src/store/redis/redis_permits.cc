@@ -71,8 +71,8 @@ class RedisPermitPool final : public PermitPool {
   }
 
   const PermitSpec& spec() const override { return spec_; }
-  PermitStats Stats() const override {
-    return {.in_flight = counts_->ledger.held(),
+  PermitStats Stats(Timestamp now) const override {
+    return {.in_flight = counts_->ledger.held(now),
             .expired = counts_->expired.load(std::memory_order_relaxed)};
   }
 

@@ -86,13 +86,13 @@ TEST(MemoryPermits, AFloodOfDistinctKeysIsRefusedAtTheBoundWithoutEvictingLivePe
   const uint64_t accounted = (*store)->Stats().bytes - bytes_before;
   EXPECT_LE(heap_growth, accounted) << "heap " << heap_growth << " accounted " << accounted;
   EXPECT_GT(granted.size(), 1000u) << "the bound holds thousands of keys";
-  EXPECT_EQ((*pool)->Stats().in_flight, static_cast<int64_t>(granted.size()) + 1);
+  EXPECT_EQ((*pool)->Stats(now).in_flight, static_cast<int64_t>(granted.size()) + 1);
   // Every live permit survived the flood.
   EXPECT_TRUE(Release(**pool, "tenant-first", now, "permit-first").granted);
   for (const std::string& key : granted) {
     ASSERT_TRUE(Release(**pool, key, now, "permit-" + key.substr(7)).granted) << key;
   }
-  EXPECT_EQ((*pool)->Stats().in_flight, 0);
+  EXPECT_EQ((*pool)->Stats(now).in_flight, 0);
   // Expired permits give their memory back: a second flood after the ttl is granted as much.
   for (int i = 0; i < 100; ++i) {
     ASSERT_TRUE(Acquire(**pool, "again-" + std::to_string(i), now, "x").granted);
@@ -103,7 +103,7 @@ TEST(MemoryPermits, AFloodOfDistinctKeysIsRefusedAtTheBoundWithoutEvictingLivePe
     again += Acquire(**pool, "later-" + std::to_string(i), now, "y").granted ? 1 : 0;
   }
   EXPECT_GE(again, granted.size());
-  EXPECT_EQ((*pool)->Stats().expired, 100u);
+  EXPECT_EQ((*pool)->Stats(now).expired, 100u);
 }
 
 // Threads acquiring, holding and releasing on one pool (its keys spread over the shards): the
@@ -140,7 +140,7 @@ TEST(MemoryPermits, ThreadsNeverHoldMoreThanMax) {
   for (std::thread& t : threads) t.join();
   EXPECT_GT(granted.load(), 0);
   for (int k = 0; k < kKeys; ++k) EXPECT_LE(most[k].load(), kMax);
-  EXPECT_EQ((*pool)->Stats().in_flight, 0);
+  EXPECT_EQ((*pool)->Stats(now).in_flight, 0);
 }
 
 // sluiced reads the clock before a call takes the key's lock, so two calls can reach the store in
@@ -224,7 +224,7 @@ TEST(MemoryPermits, HeldPermitsCountAgainstANewMaxInFlightUnderTheSameId) {
   // Lowered to 2, with a longer ttl.
   auto lowered = (*store)->MakePermitPool({.max_in_flight = 2, .ttl = seconds(60)}, {.id = "p"});
   ASSERT_TRUE(lowered.has_value());
-  EXPECT_EQ((*lowered)->Stats().in_flight, 4);
+  EXPECT_EQ((*lowered)->Stats(t0 + seconds(10)).in_flight, 4);
   const PermitAnswer over = Acquire(**lowered, "k", t0 + seconds(11), "e");
   EXPECT_FALSE(over.granted);
   EXPECT_EQ(over.in_flight, 4);
@@ -241,10 +241,10 @@ TEST(MemoryPermits, HeldPermitsCountAgainstANewMaxInFlightUnderTheSameId) {
   EXPECT_EQ(live(t0 + seconds(40)), 1);
   EXPECT_TRUE(acquire(**lowered, "e", t0 + seconds(40))) << "d expired";
   EXPECT_FALSE(release(**lowered, "d", t0 + seconds(41)));
-  EXPECT_EQ((*lowered)->Stats().expired, 1u);
+  EXPECT_EQ((*lowered)->Stats(t0 + seconds(41)).expired, 1u);
   EXPECT_FALSE(acquire(**lowered, "f", t0 + seconds(72) - Duration(1)));
   EXPECT_TRUE(acquire(**lowered, "f", t0 + seconds(72))) << "c expired at its renewed expiry";
-  EXPECT_EQ((*lowered)->Stats().in_flight, live(t0 + seconds(72)));
+  EXPECT_EQ((*lowered)->Stats(t0 + seconds(72)).in_flight, live(t0 + seconds(72)));
 
   // Raised to 5: e and f are held, three more fit.
   auto raised = (*store)->MakePermitPool({.max_in_flight = 5, .ttl = seconds(60)}, {.id = "p"});
@@ -252,18 +252,18 @@ TEST(MemoryPermits, HeldPermitsCountAgainstANewMaxInFlightUnderTheSameId) {
   for (const char* id : {"g", "h", "i"}) EXPECT_TRUE(acquire(**raised, id, t0 + seconds(73)));
   EXPECT_FALSE(acquire(**raised, "j", t0 + seconds(73)));
   EXPECT_EQ(live(t0 + seconds(73)), 5);
-  EXPECT_EQ((*raised)->Stats().in_flight, 5);
+  EXPECT_EQ((*raised)->Stats(t0 + seconds(73)).in_flight, 5);
   for (const char* id : {"e", "f", "g", "h", "i"}) {
     EXPECT_TRUE(release(**raised, id, t0 + seconds(74))) << id;
   }
-  EXPECT_EQ((*raised)->Stats().in_flight, 0);
+  EXPECT_EQ((*raised)->Stats(t0 + seconds(74)).in_flight, 0);
   EXPECT_LE((*store)->Stats().bytes, (*store)->Stats().max_bytes);
 
   // Another id shares nothing.
   auto other = (*store)->MakePermitPool({.max_in_flight = 1, .ttl = seconds(60)}, {.id = "q"});
   ASSERT_TRUE(other.has_value());
   EXPECT_TRUE(Acquire(**other, "k", t0 + seconds(75), "z").granted);
-  EXPECT_EQ((*raised)->Stats().in_flight, 0);
+  EXPECT_EQ((*raised)->Stats(t0 + seconds(75)).in_flight, 0);
 }
 
 // Pools replacing each other under one id (reloads) while threads acquire, hold and release
@@ -318,7 +318,27 @@ TEST(MemoryPermits, APoolReplacedUnderThreadsLosesNoPermit) {
   for (std::thread& t : threads) t.join();
   EXPECT_GT(granted.load(), 0);
   EXPECT_LE(most.load(), kMax);
-  EXPECT_EQ(pick()->Stats().in_flight, 0);
+  EXPECT_EQ(pick()->Stats(now).in_flight, 0);
+}
+
+// The memory store counts a permit expired as soon as the stats are asked past its expiry, so
+// SluicePermitsExpiring fires for a holder that crashed on a key no call touches again.
+TEST(MemoryPermits, AnExpiryIsCountedWhenTheStatsAreAskedWithNoCallOnTheKey) {
+  auto store = OpenMemoryStore({});
+  ASSERT_TRUE(store.has_value());
+  auto pool = (*store)->MakePermitPool({.max_in_flight = 4, .ttl = seconds(30)}, {.id = "p"});
+  ASSERT_TRUE(pool.has_value());
+  const Timestamp t0 = FromNanos(int64_t{1'760'000'000} * 1'000'000'000);
+  for (const char* key : {"k1", "k2", "k3"})
+    ASSERT_TRUE(Acquire(**pool, key, t0, "crashed").granted);
+  ASSERT_TRUE(Acquire(**pool, "k4", t0 + seconds(20), "later").granted);
+  EXPECT_EQ((*pool)->Stats(t0 + seconds(29)).expired, 0u);
+  const PermitStats at30 = (*pool)->Stats(t0 + seconds(30));
+  EXPECT_EQ(at30.expired, 3u) << "the three permits of t0 expire at t0 + 30s";
+  EXPECT_EQ(at30.in_flight, 1) << "the one of t0 + 20s is held";
+  EXPECT_EQ((*pool)->Stats(t0 + seconds(30)).expired, 3u) << "each expiry is counted once";
+  EXPECT_EQ((*pool)->Stats(t0 + seconds(50)).expired, 4u);
+  EXPECT_EQ((*pool)->Stats(t0 + seconds(50)).in_flight, 0);
 }
 
 TEST(MemoryPermits, ABoundTooSmallForOneKeyAtItsLimitIsRefusedWithTheReason) {

@@ -498,7 +498,7 @@ TEST(MemorySnapshot, LivePermitsAreHeldAgainUntilTheirExpiry) {
   const SnapshotRestored r = SnapshotsOf(*second)->FinishRestore();
   EXPECT_EQ(r.permits, 5u);
   EXPECT_EQ(r.permits_dropped, 2u);
-  EXPECT_EQ(back->Stats().in_flight, 5);
+  EXPECT_EQ(back->Stats(later).in_flight, 5);
   // 5 held of 6: one more, then refused.
   EXPECT_TRUE(Acquire(*back, "k1", later, "new-0").granted);
   const PermitAnswer full = Acquire(*back, "k1", later, "new-1");
@@ -514,7 +514,7 @@ TEST(MemorySnapshot, LivePermitsAreHeldAgainUntilTheirExpiry) {
   const Timestamp expiry = kStart + shift + seconds(50);
   EXPECT_TRUE(Release(*back, "k1", expiry - Duration(1000), "live-3").granted);
   EXPECT_FALSE(Release(*back, "k1", expiry, "live-4").granted);
-  EXPECT_EQ(back->Stats().in_flight, 1) << "new-0";
+  EXPECT_EQ(back->Stats(expiry).in_flight, 1) << "new-0";
 }
 
 // Restored permits count toward the pool's part of the bound: a smaller store takes what fits
@@ -544,7 +544,7 @@ TEST(MemorySnapshot, RestoredPermitsStayWithinTheBound) {
   EXPECT_GT(r.permits, 0u);
   EXPECT_GT(r.permits_dropped, 0u) << "the small bound cannot hold them all";
   EXPECT_EQ(r.permits + r.permits_dropped, saved.permits);
-  EXPECT_EQ(back->Stats().in_flight, static_cast<int64_t>(r.permits));
+  EXPECT_EQ(back->Stats(kStart).in_flight, static_cast<int64_t>(r.permits));
   const StoreStats stats = (*small)->Stats();
   EXPECT_LE(stats.bytes, stats.max_bytes);
 }
