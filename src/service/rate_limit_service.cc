@@ -634,9 +634,14 @@ void Service::AcquireAsync(const CheckRequest& request, AcquireCallback done) {
   state->finished = [this, &c, token, id, done = std::move(done)](CheckResponse response) {
     AcquireResponse out{std::move(response), {}, Duration(0)};
     if (out.check.overall != Code::kOk && c.slots_asked) {
-      // Releasing a slot that was not taken changes nothing: every slot is given back.
+      // Releasing a slot that was not taken changes nothing: every slot is given back. The
+      // answer waits for the store to have them back: a client retrying at once after the 429
+      // (another connection to a shared store) must not find them still held.
       GiveBackSlots(out.check);
-      CallSlots(SlotCall::kRelease, c.slots, id, clock_->Now(), [](std::vector<PermitAnswer>) {});
+      auto answer = std::make_shared<AcquireResponse>(std::move(out));
+      CallSlots(SlotCall::kRelease, c.slots, id, clock_->Now(),
+                [answer, done](std::vector<PermitAnswer>) { done(std::move(*answer)); });
+      return;
     } else if (out.check.overall == Code::kOk) {
       // The permit names the slots it may hold (a refused shadow slot holds none); its ttl is
       // the shortest of theirs.

