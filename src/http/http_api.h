@@ -87,7 +87,7 @@ class HttpApi final : private CheckReplier {
   // is identified before its body is read, and let in for the domain before anything is counted.
   std::expected<CheckRequest, HttpReply> AdmittedCheck(const HttpRequestView& request) const;
   // The permit routes (permit_api.cc). Acquire is let in as a check is; release and renew, with
-  // --api-tokens, by any known client (a permit names no domain, and only its holder has it).
+  // --api-tokens, for a known client allowed every domain the permit's slots are in (403 else).
   HttpReply Acquire(const HttpRequestView& request) const;
   HttpReply ReleaseOrRenew(const HttpRequestView& request, bool renew) const;
   HttpReply Refuse(AuthFailure failure) const;  // counted

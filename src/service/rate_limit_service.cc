@@ -642,7 +642,8 @@ void Service::AcquireAsync(const CheckRequest& request, AcquireCallback done) {
       CallSlots(SlotCall::kRelease, c.slots, id, clock_->Now(),
                 [answer, done](std::vector<PermitAnswer>) { done(std::move(*answer)); });
       return;
-    } else if (out.check.overall == Code::kOk) {
+    }
+    if (out.check.overall == Code::kOk) {
       // The permit names the slots it may hold (a refused shadow slot holds none); its ttl is
       // the shortest of theirs.
       PermitToken held = token;

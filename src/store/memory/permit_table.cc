@@ -141,8 +141,8 @@ void Hold(Shard& shard, KeyIt it, std::string_view key, std::string_view permit,
   ++shard.in_flight;
 }
 
-bool Holds(const Shard& shard, std::string_view key, std::string_view permit) {
-  const auto it = shard.keys.find(key);
+// Whether the key at `it` (keys.end(): a key without permits) holds `permit`.
+bool Holds(KeyIt it, const Shard& shard, std::string_view permit) {
   return it != shard.keys.end() && it->second.by_id.contains(permit);
 }
 
@@ -218,17 +218,47 @@ PermitTable::Shard& PermitTable::ShardFor(std::string_view key) const {
   return shards_[(HashKey(key, seed_) >> 32) & shard_mask_];
 }
 
-PermitAnswer PermitTable::Acquire(std::string_view key, Timestamp now,
-                                  const PermitAcquire& request) {
-  if (!Valid(key, request.permit)) return InvalidAnswer(now);
+template <typename Decide>
+PermitAnswer PermitTable::OnShard(std::string_view key, std::string_view permit, Timestamp now,
+                                  const Decide& decide) {
+  if (!Valid(key, permit)) return InvalidAnswer(now);
   Shard& shard = ShardFor(key);
   std::unique_lock<std::mutex> lock(shard.mu);
   if (PermitTable* next = successor_.get(); next != nullptr) {
     lock.unlock();
-    return next->Acquire(key, now, request);
+    return next->OnShard(key, permit, now, decide);
   }
   now = Advance(shard, now);
   DropExpired(shard, now);
+  return decide(*this, shard, now);
+}
+
+PermitAnswer PermitTable::Acquire(std::string_view key, Timestamp now,
+                                  const PermitAcquire& request) {
+  return OnShard(key, request.permit, now, [&](PermitTable& t, Shard& shard, Timestamp at) {
+    return t.AcquireIn(shard, key, at, request);
+  });
+}
+
+PermitAnswer PermitTable::Release(std::string_view key, Timestamp now, std::string_view permit) {
+  return OnShard(key, permit, now, [&](PermitTable&, Shard& shard, Timestamp at) {
+    const auto held = FindHeld(shard, key, permit, at);
+    if (!held) return held.error();
+    Modify(shard, held->key, [&](KeyPermits& k) { Erase(shard, k, held->id); });
+    return Answer(true, at, Held(shard, key));
+  });
+}
+
+PermitAnswer PermitTable::Renew(std::string_view key, Timestamp now, std::string_view permit) {
+  return OnShard(key, permit, now, [&](PermitTable& t, Shard& shard, Timestamp at) {
+    const auto held = FindHeld(shard, key, permit, at);
+    if (!held) return held.error();
+    return Extend(shard, held->key, held->id, at, t.spec_.ttl);
+  });
+}
+
+PermitAnswer PermitTable::AcquireIn(Shard& shard, std::string_view key, Timestamp now,
+                                    const PermitAcquire& request) {
   auto it = shard.keys.find(key);
   if (it != shard.keys.end()) {
     if (auto p = it->second.by_id.find(request.permit); p != it->second.by_id.end()) {
@@ -256,37 +286,6 @@ PermitAnswer PermitTable::Acquire(std::string_view key, Timestamp now,
   PermitAnswer a = Answer(true, now, held + 1);
   a.expires_us = CeilMicros(expiry);
   return a;
-}
-
-PermitAnswer PermitTable::Release(std::string_view key, Timestamp now, std::string_view permit) {
-  if (!Valid(key, permit)) return InvalidAnswer(now);
-  Shard& shard = ShardFor(key);
-  std::unique_lock<std::mutex> lock(shard.mu);
-  if (PermitTable* next = successor_.get(); next != nullptr) {
-    lock.unlock();
-    return next->Release(key, now, permit);
-  }
-  now = Advance(shard, now);
-  DropExpired(shard, now);
-  const auto held = FindHeld(shard, key, permit, now);
-  if (!held) return held.error();
-  Modify(shard, held->key, [&](KeyPermits& k) { Erase(shard, k, held->id); });
-  return Answer(true, now, Held(shard, key));
-}
-
-PermitAnswer PermitTable::Renew(std::string_view key, Timestamp now, std::string_view permit) {
-  if (!Valid(key, permit)) return InvalidAnswer(now);
-  Shard& shard = ShardFor(key);
-  std::unique_lock<std::mutex> lock(shard.mu);
-  if (PermitTable* next = successor_.get(); next != nullptr) {
-    lock.unlock();
-    return next->Renew(key, now, permit);
-  }
-  now = Advance(shard, now);
-  DropExpired(shard, now);
-  const auto held = FindHeld(shard, key, permit, now);
-  if (!held) return held.error();
-  return Extend(shard, held->key, held->id, now, spec_.ttl);
 }
 
 uint64_t PermitTable::ForEachLivePermit(Timestamp now, const PermitVisitor& f) const {
@@ -318,8 +317,8 @@ bool PermitTable::RestorePermit(std::string_view key, std::string_view permit, T
   if (!Valid(key, permit) || expiry <= now) return false;
   Shard& shard = ShardFor(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  if (Holds(shard, key, permit)) return false;
-  const auto it = shard.keys.find(key);
+  const KeyIt it = shard.keys.find(key);
+  if (Holds(it, shard, permit)) return false;
   const size_t need =
       PermitBytes(permit.size()) + (it == shard.keys.end() ? KeyBytes(key.size()) : 0);
   if (shard.bytes + need > shard.budget) return false;
@@ -339,7 +338,8 @@ void TakePermitsOf(const std::shared_ptr<PermitTable>& table, PermitTable& old) 
       Shard& to = table->ShardFor(key);
       std::lock_guard<std::mutex> lock(to.mu);
       for (const auto& [id, expiry] : k.by_id) {
-        if (!Holds(to, key, id)) Hold(to, to.keys.find(key), key, id, expiry);
+        const KeyIt it = to.keys.find(key);
+        if (!Holds(it, to, id)) Hold(to, it, key, id, expiry);
       }
     }
     from.earliest.clear();

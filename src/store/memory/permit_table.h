@@ -102,6 +102,16 @@ class PermitTable {
   PermitTable(const PermitSpec& spec, size_t max_bytes, size_t shards, size_t max_key_bytes,
               uint64_t seed, size_t budget);
   bool Valid(std::string_view key, std::string_view permit) const;
+  // Every call's frame: a malformed one is invalid; otherwise `decide(table, shard, now)` runs
+  // under the lock of `key`'s shard, at the shard's time (never before a call it decided), after
+  // the shard's expired permits are dropped, in the table that holds the permits now: this one,
+  // or the newer one that took them (TakePermitsOf), whose spec is then the one that applies.
+  template <typename Decide>
+  PermitAnswer OnShard(std::string_view key, std::string_view permit, Timestamp now,
+                       const Decide& decide);
+  // An acquire inside OnShard.
+  PermitAnswer AcquireIn(Shard& shard, std::string_view key, Timestamp now,
+                         const PermitAcquire& request);
   Shard& ShardFor(std::string_view key) const;
 
   const PermitSpec spec_;
